@@ -1,0 +1,3 @@
+//! kernbench: a deterministic discrete-event simulator of the AHBM machine.
+
+pub mod sim;
