@@ -1,13 +1,81 @@
 //! The simulation core: a deterministic single-threaded executor with a
 //! virtual clock, and the primitives hardware models are built from.
 //!
+//! Tasks are ordinary futures. Inside a task, the free functions of this
+//! module ([`now`], [`sleep`], [`spawn`], ...) act on the simulation that is
+//! running it. Ties in time run in FIFO order of scheduling; see
+//! [`Simulation`] for the contract and `docs/adr/0001-executor.md` for why
+//! this is our own executor and not tokio's scheduler.
+//!
 //! This module knows nothing of hardware, topology or torch.
 
+mod channel;
+mod error;
+mod event;
+mod executor;
+mod resource;
+pub mod speed;
+mod task;
 mod time;
+mod timer;
+mod wait;
+mod waker;
 
+use std::future::Future;
+use std::rc::Rc;
+
+pub use channel::{Receiver, Recv, Send, SendError, Sender, channel};
+pub use error::{BlockedTask, Describe, JoinError, SimError};
+pub use event::{Barrier, BarrierWait, BarrierWaitResult, Event, EventWait};
+pub use resource::{Acquire, Resource, ResourceGuard};
+pub use executor::{RunStatus, SimStats, Simulation};
+pub use task::JoinHandle;
 pub use time::{PS_PER_MS, PS_PER_NS, PS_PER_S, PS_PER_US, SimDuration, SimTime, TimeError};
+pub use timer::{Sleep, YieldNow, sleep, sleep_until, yield_now};
+
+use executor::{current_core, with_current_core};
+
+/// The current virtual time. Panics outside a running simulation.
+pub fn now() -> SimTime {
+    current_core("now").now()
+}
 
 /// The current virtual time, or `None` outside a running simulation.
 pub fn try_now() -> Option<SimTime> {
-    None
+    with_current_core(|core| core.map(|c| c.now()))
+}
+
+/// The name of the task being polled, or `None` outside a task.
+pub fn current_task_name() -> Option<Rc<str>> {
+    with_current_core(|core| core.and_then(|c| c.current_task_name()))
+}
+
+/// Spawns a task on the running simulation (from inside another task).
+pub fn spawn<F>(name: &str, future: F) -> JoinHandle<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    current_core("spawn").spawn(name, false, future)
+}
+
+/// Spawns a daemon task on the running simulation; see
+/// [`Simulation::spawn_daemon`].
+pub fn spawn_daemon<F>(name: &str, future: F) -> JoinHandle<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    current_core("spawn_daemon").spawn(name, true, future)
+}
+
+/// Records, for deadlock reports, that the task being polled is about to
+/// return `Pending` waiting to `operation` on `what`. Primitives outside this
+/// module (IPCQ rings, ...) call it so a deadlock names them.
+pub fn waiting_on(operation: &'static str, what: Rc<dyn Describe>) {
+    with_current_core(|core| {
+        if let Some(core) = core {
+            core.set_waiting(error::Waiting::On(operation, what));
+        }
+    });
 }

@@ -1,0 +1,182 @@
+//! [`Event`]: a latched one-shot signal (SimPy's `Event`), and [`Barrier`]:
+//! a reusable rendezvous of a fixed number of parties.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use super::error::Describe;
+use super::wait::WakerList;
+use super::waiting_on;
+
+struct EventInner {
+    name: String,
+    set: Cell<bool>,
+    waiters: WakerList,
+}
+
+impl Describe for EventInner {
+    fn describe(&self) -> String {
+        format!("event \"{}\" (not set)", self.name)
+    }
+}
+
+/// A signal that, once set, stays set: every waiter, past and future,
+/// proceeds. Waiters are woken in the order they started waiting. Cloning
+/// gives another handle to the same event.
+#[derive(Clone)]
+pub struct Event {
+    inner: Rc<EventInner>,
+}
+
+impl Event {
+    /// An unset event named `name` (used in deadlock reports).
+    pub fn new(name: &str) -> Self {
+        Event {
+            inner: Rc::new(EventInner {
+                name: name.to_owned(),
+                set: Cell::new(false),
+                waiters: WakerList::default(),
+            }),
+        }
+    }
+
+    /// Sets the event and wakes every waiter. Setting it again does nothing.
+    pub fn set(&self) {
+        if !self.inner.set.replace(true) {
+            self.inner.waiters.wake_all();
+        }
+    }
+
+    /// Whether the event has been set.
+    pub fn is_set(&self) -> bool {
+        self.inner.set.get()
+    }
+
+    /// Waits until the event is set (at once if it already is).
+    pub fn wait(&self) -> EventWait<'_> {
+        EventWait { event: self }
+    }
+}
+
+/// Future returned by [`Event::wait`].
+#[must_use = "futures do nothing unless awaited"]
+pub struct EventWait<'a> {
+    event: &'a Event,
+}
+
+impl Future for EventWait<'_> {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let inner = &self.event.inner;
+        if inner.set.get() {
+            return Poll::Ready(());
+        }
+        inner.waiters.register(cx.waker());
+        waiting_on("wait", inner.clone());
+        Poll::Pending
+    }
+}
+
+struct BarrierInner {
+    name: String,
+    parties: usize,
+    arrived: Cell<usize>,
+    generation: Cell<u64>,
+    waiters: WakerList,
+}
+
+impl Describe for BarrierInner {
+    fn describe(&self) -> String {
+        format!(
+            "barrier \"{}\" ({} of {} arrived)",
+            self.name,
+            self.arrived.get(),
+            self.parties
+        )
+    }
+}
+
+/// A rendezvous of `parties` tasks, reusable round after round: each
+/// `wait` returns once `parties` tasks are waiting in the same round.
+#[derive(Clone)]
+pub struct Barrier {
+    inner: Rc<BarrierInner>,
+}
+
+/// What [`Barrier::wait`] returns: exactly one party per round is the leader
+/// (the last to arrive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BarrierWaitResult {
+    /// Whether this party completed the round.
+    pub is_leader: bool,
+}
+
+impl Barrier {
+    /// A barrier for `parties` tasks. Panics if `parties` is zero.
+    pub fn new(name: &str, parties: usize) -> Self {
+        assert!(parties > 0, "barrier \"{name}\" needs at least 1 party");
+        Barrier {
+            inner: Rc::new(BarrierInner {
+                name: name.to_owned(),
+                parties,
+                arrived: Cell::new(0),
+                generation: Cell::new(0),
+                waiters: WakerList::default(),
+            }),
+        }
+    }
+
+    /// Arrives at the barrier and waits for the round to fill.
+    pub fn wait(&self) -> BarrierWait<'_> {
+        BarrierWait {
+            barrier: self,
+            round: None,
+        }
+    }
+}
+
+/// Future returned by [`Barrier::wait`].
+#[must_use = "futures do nothing unless awaited"]
+pub struct BarrierWait<'a> {
+    barrier: &'a Barrier,
+    round: Option<u64>,
+}
+
+impl Future for BarrierWait<'_> {
+    type Output = BarrierWaitResult;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<BarrierWaitResult> {
+        let inner = self.barrier.inner.clone();
+        match self.round {
+            Some(round) if round != inner.generation.get() => {
+                self.round = None;
+                return Poll::Ready(BarrierWaitResult { is_leader: false });
+            }
+            Some(_) => {}
+            None => {
+                inner.arrived.set(inner.arrived.get() + 1);
+                if inner.arrived.get() == inner.parties {
+                    inner.arrived.set(0);
+                    inner.generation.set(inner.generation.get() + 1);
+                    inner.waiters.wake_all();
+                    return Poll::Ready(BarrierWaitResult { is_leader: true });
+                }
+                self.round = Some(inner.generation.get());
+            }
+        }
+        inner.waiters.register(cx.waker());
+        waiting_on("wait", inner);
+        Poll::Pending
+    }
+}
+
+impl Drop for BarrierWait<'_> {
+    fn drop(&mut self) {
+        let inner = &self.barrier.inner;
+        if self.round == Some(inner.generation.get()) {
+            inner.arrived.set(inner.arrived.get() - 1);
+        }
+    }
+}

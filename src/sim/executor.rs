@@ -1,0 +1,772 @@
+//! The executor: one thread, a virtual clock, a FIFO run queue and a timer
+//! queue.
+//!
+//! Scheduling rule (the determinism contract): tasks run in the FIFO order in
+//! which they were woken; when nothing is runnable the clock jumps to the
+//! earliest timer and every timer due at that instant fires, in the order the
+//! timers were set. Nothing here reads the wall clock or iterates a hash map.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use super::error::{BlockedTask, SimError, Waiting};
+use super::task::{JoinHandle, task_future};
+use super::time::SimTime;
+use super::timer::{TimerKey, TimerQueue};
+use super::waker::{Injector, TaskId, TaskWaker, WakeTarget};
+
+type BoxedTask = Pin<Box<dyn Future<Output = ()>>>;
+
+/// FNV-1a offset basis and prime, for the schedule fingerprint.
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+struct TaskSlot {
+    generation: u32,
+    name: Rc<str>,
+    daemon: bool,
+    live: bool,
+    scheduled: bool,
+    future: Option<BoxedTask>,
+    waker: Option<Arc<TaskWaker>>,
+    waiting: Waiting,
+}
+
+/// Counters of one simulation, cumulative over all its runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimStats {
+    /// Virtual time now.
+    pub now: SimTime,
+    /// Wake-ups delivered to tasks (timer expiries and primitive wakes).
+    pub events: u64,
+    /// Task polls, including the first poll of every task.
+    pub polls: u64,
+    /// Tasks spawned.
+    pub spawned: u64,
+    /// FNV-1a fold of (task slot, virtual time) over every poll, in order: a
+    /// fingerprint of the whole schedule.
+    pub order_hash: u64,
+}
+
+/// How a bounded run ([`Simulation::run_until`]) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    /// Every non-daemon task finished.
+    Finished,
+    /// The limit was reached with work still pending; the clock is at the
+    /// limit and a later run continues from there.
+    LimitReached,
+}
+
+enum StepEnd {
+    Finished,
+    LimitReached,
+    BudgetSpent,
+    Stalled,
+}
+
+/// The state of one simulation, shared by the `Simulation` handle and the
+/// free functions (`now`, `sleep`, `spawn`) of the tasks it runs.
+pub(crate) struct Core {
+    now: Cell<SimTime>,
+    tasks: RefCell<Vec<TaskSlot>>,
+    free_slots: RefCell<Vec<u32>>,
+    run_queue: RefCell<VecDeque<TaskId>>,
+    timers: RefCell<TimerQueue>,
+    injector: Arc<Injector>,
+    current: Cell<Option<TaskId>>,
+    current_waiting: Cell<Waiting>,
+    live_non_daemons: Cell<usize>,
+    events: Cell<u64>,
+    polls: Cell<u64>,
+    spawned: Cell<u64>,
+    order_hash: Cell<u64>,
+}
+
+thread_local! {
+    static CURRENT: Cell<*const Core> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Calls `f` with the simulation running on this thread, if any.
+pub(crate) fn with_current_core<R>(f: impl FnOnce(Option<&Core>) -> R) -> R {
+    CURRENT.with(|cell| {
+        let ptr = cell.get();
+        // SAFETY: CURRENT is non-null only inside `Core::enter`, whose guard
+        // borrows the core for at least as long as the pointer is set.
+        f(unsafe { ptr.as_ref() })
+    })
+}
+
+/// The simulation running on this thread; panics with the name of the
+/// operation if there is none (calling a sim function outside a simulation
+/// is a programming error, like `tokio::spawn` outside a runtime).
+pub(crate) fn current_core(operation: &str) -> &'static Core {
+    let ptr = CURRENT.with(Cell::get);
+    assert!(
+        !ptr.is_null(),
+        "kernbench::sim::{operation}() called outside a running simulation"
+    );
+    // SAFETY: as above; the reference is only used within the current poll,
+    // which the enter guard outlives.
+    unsafe { &*ptr }
+}
+
+struct EnterGuard {
+    previous: *const Core,
+}
+
+impl Drop for EnterGuard {
+    fn drop(&mut self) {
+        CURRENT.with(|cell| cell.set(self.previous));
+    }
+}
+
+impl Core {
+    fn new() -> Self {
+        Core {
+            now: Cell::new(SimTime::ZERO),
+            tasks: RefCell::new(Vec::new()),
+            free_slots: RefCell::new(Vec::new()),
+            run_queue: RefCell::new(VecDeque::new()),
+            timers: RefCell::new(TimerQueue::default()),
+            injector: Arc::new(Injector::default()),
+            current: Cell::new(None),
+            current_waiting: Cell::new(Waiting::Unknown),
+            live_non_daemons: Cell::new(0),
+            events: Cell::new(0),
+            polls: Cell::new(0),
+            spawned: Cell::new(0),
+            order_hash: Cell::new(FNV_OFFSET),
+        }
+    }
+
+    fn enter(&self) -> EnterGuard {
+        let previous = CURRENT.with(|cell| cell.replace(self));
+        EnterGuard { previous }
+    }
+
+    pub fn now(&self) -> SimTime {
+        self.now.get()
+    }
+
+    pub fn injector(&self) -> &Arc<Injector> {
+        &self.injector
+    }
+
+    /// Records what the task being polled now waits on (primitives call this
+    /// just before returning `Pending`).
+    pub fn set_waiting(&self, waiting: Waiting) {
+        self.current_waiting.set(waiting);
+    }
+
+    pub fn current_task_name(&self) -> Option<Rc<str>> {
+        let id = self.current.get()?;
+        Some(self.tasks.borrow()[id.index as usize].name.clone())
+    }
+
+    pub fn add_timer(&self, time: SimTime, target: WakeTarget) -> TimerKey {
+        self.timers.borrow_mut().add(time, target)
+    }
+
+    pub fn retarget_timer(&self, key: &TimerKey, waker: &std::task::Waker) {
+        self.timers.borrow_mut().retarget(key, waker);
+    }
+
+    pub fn cancel_timer(&self, key: TimerKey) {
+        self.timers.borrow_mut().cancel(key, self.now());
+    }
+
+    /// Makes task `id` runnable (once, however often it is woken).
+    pub fn schedule(&self, id: TaskId) {
+        let mut tasks = self.tasks.borrow_mut();
+        let Some(slot) = tasks.get_mut(id.index as usize) else {
+            return;
+        };
+        if slot.generation != id.generation || !slot.live || slot.scheduled {
+            return;
+        }
+        slot.scheduled = true;
+        drop(tasks);
+        self.events.set(self.events.get() + 1);
+        self.run_queue.borrow_mut().push_back(id);
+    }
+
+    pub fn spawn<F>(&self, name: &str, daemon: bool, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        let name: Rc<str> = Rc::from(name);
+        let (task, handle) = task_future(name.clone(), future);
+        self.insert_task(name, daemon, Box::pin(task));
+        handle
+    }
+
+    fn insert_task(&self, name: Rc<str>, daemon: bool, future: BoxedTask) {
+        let index = self.allocate_slot();
+        let mut tasks = self.tasks.borrow_mut();
+        let slot = &mut tasks[index as usize];
+        let id = TaskId {
+            index,
+            generation: slot.generation,
+        };
+        slot.name = name;
+        slot.daemon = daemon;
+        slot.live = true;
+        slot.scheduled = true;
+        slot.future = Some(future);
+        slot.waker = Some(TaskWaker::new(id, self.injector.clone()));
+        slot.waiting = Waiting::Unknown;
+        drop(tasks);
+        if !daemon {
+            self.live_non_daemons.set(self.live_non_daemons.get() + 1);
+        }
+        self.spawned.set(self.spawned.get() + 1);
+        self.run_queue.borrow_mut().push_back(id);
+    }
+
+    fn allocate_slot(&self) -> u32 {
+        if let Some(index) = self.free_slots.borrow_mut().pop() {
+            return index;
+        }
+        let mut tasks = self.tasks.borrow_mut();
+        tasks.push(TaskSlot {
+            generation: 0,
+            name: Rc::from(""),
+            daemon: false,
+            live: false,
+            scheduled: false,
+            future: None,
+            waker: None,
+            waiting: Waiting::Unknown,
+        });
+        u32::try_from(tasks.len() - 1).expect("more than 2^32 task slots")
+    }
+
+    /// Runs until every non-daemon task finished, the clock would pass
+    /// `limit`, `budget` polls were made, or nothing can run.
+    fn step(&self, limit: SimTime, mut budget: u64) -> Result<StepEnd, SimError> {
+        let _entered = self.enter();
+        loop {
+            if self.injector.has_pending() {
+                for id in self.injector.drain() {
+                    self.schedule(id);
+                }
+            }
+            let next = self.run_queue.borrow_mut().pop_front();
+            if let Some(id) = next {
+                self.poll_task(id)?;
+                budget -= 1;
+                if budget == 0 {
+                    return Ok(StepEnd::BudgetSpent);
+                }
+                continue;
+            }
+            if self.live_non_daemons.get() == 0 {
+                return Ok(StepEnd::Finished);
+            }
+            if !self.fire_due_timers(limit) {
+                return Ok(if self.timers.borrow_mut().next_time().is_some() {
+                    self.now.set(limit.max(self.now()));
+                    StepEnd::LimitReached
+                } else {
+                    StepEnd::Stalled
+                });
+            }
+        }
+    }
+
+    /// Advances the clock to the earliest timer (if not beyond `limit`) and
+    /// fires every timer due then, in the order they were set.
+    fn fire_due_timers(&self, limit: SimTime) -> bool {
+        let Some(time) = self.timers.borrow_mut().next_time() else {
+            return false;
+        };
+        if time > limit {
+            return false;
+        }
+        self.now.set(time);
+        loop {
+            let due = self.timers.borrow_mut().pop_due(time);
+            match due {
+                Some(target) => target.wake(self),
+                None => return true,
+            }
+        }
+    }
+
+    fn poll_task(&self, id: TaskId) -> Result<(), SimError> {
+        let Some((mut future, waker)) = self.take_for_poll(id) else {
+            return Ok(());
+        };
+        self.fold_order(id);
+        self.current.set(Some(id));
+        let borrowed = TaskWaker::borrowed_waker(&waker);
+        let mut cx = Context::from_waker(&borrowed);
+        let polled = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
+        self.current.set(None);
+        let waiting = self.current_waiting.take();
+        match polled {
+            Ok(Poll::Pending) => {
+                self.put_back(id, future, waker, waiting);
+                Ok(())
+            }
+            Ok(Poll::Ready(())) => {
+                drop(future);
+                self.retire(id);
+                Ok(())
+            }
+            Err(payload) => {
+                let error = self.panic_error(id, payload.as_ref());
+                drop_quietly(future);
+                self.retire(id);
+                self.drop_all_tasks();
+                Err(error)
+            }
+        }
+    }
+
+    fn take_for_poll(&self, id: TaskId) -> Option<(BoxedTask, Arc<TaskWaker>)> {
+        let mut tasks = self.tasks.borrow_mut();
+        let slot = &mut tasks[id.index as usize];
+        if slot.generation != id.generation || !slot.live {
+            return None;
+        }
+        slot.scheduled = false;
+        Some((slot.future.take()?, slot.waker.take()?))
+    }
+
+    fn put_back(&self, id: TaskId, future: BoxedTask, waker: Arc<TaskWaker>, waiting: Waiting) {
+        let mut tasks = self.tasks.borrow_mut();
+        let slot = &mut tasks[id.index as usize];
+        slot.future = Some(future);
+        slot.waker = Some(waker);
+        slot.waiting = waiting;
+    }
+
+    fn fold_order(&self, id: TaskId) {
+        let mut hash = self.order_hash.get();
+        for word in [u64::from(id.index), self.now().as_ps()] {
+            hash = (hash ^ word).wrapping_mul(FNV_PRIME);
+        }
+        self.order_hash.set(hash);
+        self.polls.set(self.polls.get() + 1);
+    }
+
+    /// Frees a finished task's slot for reuse under a new generation.
+    fn retire(&self, id: TaskId) {
+        let mut tasks = self.tasks.borrow_mut();
+        let slot = &mut tasks[id.index as usize];
+        slot.live = false;
+        slot.scheduled = false;
+        slot.generation = slot.generation.wrapping_add(1);
+        slot.waker = None;
+        slot.waiting = Waiting::Unknown;
+        if !slot.daemon {
+            self.live_non_daemons.set(self.live_non_daemons.get() - 1);
+        }
+        drop(tasks);
+        self.free_slots.borrow_mut().push(id.index);
+    }
+
+    fn panic_error(&self, id: TaskId, payload: &(dyn std::any::Any + Send)) -> SimError {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "non-string panic payload".to_owned());
+        SimError::TaskPanicked {
+            task: self.tasks.borrow()[id.index as usize].name.to_string(),
+            time: self.now(),
+            message,
+        }
+    }
+
+    /// Drops every task (after a panic, or when the simulation is dropped).
+    /// Futures are dropped outside any borrow, since their destructors may
+    /// wake other tasks.
+    fn drop_all_tasks(&self) {
+        let _entered = self.enter();
+        let mut futures = Vec::new();
+        let live: Vec<TaskId> = self.live_task_ids();
+        for id in live {
+            if let Some(future) = self.tasks.borrow_mut()[id.index as usize].future.take() {
+                futures.push(future);
+            }
+            self.retire(id);
+        }
+        self.run_queue.borrow_mut().clear();
+        self.timers.borrow_mut().clear();
+        for future in futures {
+            drop_quietly(future);
+        }
+        self.run_queue.borrow_mut().clear();
+    }
+
+    fn live_task_ids(&self) -> Vec<TaskId> {
+        let tasks = self.tasks.borrow();
+        (0..tasks.len())
+            .filter(|&i| tasks[i].live)
+            .map(|i| TaskId {
+                index: i as u32,
+                generation: tasks[i].generation,
+            })
+            .collect()
+    }
+
+    fn blocked_tasks(&self) -> Vec<BlockedTask> {
+        let tasks = self.tasks.borrow();
+        tasks
+            .iter()
+            .filter(|slot| slot.live)
+            .map(|slot| BlockedTask::new(&slot.name, &slot.waiting, slot.daemon))
+            .collect()
+    }
+
+    /// Whether a stalled run may still be woken from outside: some
+    /// non-daemon task waits on a foreign future.
+    fn waits_on_foreign_future(&self) -> bool {
+        self.tasks
+            .borrow()
+            .iter()
+            .any(|slot| slot.live && !slot.daemon && matches!(slot.waiting, Waiting::Unknown))
+    }
+
+    fn deadlock(&self) -> SimError {
+        SimError::Deadlock {
+            time: self.now(),
+            blocked: self.blocked_tasks(),
+        }
+    }
+
+    fn stats(&self) -> SimStats {
+        SimStats {
+            now: self.now(),
+            events: self.events.get(),
+            polls: self.polls.get(),
+            spawned: self.spawned.get(),
+            order_hash: self.order_hash.get(),
+        }
+    }
+}
+
+fn drop_quietly(future: BoxedTask) {
+    // A destructor that panics while unwinding from a task panic must not
+    // abort the process; the first panic is the one reported.
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(future)));
+}
+
+/// A deterministic discrete-event simulation: owns the clock, the tasks and
+/// the timers. Single-threaded; drive it with [`run`](Self::run),
+/// [`run_until`](Self::run_until) or, inside an async host such as a
+/// `#[tokio::test]`, [`run_async`](Self::run_async).
+///
+/// ```
+/// use kernbench::sim::{self, SimDuration, Simulation};
+///
+/// let mut simulation = Simulation::new();
+/// let done = simulation.spawn("worker", async {
+///     sim::sleep(SimDuration::from_ns(8)).await;
+///     sim::now()
+/// });
+/// simulation.run().unwrap();
+/// assert_eq!(done.output().unwrap().as_ps(), 8_000);
+/// ```
+pub struct Simulation {
+    core: Box<Core>,
+}
+
+impl Default for Simulation {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Polls made by one slice of [`Simulation::run_async`] before it yields to
+/// the host executor.
+const POLLS_PER_SLICE: u64 = 4096;
+
+impl Simulation {
+    /// An empty simulation at time zero.
+    pub fn new() -> Self {
+        Simulation {
+            core: Box::new(Core::new()),
+        }
+    }
+
+    /// Current virtual time.
+    pub fn now(&self) -> SimTime {
+        self.core.now()
+    }
+
+    /// Counters so far (events, polls, schedule fingerprint).
+    pub fn stats(&self) -> SimStats {
+        self.core.stats()
+    }
+
+    /// Adds a task; it first runs at the current virtual time, after the
+    /// tasks already runnable. The run ends when every such task finished.
+    pub fn spawn<F>(&self, name: &str, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        self.core.spawn(name, false, future)
+    }
+
+    /// Adds a daemon: a server task that may wait forever (a link worker, a
+    /// DMA engine). Runs end without waiting for daemons, and a daemon
+    /// waiting alone is not a deadlock.
+    pub fn spawn_daemon<F>(&self, name: &str, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        self.core.spawn(name, true, future)
+    }
+
+    /// Runs until every non-daemon task has finished.
+    ///
+    /// Errors: [`SimError::Deadlock`] when tasks wait and nothing can wake
+    /// them (tasks waiting on futures outside the simulation count as
+    /// deadlocked here; use [`run_async`](Self::run_async) for those), and
+    /// [`SimError::TaskPanicked`].
+    pub fn run(&mut self) -> Result<SimStats, SimError> {
+        match self.core.step(SimTime::MAX, u64::MAX)? {
+            StepEnd::Finished | StepEnd::LimitReached | StepEnd::BudgetSpent => Ok(self.stats()),
+            StepEnd::Stalled => Err(self.core.deadlock()),
+        }
+    }
+
+    /// Runs every event up to and including virtual time `limit`. If work
+    /// remains after it, the clock is left at `limit`.
+    pub fn run_until(&mut self, limit: SimTime) -> Result<RunStatus, SimError> {
+        loop {
+            match self.core.step(limit, u64::MAX)? {
+                StepEnd::Finished => return Ok(RunStatus::Finished),
+                StepEnd::LimitReached => return Ok(RunStatus::LimitReached),
+                StepEnd::BudgetSpent => continue,
+                StepEnd::Stalled => return Err(self.core.deadlock()),
+            }
+        }
+    }
+
+    /// Runs to completion as a future, yielding to the host executor every
+    /// few thousand polls, so other tasks of the host (for instance a
+    /// `#[tokio::test]`) keep running. Sim tasks may await foreign futures
+    /// (a `tokio::sync::oneshot` completed by a host task): while only such
+    /// waits remain, this future sleeps until one of them wakes.
+    pub async fn run_async(&mut self) -> Result<SimStats, SimError> {
+        loop {
+            match self.core.step(SimTime::MAX, POLLS_PER_SLICE)? {
+                StepEnd::Finished | StepEnd::LimitReached => return Ok(self.stats()),
+                StepEnd::BudgetSpent => HostYield::default().await,
+                StepEnd::Stalled if self.core.waits_on_foreign_future() => {
+                    ForeignWake {
+                        injector: &self.core.injector,
+                    }
+                    .await
+                }
+                StepEnd::Stalled => return Err(self.core.deadlock()),
+            }
+        }
+    }
+}
+
+impl Drop for Simulation {
+    fn drop(&mut self) {
+        self.core.drop_all_tasks();
+    }
+}
+
+/// Returns `Pending` once, asking the host to poll again later.
+#[derive(Default)]
+struct HostYield {
+    yielded: bool,
+}
+
+impl Future for HostYield {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if std::mem::replace(&mut self.yielded, true) {
+            return Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// Ready once a wake from outside the simulation has been injected.
+struct ForeignWake<'a> {
+    injector: &'a Injector,
+}
+
+impl Future for ForeignWake<'_> {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.injector.register_host(cx.waker());
+        if self.injector.has_pending() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::{SimDuration, now, sleep, sleep_until, spawn, yield_now};
+    use std::cell::RefCell;
+
+    type Log = Rc<RefCell<Vec<(&'static str, u64)>>>;
+
+    fn record(log: &Log, what: &'static str) {
+        log.borrow_mut().push((what, now().as_ps()));
+    }
+
+    #[test]
+    fn same_time_wakeups_run_in_timer_order() {
+        let mut simulation = Simulation::new();
+        let log = Log::default();
+        for (name, ps) in [("late", 20), ("a", 10), ("b", 10), ("c", 10)] {
+            let log = log.clone();
+            simulation.spawn(name, async move {
+                sleep(SimDuration::from_ps(ps)).await;
+                record(&log, name);
+            });
+        }
+        simulation.run().unwrap();
+        assert_eq!(*log.borrow(), [("a", 10), ("b", 10), ("c", 10), ("late", 20)]);
+    }
+
+    #[test]
+    fn timers_due_together_fire_before_tasks_they_wake_later() {
+        // "first" wakes at 10 and sets an event that "waker" waits on; "second"
+        // also has a timer at 10 and was scheduled before that wake, so it runs
+        // before "woken".
+        let mut simulation = Simulation::new();
+        let log = Log::default();
+        let signal = crate::sim::Event::new("signal");
+        let (l1, l2, l3, s1, s2) = (log.clone(), log.clone(), log.clone(), signal.clone(), signal);
+        simulation.spawn("woken", async move {
+            s2.wait().await;
+            record(&l3, "woken");
+        });
+        simulation.spawn("first", async move {
+            sleep(SimDuration::from_ps(10)).await;
+            record(&l1, "first");
+            s1.set();
+        });
+        simulation.spawn("second", async move {
+            sleep(SimDuration::from_ps(10)).await;
+            record(&l2, "second");
+        });
+        simulation.run().unwrap();
+        assert_eq!(*log.borrow(), [("first", 10), ("second", 10), ("woken", 10)]);
+    }
+
+    #[test]
+    fn yield_lets_peers_run_without_moving_the_clock() {
+        let mut simulation = Simulation::new();
+        let log = Log::default();
+        let (l1, l2) = (log.clone(), log.clone());
+        simulation.spawn("yielder", async move {
+            yield_now().await;
+            record(&l1, "yielder");
+        });
+        simulation.spawn("peer", async move { record(&l2, "peer") });
+        simulation.run().unwrap();
+        assert_eq!(*log.borrow(), [("peer", 0), ("yielder", 0)]);
+    }
+
+    #[test]
+    fn tasks_spawn_tasks_and_join_them() {
+        let mut simulation = Simulation::new();
+        let parent = simulation.spawn("parent", async {
+            let child = spawn("child", async {
+                sleep(SimDuration::from_ns(3)).await;
+                now()
+            });
+            let child_end = child.await.unwrap();
+            (child_end, now())
+        });
+        simulation.run().unwrap();
+        let (child_end, parent_end) = parent.output().unwrap();
+        assert_eq!(child_end, SimTime::from_ns(3));
+        assert_eq!(parent_end, SimTime::from_ns(3));
+    }
+
+    #[test]
+    fn dropped_sleep_never_moves_the_clock() {
+        let mut simulation = Simulation::new();
+        simulation.spawn("racer", async {
+            let long = sleep(SimDuration::from_us(5));
+            let short = sleep(SimDuration::from_ns(1));
+            futures::pin_mut!(long, short);
+            futures::future::select(long, short).await;
+        });
+        let stats = simulation.run().unwrap();
+        assert_eq!(stats.now, SimTime::from_ns(1));
+    }
+
+    #[test]
+    fn sleep_inside_join_uses_the_combinator_waker() {
+        let mut simulation = Simulation::new();
+        let done = simulation.spawn("joiner", async {
+            let a = sleep(SimDuration::from_ns(2));
+            let b = sleep_until(SimTime::from_ns(5));
+            futures::join!(a, b);
+            now()
+        });
+        simulation.run().unwrap();
+        assert_eq!(done.output().unwrap(), SimTime::from_ns(5));
+    }
+
+    #[test]
+    fn run_until_stops_at_the_limit_and_resumes() {
+        let mut simulation = Simulation::new();
+        simulation.spawn("ticker", async {
+            for _ in 0..4 {
+                sleep(SimDuration::from_ns(10)).await;
+            }
+        });
+        assert_eq!(
+            simulation.run_until(SimTime::from_ns(25)).unwrap(),
+            RunStatus::LimitReached
+        );
+        assert_eq!(simulation.now(), SimTime::from_ns(25));
+        assert_eq!(simulation.run_until(SimTime::MAX).unwrap(), RunStatus::Finished);
+        assert_eq!(simulation.now(), SimTime::from_ns(40));
+    }
+
+    #[test]
+    fn daemons_do_not_keep_a_run_alive() {
+        let mut simulation = Simulation::new();
+        let (tx, mut rx) = crate::sim::channel::<u32>("requests", 1, SimDuration::ZERO);
+        simulation.spawn_daemon("server", async move { while rx.recv().await.is_some() {} });
+        simulation.spawn("client", async move {
+            sleep(SimDuration::from_ns(7)).await;
+            tx.send(1).await.unwrap();
+            std::future::pending::<()>().await;
+        });
+        let error = simulation.run().unwrap_err();
+        let SimError::Deadlock { blocked, .. } = error else {
+            panic!("expected a deadlock")
+        };
+        assert_eq!(blocked.len(), 2);
+        assert!(blocked[0].daemon && !blocked[1].daemon);
+    }
+
+    #[test]
+    fn empty_simulation_finishes_at_time_zero() {
+        let stats = Simulation::new().run().unwrap();
+        assert_eq!((stats.now, stats.events, stats.polls), (SimTime::ZERO, 0, 0));
+    }
+}

@@ -1,0 +1,102 @@
+//! FIFO wait queues shared by the blocking primitives: a waiter is granted
+//! its turn explicitly, so hand-over is first come, first served and a
+//! late arrival can never overtake a woken one.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::task::Waker;
+
+/// One task waiting its turn.
+pub(crate) struct Waiter {
+    granted: Cell<bool>,
+    waker: RefCell<Waker>,
+}
+
+impl Waiter {
+    pub fn is_granted(&self) -> bool {
+        self.granted.get()
+    }
+
+    /// Keeps the waker current when the waiting future is polled again.
+    pub fn update(&self, waker: &Waker) {
+        let mut stored = self.waker.borrow_mut();
+        if !stored.will_wake(waker) {
+            *stored = waker.clone();
+        }
+    }
+}
+
+/// First-come-first-served queue of waiters.
+#[derive(Default)]
+pub(crate) struct WaitQueue {
+    waiters: RefCell<VecDeque<Rc<Waiter>>>,
+}
+
+impl WaitQueue {
+    pub fn is_empty(&self) -> bool {
+        self.waiters.borrow().is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.waiters.borrow().len()
+    }
+
+    /// Appends a waiter for the task polling with `waker`.
+    pub fn push(&self, waker: &Waker) -> Rc<Waiter> {
+        let waiter = Rc::new(Waiter {
+            granted: Cell::new(false),
+            waker: RefCell::new(waker.clone()),
+        });
+        self.waiters.borrow_mut().push_back(waiter.clone());
+        waiter
+    }
+
+    /// Grants the oldest waiter its turn and wakes it; false if none waits.
+    pub fn grant_next(&self) -> bool {
+        let next = self.waiters.borrow_mut().pop_front();
+        match next {
+            Some(waiter) => {
+                waiter.granted.set(true);
+                waiter.waker.borrow().wake_by_ref();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes a waiter that gave up before being granted.
+    pub fn remove(&self, waiter: &Rc<Waiter>) {
+        self.waiters.borrow_mut().retain(|w| !Rc::ptr_eq(w, waiter));
+    }
+
+    /// Wakes every waiter without granting (they re-check their condition).
+    pub fn wake_all(&self) {
+        for waiter in self.waiters.borrow().iter() {
+            waiter.waker.borrow().wake_by_ref();
+        }
+    }
+}
+
+/// Wakers to wake together (an event set, a barrier filled), deduplicated
+/// per waiting future and woken in registration order.
+#[derive(Default)]
+pub(crate) struct WakerList {
+    wakers: RefCell<Vec<Waker>>,
+}
+
+impl WakerList {
+    pub fn register(&self, waker: &Waker) {
+        let mut wakers = self.wakers.borrow_mut();
+        if !wakers.iter().any(|w| w.will_wake(waker)) {
+            wakers.push(waker.clone());
+        }
+    }
+
+    pub fn wake_all(&self) {
+        let wakers = std::mem::take(&mut *self.wakers.borrow_mut());
+        for waker in wakers {
+            waker.wake();
+        }
+    }
+}

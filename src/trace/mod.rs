@@ -1,0 +1,53 @@
+//! Timelines: a `tracing` layer that stamps spans and events with **virtual**
+//! time and writes them as Chrome trace JSON (the Trace Event Format, opened
+//! by Perfetto and `chrome://tracing`).
+//!
+//! This module owns the mapping from `tracing` data to trace events:
+//!
+//! - A span becomes a complete event (`"ph":"X"`) from the virtual time of its
+//!   creation to the virtual time of its close. Entering and exiting a span
+//!   (each `.await` of an instrumented future) does not matter.
+//! - An event becomes an instant event (`"ph":"i"`) named by its message.
+//! - Fields become `args` (numbers stay numbers). The field `component`
+//!   instead names the track: one Chrome thread per component. Without it a
+//!   span or event inherits the track of its nearest recorded ancestor span,
+//!   and failing that uses its `tracing` target.
+//! - Times are written in microseconds as exact decimals of the integer
+//!   picoseconds (`1234567` ps is `"ts":1.234567`); `args.start_ps` and
+//!   `args.dur_ps` repeat them as integers.
+//! - Spans and events seen while the clock reads `None` (outside a
+//!   simulation) are dropped and counted, see
+//!   [`TraceHandle::untimed_dropped`]. A span created in virtual time but
+//!   closed outside it ends at the last virtual time the layer saw.
+//! - Output is deterministic: events are sorted by time, then by the order
+//!   they were recorded; tracks are numbered in order of first appearance.
+//!
+//! It must not know any hardware: it knows virtual time, read through an
+//! injectable [`Clock`], and component names, which are opaque strings.
+//!
+//! Wiring, e.g. for a CLI `--trace FILE` flag next to a `RUST_LOG` console
+//! log. The filter sits on the `fmt` layer only, so `RUST_LOG` does not thin
+//! out the timeline:
+//!
+//! ```no_run
+//! use kernbench::trace::ChromeTraceLayer;
+//! use tracing_subscriber::{EnvFilter, Layer, fmt, layer::SubscriberExt};
+//!
+//! let trace_file: Option<&str> = Some("trace.json"); // from `--trace FILE`
+//! let (chrome, guard) = trace_file.map(ChromeTraceLayer::to_file).transpose()?.unzip();
+//! let subscriber = tracing_subscriber::registry()
+//!     .with(fmt::layer().with_filter(EnvFilter::from_default_env()))
+//!     .with(chrome);
+//! tracing::subscriber::with_default(subscriber, || {
+//!     // run the simulation
+//! });
+//! guard.map(|g| g.finish()).transpose()?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+mod layer;
+mod output;
+mod timeline;
+
+pub use layer::{ChromeTraceLayer, Clock};
+pub use output::{TraceFileGuard, TraceHandle};
