@@ -1,4 +1,5 @@
 //! kernbench: a deterministic discrete-event simulator of the AHBM machine.
 
+pub mod runtime;
 pub mod sim;
 pub mod trace;

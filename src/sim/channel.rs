@@ -307,3 +307,93 @@ impl<T: 'static> Future for Recv<'_, T> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::{Simulation, now, sleep, spawn};
+
+    #[test]
+    fn messages_arrive_after_the_latency_in_send_order() {
+        let mut simulation = Simulation::new();
+        let (tx, mut rx) = channel::<u32>("link", 8, SimDuration::from_ns(10));
+        simulation.spawn("producer", async move {
+            tx.send(1).await.unwrap();
+            sleep(SimDuration::from_ns(3)).await;
+            tx.send(2).await.unwrap();
+        });
+        let consumer = simulation.spawn("consumer", async move {
+            let mut got = Vec::new();
+            while let Some(v) = rx.recv().await {
+                got.push((v, now().as_ps()));
+            }
+            got
+        });
+        simulation.run().unwrap();
+        assert_eq!(consumer.output().unwrap(), [(1, 10_000), (2, 13_000)]);
+    }
+
+    #[test]
+    fn a_full_channel_blocks_senders_first_come_first_served() {
+        let mut simulation = Simulation::new();
+        let (tx, mut rx) = channel::<&'static str>("credit", 1, SimDuration::ZERO);
+        for name in ["a", "b", "c"] {
+            let tx = tx.clone();
+            simulation.spawn(name, async move { tx.send(name).await.unwrap() });
+        }
+        drop(tx);
+        let consumer = simulation.spawn("consumer", async move {
+            let mut got = Vec::new();
+            while let Some(v) = rx.recv().await {
+                got.push((v, now().as_ps()));
+                sleep(SimDuration::from_ps(5)).await;
+            }
+            got
+        });
+        simulation.run().unwrap();
+        assert_eq!(consumer.output().unwrap(), [("a", 0), ("b", 5), ("c", 10)]);
+    }
+
+    #[test]
+    fn send_to_a_dropped_receiver_returns_the_message() {
+        let mut simulation = Simulation::new();
+        let (tx, rx) = channel::<u32>("gone", 1, SimDuration::ZERO);
+        drop(rx);
+        let sent = simulation.spawn("sender", async move { tx.send(7).await });
+        simulation.run().unwrap();
+        let error = sent.output().unwrap().unwrap_err();
+        assert_eq!(error.message, 7);
+        assert!(error.to_string().contains("\"gone\""));
+    }
+
+    #[test]
+    fn blocked_sender_fails_when_the_receiver_goes_away() {
+        let mut simulation = Simulation::new();
+        let (tx, rx) = channel::<u32>("full", 1, SimDuration::ZERO);
+        let sent = simulation.spawn("sender", async move {
+            tx.send(1).await.unwrap();
+            tx.send(2).await
+        });
+        simulation.spawn("dropper", async move {
+            sleep(SimDuration::from_ns(1)).await;
+            drop(rx);
+        });
+        simulation.run().unwrap();
+        assert_eq!(sent.output().unwrap().unwrap_err().message, 2);
+    }
+
+    #[test]
+    fn receiver_sees_a_message_sent_by_a_task_spawned_later() {
+        let mut simulation = Simulation::new();
+        let (tx, mut rx) = channel::<u32>("late", 2, SimDuration::from_ps(1));
+        let got = simulation.spawn("receiver", async move {
+            spawn("sender", async move {
+                sleep(SimDuration::from_ps(4)).await;
+                tx.send(9).await.unwrap();
+            });
+            (rx.recv().await, now().as_ps())
+        });
+        simulation.run().unwrap();
+        assert_eq!(got.output().unwrap(), (Some(9), 5));
+    }
+}

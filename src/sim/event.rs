@@ -180,3 +180,62 @@ impl Drop for BarrierWait<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::{SimDuration, Simulation, now, sleep};
+
+    #[test]
+    fn event_releases_past_and_future_waiters() {
+        let mut simulation = Simulation::new();
+        let ready = Event::new("ready");
+        let early = {
+            let ready = ready.clone();
+            simulation.spawn("early", async move {
+                ready.wait().await;
+                now().as_ps()
+            })
+        };
+        let late = {
+            let ready = ready.clone();
+            simulation.spawn("late", async move {
+                sleep(SimDuration::from_ps(50)).await;
+                ready.wait().await;
+                now().as_ps()
+            })
+        };
+        simulation.spawn("setter", async move {
+            sleep(SimDuration::from_ps(20)).await;
+            ready.set();
+            ready.set();
+        });
+        simulation.run().unwrap();
+        assert_eq!((early.output().unwrap(), late.output().unwrap()), (20, 50));
+    }
+
+    #[test]
+    fn barrier_rounds_release_together_with_one_leader() {
+        let mut simulation = Simulation::new();
+        let barrier = Barrier::new("sync", 3);
+        let handles: Vec<_> = (0..3u64)
+            .map(|i| {
+                let barrier = barrier.clone();
+                simulation.spawn(&format!("p{i}"), async move {
+                    let mut log = Vec::new();
+                    for round in 0..2 {
+                        sleep(SimDuration::from_ps(10 * (i + 1) + round)).await;
+                        let result = barrier.wait().await;
+                        log.push((now().as_ps(), result.is_leader));
+                    }
+                    log
+                })
+            })
+            .collect();
+        simulation.run().unwrap();
+        let logs: Vec<_> = handles.into_iter().map(|h| h.output().unwrap()).collect();
+        assert_eq!(logs[0], [(30, false), (61, false)]);
+        assert_eq!(logs[1], [(30, false), (61, false)]);
+        assert_eq!(logs[2], [(30, true), (61, true)]);
+    }
+}
