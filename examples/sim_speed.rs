@@ -11,10 +11,16 @@ fn main() {
         [speed::w1_sleep_storm, speed::w2_ring_pingpong];
     for run in runs {
         match run() {
-            Ok(result) if json => println!("{}", serde_json::to_string(&result).expect("serialisable")),
+            Ok(result) if json => {
+                println!("{}", serde_json::to_string(&result).expect("serialisable"))
+            }
             Ok(r) => println!(
                 "{}: {} events in {:.3} s = {:.2} M events/s, final time {} ps",
-                r.workload, r.events, r.wall_s, r.events_per_s / 1e6, r.final_time_ps
+                r.workload,
+                r.events,
+                r.wall_s,
+                r.events_per_s / 1e6,
+                r.final_time_ps
             ),
             Err(e) => {
                 eprintln!("error: {e}");

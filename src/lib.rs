@@ -1,5 +1,33 @@
 //! kernbench: a deterministic discrete-event simulator of the AHBM machine.
+//!
+//! The layers, from what a user touches down to the bedrock (dependencies
+//! point downwards only):
+//!
+//! - [`runtime`]: host-side API for PyTorch-DDP-like code. Today the
+//!   per-worker rank and device registry (task-local storage).
+//! - [`ccl`]: collective communication. Today the typed `ccl.yaml`
+//!   ([`ccl::CclConfig`]): default algorithm and per-algorithm entries.
+//! - [`topology`]: the machine description. Today the validated
+//!   `topology.yaml` ([`topology::TopologySpec`]) and its summary.
+//! - [`config`]: YAML with positioned errors, `--set` overrides and the
+//!   quantity types (`"256 GB/s"`, `"8 ns"`, `"1 MiB"`).
+//! - [`trace`]: a `tracing` layer writing Chrome/Perfetto JSON stamped with
+//!   virtual time.
+//! - [`sim`]: the core: a single-threaded executor with a picosecond virtual
+//!   clock, and `Resource`, `channel`, `Event`, `Barrier`. It knows nothing of
+//!   hardware.
+//!
+//! `docs/ARCHITECTURE.md` gives one paragraph per module with what it owns
+//! and what it must not know.
 
+pub mod ccl;
+pub mod config;
 pub mod runtime;
 pub mod sim;
+pub mod topology;
 pub mod trace;
+
+/// The README's code examples, compiled and run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

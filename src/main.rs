@@ -1,1 +1,170 @@
-fn main() {}
+//! `kernbench`, the command-line front end.
+//!
+//! Parses arguments, loads the configuration (embedded defaults, `--topology`
+//! / `--ccl` files, `--set` overrides), runs a subcommand and turns errors
+//! into `error: <message>` on stderr with exit code 2 for configuration
+//! errors and 1 for anything else. All the work lives in the library; this
+//! file only wires it to the terminal.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
+
+use kernbench::ccl::CclConfig;
+use kernbench::config::{ConfigError, ConfigSource, Overrides};
+use kernbench::topology::TopologySpec;
+use kernbench::trace::{ChromeTraceLayer, TraceFileGuard};
+
+/// Deterministic discrete-event simulator of the multi-device AHBM accelerator.
+#[derive(Debug, Parser)]
+#[command(name = "kernbench", version, about)]
+struct Cli {
+    /// Machine description to use instead of the embedded configs/topology.yaml.
+    #[arg(long, global = true, value_name = "FILE")]
+    topology: Option<PathBuf>,
+
+    /// Collective-algorithm config to use instead of the embedded configs/ccl.yaml.
+    #[arg(long, global = true, value_name = "FILE")]
+    ccl: Option<PathBuf>,
+
+    /// Override one value, e.g. `system.sips.count=4`; prefix with `ccl.` to
+    /// address ccl.yaml (`ccl.defaults.n_elem=16`). Repeatable; later wins.
+    #[arg(long = "set", global = true, value_name = "KEY.PATH=VALUE")]
+    set: Vec<String>,
+
+    /// Write a Chrome/Perfetto trace of the run to FILE.
+    #[arg(long, global = true, value_name = "FILE")]
+    trace: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check the configuration and print a summary of the configured machine.
+    Topo {
+        /// Print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Why a command failed, and so which exit code it gets.
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot write output: {0}")]
+    Output(#[from] io::Error),
+    #[error("cannot encode JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("cannot write trace file {}: {source}", path.display())]
+    Trace { path: PathBuf, source: io::Error },
+}
+
+impl CliError {
+    fn exit_code(&self) -> ExitCode {
+        match self {
+            CliError::Config(_) => ExitCode::from(2),
+            CliError::Output(_) | CliError::Json(_) | CliError::Trace { .. } => ExitCode::FAILURE,
+        }
+    }
+}
+
+/// Loads and checks both configuration files, so every subcommand (`topo`
+/// included) rejects a bad ccl.yaml as well as a bad topology.yaml.
+fn load_config(cli: &Cli) -> Result<(TopologySpec, CclConfig), ConfigError> {
+    let overrides = Overrides::parse(&cli.set)?;
+    let topology_source = cli
+        .topology
+        .clone()
+        .map_or_else(TopologySpec::default_source, ConfigSource::File);
+    let ccl_source = cli
+        .ccl
+        .clone()
+        .map_or_else(CclConfig::default_source, ConfigSource::File);
+    Ok((
+        TopologySpec::load(&topology_source, &overrides.topology)?,
+        CclConfig::load(&ccl_source, &overrides.ccl)?,
+    ))
+}
+
+/// Installs the log output: a `fmt` layer on stderr filtered by `RUST_LOG`
+/// (default `warn`), without wall-clock timestamps so that runs compare
+/// equal, and, with `--trace FILE`, the virtual-time Chrome trace layer.
+/// The filter sits on the `fmt` layer only, so `RUST_LOG` does not thin out
+/// the timeline.
+fn init_tracing(trace: Option<&Path>) -> Result<Option<TraceFileGuard>, CliError> {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let log = tracing_subscriber::fmt::layer()
+        .without_time()
+        .with_writer(io::stderr)
+        .with_filter(filter);
+    let (chrome, guard) = trace
+        .map(ChromeTraceLayer::to_file)
+        .transpose()
+        .map_err(|source| CliError::Trace {
+            path: trace.unwrap_or(Path::new("")).to_path_buf(),
+            source,
+        })?
+        .unzip();
+    tracing_subscriber::registry().with(log).with(chrome).init();
+    Ok(guard)
+}
+
+fn topo(topology: &TopologySpec, json: bool) -> Result<(), CliError> {
+    let summary = topology.summary();
+    let text = if json {
+        serde_json::to_string_pretty(&summary)? + "\n"
+    } else {
+        summary.to_string()
+    };
+    print_out(&text)
+}
+
+/// Writes `text` to stdout; a reader that went away (`| head`) is not an
+/// error.
+fn print_out(text: &str) -> Result<(), CliError> {
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(error) if error.kind() != io::ErrorKind::BrokenPipe => Err(error.into()),
+        _ => Ok(()),
+    }
+}
+
+fn run(cli: &Cli) -> Result<(), CliError> {
+    let (topology, _ccl) = load_config(cli)?;
+    match cli.command {
+        Command::Topo { json } => topo(&topology, json),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = init_tracing(cli.trace.as_deref()).and_then(|guard| {
+        run(&cli)?;
+        finish_trace(guard)
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            error.exit_code()
+        }
+    }
+}
+
+/// Writes the trace file, if one was asked for.
+fn finish_trace(guard: Option<TraceFileGuard>) -> Result<(), CliError> {
+    let Some(guard) = guard else { return Ok(()) };
+    let path = guard.path().to_path_buf();
+    guard
+        .finish()
+        .map_err(|source| CliError::Trace { path, source })
+}

@@ -36,7 +36,10 @@ fn w1_ends_at_the_longest_tasks_sum_with_a_stable_schedule() {
     assert_eq!(first.final_time_ps, w1_expected_final_ps());
     assert_eq!(first.events, W1_TASKS * W1_SLEEPS);
     assert_eq!(first.order_hash, second.order_hash);
-    assert_eq!(first.order_hash, 5_654_794_238_789_708_605, "schedule changed");
+    assert_eq!(
+        first.order_hash, 5_654_794_238_789_708_605,
+        "schedule changed"
+    );
 }
 
 #[test]
@@ -45,7 +48,10 @@ fn w2_ring_ends_at_rounds_times_latency() {
     let second = speed::w2_ring_pingpong().unwrap();
     assert_eq!(first.final_time_ps, 228_000_000);
     assert_eq!(first.order_hash, second.order_hash);
-    assert_eq!(first.order_hash, 235_015_727_520_326_341, "schedule changed");
+    assert_eq!(
+        first.order_hash, 235_015_727_520_326_341,
+        "schedule changed"
+    );
 }
 
 /// Folds (task, time) of every wake-up, as the tasks see them, into FNV-1a.
@@ -78,7 +84,10 @@ fn user_level_wakeup_hash() -> u64 {
 fn wakeup_order_is_identical_across_runs_and_pinned() {
     let first = user_level_wakeup_hash();
     assert_eq!(first, user_level_wakeup_hash());
-    assert_eq!(first, 0x505d_3c1b_33a3_26c0, "wake-up order changed: {first:#x}");
+    assert_eq!(
+        first, 0x505d_3c1b_33a3_26c0,
+        "wake-up order changed: {first:#x}"
+    );
 }
 
 #[test]
@@ -96,12 +105,23 @@ fn deadlocked_pair_is_reported_with_what_each_waits_on() {
     });
     let started = Instant::now();
     let error = simulation.run().unwrap_err();
-    assert!(started.elapsed().as_secs() < 1, "deadlock detection took too long");
+    assert!(
+        started.elapsed().as_secs() < 1,
+        "deadlock detection took too long"
+    );
     let text = error.to_string();
     assert!(text.starts_with("deadlock at t=0 ps"), "{text}");
-    assert!(text.contains("task \"pe0\" waits on recv on channel \"sip0.cube0.pe1:W\""), "{text}");
-    assert!(text.contains("task \"pe1\" waits on recv on channel \"sip0.cube0.pe0:E\""), "{text}");
-    let SimError::Deadlock { blocked, .. } = error else { unreachable!() };
+    assert!(
+        text.contains("task \"pe0\" waits on recv on channel \"sip0.cube0.pe1:W\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("task \"pe1\" waits on recv on channel \"sip0.cube0.pe0:E\""),
+        "{text}"
+    );
+    let SimError::Deadlock { blocked, .. } = error else {
+        unreachable!()
+    };
     assert_eq!(blocked.len(), 2);
 }
 
@@ -159,7 +179,10 @@ fn a_panicking_task_becomes_an_error_and_the_rest_are_dropped() {
         }
     );
     assert_eq!(dropped.get(), 1, "the bystander's state was not dropped");
-    assert_eq!(bystander.output(), Err(JoinError::Cancelled("bystander".into())));
+    assert_eq!(
+        bystander.output(),
+        Err(JoinError::Cancelled("bystander".into()))
+    );
     assert_eq!(simulation.run().unwrap().now, SimTime::from_ns(5));
 }
 

@@ -41,7 +41,10 @@ async fn run_async_shares_the_thread_with_other_tokio_tasks() {
     let stats = simulation.run_async().await.unwrap();
     ticker.abort();
     assert_eq!(stats.now, SimTime::from_ps(228_000_000));
-    assert!(ticks.load(Ordering::Relaxed) > 10, "the host task never ran");
+    assert!(
+        ticks.load(Ordering::Relaxed) > 10,
+        "the host task never ran"
+    );
 
     let mut again = Simulation::new();
     ring(&again, 64, 2000);
@@ -86,5 +89,8 @@ async fn run_async_reports_a_deadlock_instead_of_hanging() {
         keep_rx.recv().await
     });
     let error = simulation.run_async().await.unwrap_err();
-    assert!(error.to_string().contains("recv on channel \"never\""), "{error}");
+    assert!(
+        error.to_string().contains("recv on channel \"never\""),
+        "{error}"
+    );
 }

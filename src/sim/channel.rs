@@ -84,7 +84,10 @@ pub fn channel<T: 'static>(
     capacity: usize,
     latency: SimDuration,
 ) -> (Sender<T>, Receiver<T>) {
-    assert!(capacity > 0, "channel \"{name}\" needs a capacity of at least 1");
+    assert!(
+        capacity > 0,
+        "channel \"{name}\" needs a capacity of at least 1"
+    );
     let shared = Rc::new(Shared {
         name: name.to_owned(),
         capacity,

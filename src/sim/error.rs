@@ -65,7 +65,11 @@ impl BlockedTask {
 impl fmt::Display for BlockedTask {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let daemon = if self.daemon { " (daemon)" } else { "" };
-        write!(f, "task \"{}\"{daemon} waits on {}", self.name, self.waiting_on)
+        write!(
+            f,
+            "task \"{}\"{daemon} waits on {}",
+            self.name, self.waiting_on
+        )
     }
 }
 

@@ -643,7 +643,10 @@ mod tests {
             });
         }
         simulation.run().unwrap();
-        assert_eq!(*log.borrow(), [("a", 10), ("b", 10), ("c", 10), ("late", 20)]);
+        assert_eq!(
+            *log.borrow(),
+            [("a", 10), ("b", 10), ("c", 10), ("late", 20)]
+        );
     }
 
     #[test]
@@ -654,7 +657,13 @@ mod tests {
         let mut simulation = Simulation::new();
         let log = Log::default();
         let signal = crate::sim::Event::new("signal");
-        let (l1, l2, l3, s1, s2) = (log.clone(), log.clone(), log.clone(), signal.clone(), signal);
+        let (l1, l2, l3, s1, s2) = (
+            log.clone(),
+            log.clone(),
+            log.clone(),
+            signal.clone(),
+            signal,
+        );
         simulation.spawn("woken", async move {
             s2.wait().await;
             record(&l3, "woken");
@@ -669,7 +678,10 @@ mod tests {
             record(&l2, "second");
         });
         simulation.run().unwrap();
-        assert_eq!(*log.borrow(), [("first", 10), ("second", 10), ("woken", 10)]);
+        assert_eq!(
+            *log.borrow(),
+            [("first", 10), ("second", 10), ("woken", 10)]
+        );
     }
 
     #[test]
@@ -742,7 +754,10 @@ mod tests {
             RunStatus::LimitReached
         );
         assert_eq!(simulation.now(), SimTime::from_ns(25));
-        assert_eq!(simulation.run_until(SimTime::MAX).unwrap(), RunStatus::Finished);
+        assert_eq!(
+            simulation.run_until(SimTime::MAX).unwrap(),
+            RunStatus::Finished
+        );
         assert_eq!(simulation.now(), SimTime::from_ns(40));
     }
 
@@ -767,6 +782,9 @@ mod tests {
     #[test]
     fn empty_simulation_finishes_at_time_zero() {
         let stats = Simulation::new().run().unwrap();
-        assert_eq!((stats.now, stats.events, stats.polls), (SimTime::ZERO, 0, 0));
+        assert_eq!(
+            (stats.now, stats.events, stats.polls),
+            (SimTime::ZERO, 0, 0)
+        );
     }
 }

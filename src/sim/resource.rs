@@ -52,7 +52,10 @@ impl Resource {
     /// units. Panics if `capacity` is zero: such a resource could never be
     /// acquired, and configs are validated before models are built.
     pub fn new(name: &str, capacity: usize) -> Self {
-        assert!(capacity > 0, "resource \"{name}\" needs a capacity of at least 1");
+        assert!(
+            capacity > 0,
+            "resource \"{name}\" needs a capacity of at least 1"
+        );
         Resource {
             inner: Rc::new(Inner {
                 name: name.to_owned(),
@@ -204,9 +207,17 @@ mod tests {
         let held = server.try_acquire().unwrap();
         let mut abandoned = Box::pin(server.acquire());
         let waker = futures::task::noop_waker();
-        assert!(abandoned.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+        assert!(
+            abandoned
+                .as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
         let late = server.clone();
-        let handle = simulation.spawn("late", async move { late.acquire().await.resource.in_use() });
+        let handle = simulation.spawn(
+            "late",
+            async move { late.acquire().await.resource.in_use() },
+        );
         drop(held); // grants the abandoned waiter
         drop(abandoned); // which passes the unit on to "late"
         simulation.run().unwrap();

@@ -104,7 +104,11 @@ pub fn w2_ring_pingpong() -> Result<SpeedResult, SimError> {
                     stamp(&mut payload, i, round);
                     east.send(payload).await.expect("ring receiver alive");
                     payload = west.recv().await.expect("ring sender alive");
-                    assert_eq!(read_stamp(&payload), (from as u64, round), "W2 message out of order");
+                    assert_eq!(
+                        read_stamp(&payload),
+                        (from as u64, round),
+                        "W2 message out of order"
+                    );
                 }
             });
         }

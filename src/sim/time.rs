@@ -167,7 +167,8 @@ impl AddAssign<SimDuration> for SimTime {
 impl Sub<SimTime> for SimTime {
     type Output = SimDuration;
     fn sub(self, earlier: SimTime) -> SimDuration {
-        self.checked_since(earlier).unwrap_or_else(|e| panic!("{e}"))
+        self.checked_since(earlier)
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 }
 
@@ -244,7 +245,10 @@ mod tests {
     fn display_keeps_every_picosecond() {
         assert_eq!(SimDuration::from_ps(64).to_string(), "64 ps");
         assert_eq!(SimDuration::from_ps(1_500_000).to_string(), "1.5 us");
-        assert_eq!(SimDuration::from_ps(1_040_796_000).to_string(), "1.040796 ms");
+        assert_eq!(
+            SimDuration::from_ps(1_040_796_000).to_string(),
+            "1.040796 ms"
+        );
         assert_eq!(SimDuration::from_ps(1_000_001).to_string(), "1.000001 us");
         assert_eq!(SimTime::from_ns(228).to_string(), "t=228 ns");
         assert_eq!(SimDuration::ZERO.to_string(), "0 ps");

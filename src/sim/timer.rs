@@ -88,7 +88,10 @@ impl TimerQueue {
             return slot;
         }
         let slot = self.slots.len() as u32;
-        assert!(slot < 1 << SLOT_BITS, "more than 2^24 timers pending at once");
+        assert!(
+            slot < 1 << SLOT_BITS,
+            "more than 2^24 timers pending at once"
+        );
         self.slots.push(entry);
         slot
     }

@@ -1,0 +1,340 @@
+//! `CclConfig`: the validated, typed form of `configs/ccl.yaml`
+//! (ADR-0032 D6, ADR-0050 D6).
+//!
+//! `defaults` says which algorithm runs and with what; `algorithms` maps a
+//! name to its registry module, IPCQ neighbour wiring and optional
+//! overrides of the defaults. Algorithm-specific extras live in a typed
+//! `params` map (integers, booleans, strings) that the algorithm itself
+//! reads and checks. Maps are `BTreeMap`s, so iteration order is the name
+//! order on every run.
+//!
+//! This module knows the ccl.yaml schema; it knows nothing of how an
+//! algorithm runs.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
+
+use crate::config::units::Count;
+use crate::config::{ConfigError, ConfigSource, Document, Override};
+
+const DEFAULT_FILE: &str = "configs/ccl.yaml";
+const DEFAULT_YAML: &str = include_str!("../../configs/ccl.yaml");
+
+/// Where IPCQ receive slots are placed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "snake_case", expecting = "tcm, hbm or sram")]
+pub enum BufferKind {
+    /// PE-local TCM.
+    Tcm,
+    /// The cube's HBM.
+    Hbm,
+    /// The cube's SRAM.
+    Sram,
+}
+
+/// The IPCQ neighbour table installed before an algorithm's kernel runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(expecting = "none, ring_1d, mesh_2d or tree_binary")]
+pub enum NeighborTopology {
+    /// Nothing installed: the algorithm wires its own neighbours.
+    #[serde(rename = "none")]
+    SelfWired,
+    /// East/west ring.
+    #[serde(rename = "ring_1d")]
+    Ring1d,
+    /// North/south/east/west mesh.
+    #[serde(rename = "mesh_2d")]
+    Mesh2d,
+    /// Parent/children of a binary tree.
+    #[serde(rename = "tree_binary")]
+    TreeBinary,
+}
+
+/// An algorithm-specific parameter value.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ParamValue {
+    /// A whole number.
+    Integer(i64),
+    /// `true` or `false`.
+    Bool(bool),
+    /// Anything else, as written (quantities such as `"4 KiB"` included).
+    Text(String),
+}
+
+impl fmt::Display for ParamValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParamValue::Integer(n) => n.fmt(f),
+            ParamValue::Bool(b) => b.fmt(f),
+            ParamValue::Text(text) => text.fmt(f),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ParamValue {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ParamVisitor;
+        impl Visitor<'_> for ParamVisitor {
+            type Value = ParamValue;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an integer, true/false or a string")
+            }
+            fn visit_bool<E: de::Error>(self, b: bool) -> Result<ParamValue, E> {
+                Ok(ParamValue::Bool(b))
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<ParamValue, E> {
+                Ok(ParamValue::Integer(n))
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<ParamValue, E> {
+                i64::try_from(n)
+                    .map(ParamValue::Integer)
+                    .map_err(|_| E::invalid_value(de::Unexpected::Unsigned(n), &self))
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<ParamValue, E> {
+                Ok(ParamValue::Text(text.to_owned()))
+            }
+        }
+        deserializer.deserialize_any(ParamVisitor)
+    }
+}
+
+/// `defaults:` — what runs unless an algorithm entry says otherwise.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a defaults mapping (algorithm, buffer_kind, n_elem, optional world_size)"
+)]
+pub struct CclDefaults {
+    /// The entry of `algorithms` that `all_reduce` runs.
+    pub algorithm: String,
+    /// Where IPCQ receive slots live.
+    pub buffer_kind: BufferKind,
+    /// Elements per tile.
+    pub n_elem: Count,
+    /// Rank count; `None` falls back to the topology's SIP count.
+    pub world_size: Option<Count>,
+}
+
+/// `algorithms.<name>:` as written.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "an algorithm mapping (module, topology, optional buffer_kind, n_elem, world_size, root_cube, params)"
+)]
+pub struct AlgorithmEntry {
+    /// The algorithm's name in the algorithm registry.
+    pub module: String,
+    /// IPCQ neighbour wiring installed before the kernel runs.
+    pub topology: NeighborTopology,
+    /// Overrides `defaults.buffer_kind`.
+    pub buffer_kind: Option<BufferKind>,
+    /// Overrides `defaults.n_elem`.
+    pub n_elem: Option<Count>,
+    /// Overrides `defaults.world_size`.
+    pub world_size: Option<Count>,
+    /// The cube that gathers a SIP's partial result.
+    pub root_cube: Option<u32>,
+    /// Algorithm-specific extras.
+    #[serde(default)]
+    pub params: BTreeMap<String, ParamValue>,
+}
+
+/// One algorithm with the defaults filled in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Algorithm<'a> {
+    /// The entry's name in ccl.yaml.
+    pub name: &'a str,
+    /// The algorithm's name in the algorithm registry.
+    pub module: &'a str,
+    /// IPCQ neighbour wiring.
+    pub topology: NeighborTopology,
+    /// Where IPCQ receive slots live.
+    pub buffer_kind: BufferKind,
+    /// Elements per tile.
+    pub n_elem: Count,
+    /// Rank count from ccl.yaml, if it sets one.
+    pub world_size: Option<Count>,
+    /// The cube that gathers a SIP's partial result.
+    pub root_cube: Option<u32>,
+    /// Algorithm-specific extras.
+    pub params: &'a BTreeMap<String, ParamValue>,
+}
+
+impl Algorithm<'_> {
+    /// The rank count: ccl.yaml's, else `sip_count` (ADR-0024 D1).
+    pub fn world_size_or(&self, sip_count: Count) -> Count {
+        self.world_size.unwrap_or(sip_count)
+    }
+}
+
+/// ccl.yaml as written, before its cross-references are checked.
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a ccl mapping with defaults and algorithms"
+)]
+struct CclFile {
+    defaults: CclDefaults,
+    algorithms: BTreeMap<String, AlgorithmEntry>,
+}
+
+/// The checked ccl.yaml: the default algorithm exists and every entry names
+/// a module.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CclConfig {
+    defaults: CclDefaults,
+    algorithms: BTreeMap<String, AlgorithmEntry>,
+}
+
+impl CclConfig {
+    /// The algorithms compiled into the binary from `configs/ccl.yaml`.
+    pub fn default_source() -> ConfigSource {
+        ConfigSource::embedded(DEFAULT_FILE, DEFAULT_YAML)
+    }
+
+    /// Reads `source`, applies `overrides` (paths without the `ccl.`
+    /// prefix) and checks the result.
+    pub fn load(source: &ConfigSource, overrides: &[Override]) -> Result<Self, ConfigError> {
+        CclConfig::from_document(&Document::load(source, overrides)?)
+    }
+
+    /// Deserializes and checks a parsed ccl document.
+    pub fn from_document(document: &Document) -> Result<Self, ConfigError> {
+        let CclFile {
+            defaults,
+            algorithms,
+        } = document.deserialize()?;
+        for (name, entry) in &algorithms {
+            if name.trim().is_empty() {
+                return Err(document.error_at("algorithms", "an algorithm name is empty"));
+            }
+            if entry.module.trim().is_empty() {
+                let path = format!("algorithms.{name}.module");
+                return Err(document.error_at(&path, "must name an algorithm module"));
+            }
+        }
+        if !algorithms.contains_key(&defaults.algorithm) {
+            let known: Vec<String> = algorithms.keys().map(|name| format!("`{name}`")).collect();
+            let message = format!(
+                "`{}` is not an entry of `algorithms` (defined: {})",
+                defaults.algorithm,
+                known.join(", ")
+            );
+            return Err(document.error_at("defaults.algorithm", message));
+        }
+        Ok(CclConfig {
+            defaults,
+            algorithms,
+        })
+    }
+
+    /// The `defaults:` section.
+    pub fn defaults(&self) -> &CclDefaults {
+        &self.defaults
+    }
+
+    /// The algorithm called `name`, with defaults filled in.
+    pub fn algorithm(&self, name: &str) -> Option<Algorithm<'_>> {
+        let (name, entry) = self.algorithms.get_key_value(name)?;
+        Some(Algorithm {
+            name,
+            module: &entry.module,
+            topology: entry.topology,
+            buffer_kind: entry.buffer_kind.unwrap_or(self.defaults.buffer_kind),
+            n_elem: entry.n_elem.unwrap_or(self.defaults.n_elem),
+            world_size: entry.world_size.or(self.defaults.world_size),
+            root_cube: entry.root_cube,
+            params: &entry.params,
+        })
+    }
+
+    /// The algorithm `defaults.algorithm` names.
+    pub fn default_algorithm(&self) -> Algorithm<'_> {
+        self.algorithm(&self.defaults.algorithm)
+            .expect("defaults.algorithm is checked to name an entry when the config is built")
+    }
+
+    /// The names of all algorithms, in order.
+    pub fn algorithm_names(&self) -> impl Iterator<Item = &str> {
+        self.algorithms.keys().map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<CclConfig, ConfigError> {
+        let source = ConfigSource::Text {
+            name: "ccl.yaml".into(),
+            text: text.to_owned().into(),
+        };
+        CclConfig::load(&source, &[])
+    }
+
+    #[test]
+    fn embedded_defaults_resolve() {
+        let config = CclConfig::load(&CclConfig::default_source(), &[]).unwrap();
+        let algorithm = config.default_algorithm();
+        assert_eq!(algorithm.name, "intercube_allreduce");
+        assert_eq!(algorithm.topology, NeighborTopology::SelfWired);
+        assert_eq!(algorithm.root_cube, Some(15));
+        assert_eq!(algorithm.n_elem.get(), 8);
+        let names: Vec<&str> = config.algorithm_names().collect();
+        assert_eq!(
+            names,
+            ["hello_send", "intercube_allreduce", "ring_allreduce"]
+        );
+    }
+
+    #[test]
+    fn entries_override_defaults_and_world_size_falls_back() {
+        let config = load(
+            "defaults: {algorithm: a, buffer_kind: hbm, n_elem: 4, world_size: 3}\n\
+             algorithms:\n  a: {module: m, topology: ring_1d, n_elem: 16}\n  \
+             b: {module: m, topology: mesh_2d, world_size: 8, params: {chunks: 4, tag: x}}\n",
+        )
+        .unwrap();
+        let a = config.algorithm("a").unwrap();
+        assert_eq!((a.buffer_kind, a.n_elem.get()), (BufferKind::Hbm, 16));
+        assert_eq!(a.world_size_or(Count::new(2).unwrap()).get(), 3);
+        let b = config.algorithm("b").unwrap();
+        assert_eq!(b.world_size.unwrap().get(), 8);
+        assert_eq!(b.params["chunks"], ParamValue::Integer(4));
+        assert_eq!(b.params["tag"], ParamValue::Text("x".into()));
+        assert!(config.algorithm("c").is_none());
+    }
+
+    #[test]
+    fn default_algorithm_must_exist() {
+        let error = load(
+            "defaults:\n  algorithm: tree\n  buffer_kind: tcm\n  n_elem: 8\n\
+             algorithms:\n  ring: {module: ring, topology: ring_1d}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            error,
+            "ccl.yaml:2:3: defaults.algorithm: `tree` is not an entry of `algorithms` \
+             (defined: `ring`)"
+        );
+    }
+
+    #[test]
+    fn bad_values_are_positioned() {
+        let text = "defaults: {algorithm: r, buffer_kind: l2, n_elem: 8}\n\
+                    algorithms:\n  r: {module: r, topology: ring_1d}\n";
+        let error = load(text).unwrap_err().to_string();
+        assert!(error.starts_with("ccl.yaml:1:26: defaults.buffer_kind: unknown value `l2`"));
+        let text = "defaults: {algorithm: r, buffer_kind: tcm, n_elem: 8}\n\
+                    algorithms:\n  r: {module: \"\", topology: ring_1d, params: {f: 1.5}}\n";
+        let error = load(text).unwrap_err().to_string();
+        assert!(
+            error.contains("algorithms.r.params.f: expected an integer"),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,1096 @@
+//! `TopologySpec`: the validated, typed form of `configs/topology.yaml`.
+//!
+//! Every field is either a type that cannot hold a bad value on its own
+//! (`Count` is never zero, `Bandwidth` never zero, `Fraction` in (0, 1]) or
+//! a type whose constructor checks the rules between its fields
+//! ([`SipLayout`], [`HbmSpec`]). So a `TopologySpec` that exists describes a
+//! machine that can be built, and fields can be public and read directly.
+//!
+//! Loading goes through `config::Document`: unknown keys, wrong units and
+//! broken rules are reported with the file, line, column and key path.
+
+use std::fmt;
+use std::ops::Deref;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::units::{Bandwidth, Count, Fraction, Frequency, NonZeroSize, Size, fmt_si};
+use crate::config::{ConfigError, ConfigSource, Document, Override};
+use crate::sim::SimDuration;
+
+const DEFAULT_FILE: &str = "configs/topology.yaml";
+const DEFAULT_YAML: &str = include_str!("../../configs/topology.yaml");
+
+/// The whole machine: host and SIPs, the cube mesh of a SIP, one cube, one PE.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopologySpec {
+    /// The host, the SIPs and the links between them.
+    pub system: SystemSpec,
+    /// One SIP: its cube mesh, IO_CPU and cube-to-cube links.
+    pub sip: SipSpec,
+    /// One cube: PEs, NoC, HBM, SRAM, M_CPU.
+    pub cube: CubeSpec,
+    /// One PE: clock, TCM, GEMM and math engines, PE_DMA.
+    pub pe: PeSpec,
+}
+
+/// `system:` — the SIPs, the host and the links that join them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SystemSpec {
+    /// How many SIPs and how they are connected.
+    pub sips: SipLayout,
+    /// Host-side software costs.
+    pub host: HostSpec,
+    /// The PCIe link between the host and each SIP.
+    pub host_link: LinkSpec,
+    /// One link between neighbouring SIPs.
+    pub inter_sip: LinkSpec,
+}
+
+/// `system.host:` — host-side software costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with kernel_launch_overhead"
+)]
+pub struct HostSpec {
+    /// Time from a kernel launch call to the launch command leaving the host.
+    pub kernel_launch_overhead: SimDuration,
+}
+
+/// A point-to-point link, per direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a link mapping (bandwidth, latency, max_payload, packet_overhead, efficiency)"
+)]
+pub struct LinkSpec {
+    /// Raw line rate.
+    pub bandwidth: Bandwidth,
+    /// Fixed time for a packet's first flit to cross.
+    pub latency: SimDuration,
+    /// Largest payload of one packet; transfers are split into packets.
+    pub max_payload: NonZeroSize,
+    /// Header and framing bytes sent with every packet.
+    pub packet_overhead: Size,
+    /// Share of the line rate left for packets after other protocol costs.
+    pub efficiency: Fraction,
+}
+
+/// `sip:` — what every SIP contains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with cube_mesh, io_cpu and ucie"
+)]
+pub struct SipSpec {
+    /// The mesh of cubes.
+    pub cube_mesh: Grid,
+    /// The IO_CPU that receives launches from the host.
+    pub io_cpu: IoCpuSpec,
+    /// The link on each edge between neighbouring cubes.
+    pub ucie: UcieSpec,
+}
+
+/// A `w × h` grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a grid mapping {w, h}")]
+pub struct Grid {
+    /// Columns.
+    pub w: Count,
+    /// Rows.
+    pub h: Count,
+}
+
+impl Grid {
+    /// `w × h`.
+    pub fn cells(self) -> u64 {
+        u64::from(self.w.get()) * u64::from(self.h.get())
+    }
+}
+
+impl fmt::Display for Grid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}x{}", self.w, self.h)
+    }
+}
+
+/// `sip.io_cpu:`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping with dispatch_overhead")]
+pub struct IoCpuSpec {
+    /// Time to handle one launch (stamp the start time, fan out to cubes).
+    pub dispatch_overhead: SimDuration,
+}
+
+/// `sip.ucie:` — the die-to-die link on one cube-mesh edge, per direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a UCIe mapping (module_bandwidth, modules_per_edge, latency, bridge_latency, max_payload, efficiency)"
+)]
+pub struct UcieSpec {
+    /// Rate of one UCIe module.
+    pub module_bandwidth: Bandwidth,
+    /// Modules side by side on one edge.
+    pub modules_per_edge: Count,
+    /// Time to cross the link.
+    pub latency: SimDuration,
+    /// Time through the NoC-to-UCIe bridge on each side.
+    pub bridge_latency: SimDuration,
+    /// Largest payload of one flit/packet.
+    pub max_payload: NonZeroSize,
+    /// Share of the line rate left for payload (flit overhead).
+    pub efficiency: Fraction,
+}
+
+impl UcieSpec {
+    /// The raw rate of one edge: all its modules together.
+    pub fn edge_bandwidth(&self) -> Bandwidth {
+        self.module_bandwidth.saturating_mul(self.modules_per_edge)
+    }
+}
+
+/// `cube:` — what every cube contains.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CubeSpec {
+    /// PEs per cube.
+    pub pes: Count,
+    /// The on-cube network.
+    pub noc: NocSpec,
+    /// The HBM stack and its controller.
+    pub hbm: HbmSpec,
+    /// The cube's shared SRAM.
+    pub sram: MemorySpec,
+    /// The management CPU and its DMA engine.
+    pub mcpu: McpuSpec,
+}
+
+/// `cube.noc:` — routers joined by links; cycles are NoC clock cycles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a NoC mapping (clock, planes, link_width, hop_cycles, inject_eject_cycles, virtual_channels, max_payload, efficiency)"
+)]
+pub struct NocSpec {
+    /// Router and link clock.
+    pub clock: Frequency,
+    /// Independent networks laid side by side.
+    pub planes: Count,
+    /// Bytes one link moves per cycle.
+    pub link_width: NonZeroSize,
+    /// Cycles from one router to the next.
+    pub hop_cycles: u32,
+    /// Cycles between an endpoint and its router, at each end.
+    pub inject_eject_cycles: u32,
+    /// Virtual channels per link.
+    pub virtual_channels: Count,
+    /// Largest payload of one packet.
+    pub max_payload: NonZeroSize,
+    /// Share of the line rate achieved.
+    pub efficiency: Fraction,
+}
+
+impl NocSpec {
+    /// The raw rate of one link: `link_width × clock`.
+    pub fn link_bandwidth(&self) -> Bandwidth {
+        Bandwidth::per_cycle(self.link_width, self.clock)
+    }
+}
+
+/// The values of `cube.hbm:` as written; [`HbmSpec`] is the checked form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "an HBM mapping (capacity, pseudo_channels, pc_bandwidth, burst, interleave, access_latency, controller_latency)"
+)]
+pub struct HbmParams {
+    /// Bytes in the stack.
+    pub capacity: NonZeroSize,
+    /// Independent pseudo-channels (PCs), each with its own queue.
+    pub pseudo_channels: Count,
+    /// Rate of one pseudo-channel.
+    pub pc_bandwidth: Bandwidth,
+    /// Smallest access; requests are rounded up to it.
+    pub burst: NonZeroSize,
+    /// Consecutive address bytes mapped to one PC before the next PC.
+    pub interleave: NonZeroSize,
+    /// Time of one access at the DRAM.
+    pub access_latency: SimDuration,
+    /// Time through the controller and PHY.
+    pub controller_latency: SimDuration,
+}
+
+/// A rule between `cube.hbm` values that does not hold.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HbmError {
+    /// The interleave granule does not hold whole bursts.
+    #[error("interleave {interleave} is not a whole number of {burst} bursts")]
+    InterleaveNotBursts {
+        /// `interleave` as given.
+        interleave: NonZeroSize,
+        /// `burst` as given.
+        burst: NonZeroSize,
+    },
+    /// The capacity does not split evenly over the pseudo-channels.
+    #[error(
+        "capacity {capacity} is not a whole number of interleave rounds \
+         ({pseudo_channels} pseudo-channels x {interleave})"
+    )]
+    CapacityNotRounds {
+        /// `capacity` as given.
+        capacity: NonZeroSize,
+        /// `pseudo_channels` as given.
+        pseudo_channels: Count,
+        /// `interleave` as given.
+        interleave: NonZeroSize,
+    },
+}
+
+impl HbmError {
+    /// The key under `cube.hbm` to blame.
+    pub fn key(&self) -> &'static str {
+        match self {
+            HbmError::InterleaveNotBursts { .. } => "interleave",
+            HbmError::CapacityNotRounds { .. } => "capacity",
+        }
+    }
+}
+
+/// `cube.hbm:` checked: interleave holds whole bursts and the capacity is
+/// whole rounds of the interleave over all pseudo-channels. Reads as
+/// [`HbmParams`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HbmSpec(HbmParams);
+
+impl HbmSpec {
+    /// Checks `params`.
+    pub fn new(params: HbmParams) -> Result<Self, HbmError> {
+        let interleave = params.interleave.get().bytes();
+        if interleave % params.burst.get().bytes() != 0 {
+            return Err(HbmError::InterleaveNotBursts {
+                interleave: params.interleave,
+                burst: params.burst,
+            });
+        }
+        let round = u128::from(interleave) * u128::from(params.pseudo_channels.get());
+        if u128::from(params.capacity.get().bytes()) % round != 0 {
+            return Err(HbmError::CapacityNotRounds {
+                capacity: params.capacity,
+                pseudo_channels: params.pseudo_channels,
+                interleave: params.interleave,
+            });
+        }
+        Ok(HbmSpec(params))
+    }
+
+    /// All pseudo-channels together.
+    pub fn bandwidth(&self) -> Bandwidth {
+        self.0.pc_bandwidth.saturating_mul(self.0.pseudo_channels)
+    }
+}
+
+impl Deref for HbmSpec {
+    type Target = HbmParams;
+    fn deref(&self) -> &HbmParams {
+        &self.0
+    }
+}
+
+/// An on-chip memory (SRAM, TCM).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a memory mapping (capacity, bandwidth, latency)"
+)]
+pub struct MemorySpec {
+    /// Bytes.
+    pub capacity: NonZeroSize,
+    /// Access rate.
+    pub bandwidth: Bandwidth,
+    /// Time of one access.
+    pub latency: SimDuration,
+}
+
+/// `cube.mcpu:`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with dispatch_overhead and dma"
+)]
+pub struct McpuSpec {
+    /// Time to handle one kernel command.
+    pub dispatch_overhead: SimDuration,
+    /// The M_CPU.DMA engine.
+    pub dma: DmaSpec,
+}
+
+/// A DMA engine (M_CPU.DMA, PE_DMA).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a DMA mapping (descriptor, issue_overhead, max_outstanding)"
+)]
+pub struct DmaSpec {
+    /// Size of one transfer descriptor.
+    pub descriptor: NonZeroSize,
+    /// Time to issue one descriptor.
+    pub issue_overhead: SimDuration,
+    /// Transfers in flight at once.
+    pub max_outstanding: Count,
+}
+
+/// `pe:` — one processing element.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a PE mapping (clock, tcm, gemm, math, dma)"
+)]
+pub struct PeSpec {
+    /// PE clock.
+    pub clock: Frequency,
+    /// PE-local tightly coupled memory.
+    pub tcm: MemorySpec,
+    /// The matrix engine.
+    pub gemm: GemmSpec,
+    /// The vector/elementwise engine.
+    pub math: MathSpec,
+    /// PE_DMA.
+    pub dma: DmaSpec,
+}
+
+impl PeSpec {
+    /// Peak GEMM rate: two FLOPs per MAC per cycle.
+    pub fn peak_flops(&self) -> u64 {
+        self.gemm
+            .macs_per_cycle()
+            .saturating_mul(2)
+            .saturating_mul(self.clock.hz())
+    }
+}
+
+/// `pe.gemm:` — a `rows × cols` MAC array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping with rows and cols")]
+pub struct GemmSpec {
+    /// Array rows.
+    pub rows: Count,
+    /// Array columns.
+    pub cols: Count,
+}
+
+impl GemmSpec {
+    /// MACs per cycle: `rows × cols`.
+    pub fn macs_per_cycle(&self) -> u64 {
+        u64::from(self.rows.get()) * u64::from(self.cols.get())
+    }
+}
+
+/// `pe.math:`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping with elements_per_cycle")]
+pub struct MathSpec {
+    /// Elements processed per cycle.
+    pub elements_per_cycle: Count,
+}
+
+/// How the SIPs are connected (`system.sips.topology`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(expecting = "ring_1d, torus_2d or mesh_2d_no_wrap")]
+pub enum SipTopology {
+    /// A ring; each SIP talks to east and west neighbours.
+    #[serde(rename = "ring_1d")]
+    Ring1d,
+    /// A `w × h` grid with wrap-around links.
+    #[serde(rename = "torus_2d")]
+    Torus2d,
+    /// A `w × h` grid without wrap-around links.
+    #[serde(rename = "mesh_2d_no_wrap")]
+    Mesh2dNoWrap,
+}
+
+impl SipTopology {
+    /// The name used in topology.yaml.
+    pub const fn name(self) -> &'static str {
+        match self {
+            SipTopology::Ring1d => "ring_1d",
+            SipTopology::Torus2d => "torus_2d",
+            SipTopology::Mesh2dNoWrap => "mesh_2d_no_wrap",
+        }
+    }
+}
+
+impl fmt::Display for SipTopology {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The values of `system.sips:` as written; [`SipLayout`] is the checked form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with count, topology and optionally w and h"
+)]
+pub struct SipsParams {
+    /// Number of SIPs (= ranks).
+    pub count: Count,
+    /// How they are connected.
+    pub topology: SipTopology,
+    /// Grid width, 2-D topologies only.
+    pub w: Option<Count>,
+    /// Grid height, 2-D topologies only.
+    pub h: Option<Count>,
+}
+
+/// `system.sips` values that do not describe a SIP arrangement (ADR-0024 D5).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SipLayoutError {
+    /// `w` or `h` given for a ring.
+    #[error(
+        "sips.{key} sets a 2-D grid, but ring_1d has none: remove it \
+         (or unset it with --set system.sips.{key}=)"
+    )]
+    GridOnRing {
+        /// `w` or `h`.
+        key: &'static str,
+    },
+    /// Only one of `w` and `h`.
+    #[error("sips.{given} is set but sips.{missing} is not: set both, with w x h = sips.count")]
+    HalfGrid {
+        /// The key that was given.
+        given: &'static str,
+        /// The key that is missing.
+        missing: &'static str,
+    },
+    /// `w × h` differs from `count`.
+    #[error("sip layout {w}x{h} = {cells} != sips.count {count} (w={w}, h={h})")]
+    Mismatch {
+        /// Grid width.
+        w: Count,
+        /// Grid height.
+        h: Count,
+        /// `w × h`.
+        cells: u64,
+        /// `sips.count`.
+        count: Count,
+    },
+    /// A 2-D topology, no grid, and a count that is not a square.
+    #[error(
+        "sips.count {count} is not a square, so {topology} cannot derive its grid: \
+         set sips.w and sips.h with w x h = {count}"
+    )]
+    NotSquare {
+        /// `sips.count`.
+        count: Count,
+        /// The 2-D topology.
+        topology: SipTopology,
+    },
+}
+
+impl SipLayoutError {
+    /// The key under `system.sips` to blame (empty for the section).
+    pub fn key(&self) -> &'static str {
+        match self {
+            SipLayoutError::GridOnRing { key } => key,
+            SipLayoutError::HalfGrid { given, .. } => given,
+            SipLayoutError::Mismatch { .. } => "",
+            SipLayoutError::NotSquare { .. } => "count",
+        }
+    }
+}
+
+/// The SIPs and how they are connected: a ring of `count`, or a checked
+/// `w × h` grid for the 2-D topologies.
+///
+/// Grid rules (ADR-0024 D5): explicit `w`/`h` must multiply to `count`;
+/// without them a square `count` gives a `sqrt × sqrt` grid; anything else is
+/// an error. A ring has no grid, and `w`/`h` on a ring are an error rather
+/// than silently ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SipLayout {
+    count: Count,
+    topology: SipTopology,
+    grid: Option<Grid>,
+}
+
+impl SipLayout {
+    /// Checks `params` and resolves the grid.
+    pub fn new(params: SipsParams) -> Result<Self, SipLayoutError> {
+        let SipsParams {
+            count,
+            topology,
+            w,
+            h,
+        } = params;
+        let grid = match (topology, w, h) {
+            (SipTopology::Ring1d, None, None) => None,
+            (SipTopology::Ring1d, w, _) => {
+                let key = if w.is_some() { "w" } else { "h" };
+                return Err(SipLayoutError::GridOnRing { key });
+            }
+            (_, Some(w), Some(h)) => Some(explicit_grid(count, w, h)?),
+            (_, None, None) => Some(square_grid(count, topology)?),
+            (_, w, _) => {
+                let (given, missing) = if w.is_some() { ("w", "h") } else { ("h", "w") };
+                return Err(SipLayoutError::HalfGrid { given, missing });
+            }
+        };
+        Ok(SipLayout {
+            count,
+            topology,
+            grid,
+        })
+    }
+
+    /// Number of SIPs.
+    pub fn count(&self) -> Count {
+        self.count
+    }
+
+    /// How they are connected.
+    pub fn topology(&self) -> SipTopology {
+        self.topology
+    }
+
+    /// The `w × h` grid of a 2-D topology; `None` for a ring.
+    pub fn grid(&self) -> Option<Grid> {
+        self.grid
+    }
+}
+
+fn explicit_grid(count: Count, w: Count, h: Count) -> Result<Grid, SipLayoutError> {
+    let grid = Grid { w, h };
+    if grid.cells() != u64::from(count.get()) {
+        return Err(SipLayoutError::Mismatch {
+            w,
+            h,
+            cells: grid.cells(),
+            count,
+        });
+    }
+    Ok(grid)
+}
+
+fn square_grid(count: Count, topology: SipTopology) -> Result<Grid, SipLayoutError> {
+    let side = count.get().isqrt();
+    match Count::new(side) {
+        Some(side) if u64::from(side.get()).pow(2) == u64::from(count.get()) => {
+            Ok(Grid { w: side, h: side })
+        }
+        _ => Err(SipLayoutError::NotSquare { count, topology }),
+    }
+}
+
+/// topology.yaml as written, before the cross-field rules are checked.
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a topology mapping with system, sip, cube and pe"
+)]
+struct TopologyFile {
+    system: SystemFile,
+    sip: SipSpec,
+    cube: CubeFile,
+    pe: PeSpec,
+}
+
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with sips, host, host_link and inter_sip"
+)]
+struct SystemFile {
+    sips: SipsParams,
+    host: HostSpec,
+    host_link: LinkSpec,
+    inter_sip: LinkSpec,
+}
+
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a cube mapping (pes, noc, hbm, sram, mcpu)"
+)]
+struct CubeFile {
+    pes: Count,
+    noc: NocSpec,
+    hbm: HbmParams,
+    sram: MemorySpec,
+    mcpu: McpuSpec,
+}
+
+impl TopologySpec {
+    /// The default machine, compiled into the binary from
+    /// `configs/topology.yaml`.
+    pub fn default_source() -> ConfigSource {
+        ConfigSource::embedded(DEFAULT_FILE, DEFAULT_YAML)
+    }
+
+    /// Reads `source`, applies `overrides` and checks the result.
+    pub fn load(source: &ConfigSource, overrides: &[Override]) -> Result<Self, ConfigError> {
+        TopologySpec::from_document(&Document::load(source, overrides)?)
+    }
+
+    /// Deserializes and checks a parsed topology document.
+    pub fn from_document(document: &Document) -> Result<Self, ConfigError> {
+        let file: TopologyFile = document.deserialize()?;
+        let sips = SipLayout::new(file.system.sips)
+            .map_err(|e| document.error_at(&under("system.sips", e.key()), &e))?;
+        let hbm = HbmSpec::new(file.cube.hbm)
+            .map_err(|e| document.error_at(&under("cube.hbm", e.key()), &e))?;
+        Ok(TopologySpec {
+            system: SystemSpec {
+                sips,
+                host: file.system.host,
+                host_link: file.system.host_link,
+                inter_sip: file.system.inter_sip,
+            },
+            sip: file.sip,
+            cube: CubeSpec {
+                pes: file.cube.pes,
+                noc: file.cube.noc,
+                hbm,
+                sram: file.cube.sram,
+                mcpu: file.cube.mcpu,
+            },
+            pe: file.pe,
+        })
+    }
+
+    /// Cubes in one SIP.
+    pub fn cubes_per_sip(&self) -> u64 {
+        self.sip.cube_mesh.cells()
+    }
+
+    /// Cubes in the machine.
+    pub fn total_cubes(&self) -> u64 {
+        u64::from(self.system.sips.count().get()) * self.cubes_per_sip()
+    }
+
+    /// PEs in the machine.
+    pub fn total_pes(&self) -> u64 {
+        self.total_cubes() * u64::from(self.cube.pes.get())
+    }
+
+    /// A readable overview of the machine (see [`TopologySummary`]).
+    pub fn summary(&self) -> TopologySummary {
+        TopologySummary::of(self)
+    }
+}
+
+/// `section.key`, or `section` when `key` is empty.
+fn under(section: &str, key: &str) -> String {
+    if key.is_empty() {
+        section.to_owned()
+    } else {
+        format!("{section}.{key}")
+    }
+}
+
+/// What `kernbench topo` prints: the shape, memories, links and compute of
+/// the machine, quantities rendered with their units. Serializes to the
+/// JSON of `topo --json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TopologySummary {
+    /// Number of SIPs.
+    pub sips: u32,
+    /// `ring_1d`, `torus_2d` or `mesh_2d_no_wrap`.
+    pub sip_topology: String,
+    /// The SIP grid (`2x3`) of a 2-D topology.
+    pub sip_grid: Option<String>,
+    /// The cube mesh of one SIP (`4x4`).
+    pub cube_mesh: String,
+    /// Cubes in one SIP.
+    pub cubes_per_sip: u64,
+    /// PEs in one cube.
+    pub pes_per_cube: u32,
+    /// Cubes in the machine.
+    pub total_cubes: u64,
+    /// PEs in the machine.
+    pub total_pes: u64,
+    /// One PE's engines.
+    pub compute: ComputeSummary,
+    /// HBM, SRAM, TCM.
+    pub memories: Vec<MemorySummary>,
+    /// PCIe, inter-SIP, UCIe, NoC, HBM pseudo-channel.
+    pub links: Vec<LinkSummary>,
+}
+
+/// One PE's engines.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ComputeSummary {
+    /// PE clock.
+    pub clock: String,
+    /// GEMM array shape (`128x128`).
+    pub gemm_array: String,
+    /// GEMM MACs per cycle.
+    pub gemm_macs_per_cycle: u64,
+    /// Peak GEMM rate.
+    pub gemm_peak: String,
+    /// Math engine elements per cycle.
+    pub math_elements_per_cycle: u32,
+}
+
+/// One level of memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemorySummary {
+    /// `HBM`, `SRAM`, `TCM`.
+    pub name: String,
+    /// `cube` or `PE`.
+    pub per: String,
+    /// Capacity of one instance.
+    pub size: String,
+    /// Capacity summed over the machine.
+    pub total: String,
+    /// Access rate of one instance.
+    pub bandwidth: String,
+    /// Time of one access.
+    pub latency: String,
+    /// Further detail (pseudo-channels, interleave).
+    pub detail: String,
+}
+
+/// One kind of link, per direction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LinkSummary {
+    /// What the link joins.
+    pub name: String,
+    /// Raw rate.
+    pub bandwidth: String,
+    /// Share of the raw rate achieved.
+    pub efficiency: String,
+    /// Crossing time.
+    pub latency: String,
+    /// Largest packet payload.
+    pub max_payload: String,
+    /// Further detail.
+    pub detail: String,
+}
+
+impl TopologySummary {
+    fn of(spec: &TopologySpec) -> Self {
+        let sips = spec.system.sips;
+        TopologySummary {
+            sips: sips.count().get(),
+            sip_topology: sips.topology().to_string(),
+            sip_grid: sips.grid().map(|grid| grid.to_string()),
+            cube_mesh: spec.sip.cube_mesh.to_string(),
+            cubes_per_sip: spec.cubes_per_sip(),
+            pes_per_cube: spec.cube.pes.get(),
+            total_cubes: spec.total_cubes(),
+            total_pes: spec.total_pes(),
+            compute: ComputeSummary::of(&spec.pe),
+            memories: MemorySummary::all(spec),
+            links: LinkSummary::all(spec),
+        }
+    }
+}
+
+impl ComputeSummary {
+    fn of(pe: &PeSpec) -> Self {
+        ComputeSummary {
+            clock: pe.clock.to_string(),
+            gemm_array: format!("{}x{}", pe.gemm.rows, pe.gemm.cols),
+            gemm_macs_per_cycle: pe.gemm.macs_per_cycle(),
+            gemm_peak: fmt_si(pe.peak_flops(), "FLOP/s"),
+            math_elements_per_cycle: pe.math.elements_per_cycle.get(),
+        }
+    }
+}
+
+/// `size × n` for a total, or `overflow` if it does not fit in 64 bits.
+fn total(size: NonZeroSize, n: u64) -> String {
+    size.get()
+        .checked_mul(n)
+        .map_or_else(|| "overflow".to_owned(), |total| total.to_string())
+}
+
+impl MemorySummary {
+    fn all(spec: &TopologySpec) -> Vec<Self> {
+        let hbm = &spec.cube.hbm;
+        let (sram, tcm) = (&spec.cube.sram, &spec.pe.tcm);
+        vec![
+            MemorySummary {
+                name: "HBM".into(),
+                per: "cube".into(),
+                size: hbm.capacity.to_string(),
+                total: total(hbm.capacity, spec.total_cubes()),
+                bandwidth: hbm.bandwidth().to_string(),
+                latency: hbm.access_latency.to_string(),
+                detail: format!(
+                    "{} pseudo-channels x {}, {} interleave, + {} controller",
+                    hbm.pseudo_channels, hbm.pc_bandwidth, hbm.interleave, hbm.controller_latency
+                ),
+            },
+            MemorySummary::plain("SRAM", "cube", sram, spec.total_cubes()),
+            MemorySummary::plain("TCM", "PE", tcm, spec.total_pes()),
+        ]
+    }
+
+    fn plain(name: &str, per: &str, memory: &MemorySpec, instances: u64) -> Self {
+        MemorySummary {
+            name: name.into(),
+            per: per.into(),
+            size: memory.capacity.to_string(),
+            total: total(memory.capacity, instances),
+            bandwidth: memory.bandwidth.to_string(),
+            latency: memory.latency.to_string(),
+            detail: String::new(),
+        }
+    }
+}
+
+impl LinkSummary {
+    fn all(spec: &TopologySpec) -> Vec<Self> {
+        let (ucie, noc, hbm) = (&spec.sip.ucie, &spec.cube.noc, &spec.cube.hbm);
+        let noc_hop = noc
+            .clock
+            .cycles(u64::from(noc.hop_cycles))
+            .map_or_else(|_| "overflow".to_owned(), |hop| hop.to_string());
+        vec![
+            LinkSummary::of("PCIe host link", &spec.system.host_link),
+            LinkSummary::of("inter-SIP", &spec.system.inter_sip),
+            LinkSummary {
+                name: "UCIe cube edge".into(),
+                bandwidth: ucie.edge_bandwidth().to_string(),
+                efficiency: ucie.efficiency.to_string(),
+                latency: ucie.latency.to_string(),
+                max_payload: ucie.max_payload.to_string(),
+                detail: format!(
+                    "{} modules x {}, + {} bridge per side",
+                    ucie.modules_per_edge, ucie.module_bandwidth, ucie.bridge_latency
+                ),
+            },
+            LinkSummary {
+                name: "NoC link".into(),
+                bandwidth: noc.link_bandwidth().to_string(),
+                efficiency: noc.efficiency.to_string(),
+                latency: noc_hop,
+                max_payload: noc.max_payload.to_string(),
+                detail: format!(
+                    "{} planes, {} cycles per hop at {}, {} VCs",
+                    noc.planes, noc.hop_cycles, noc.clock, noc.virtual_channels
+                ),
+            },
+            LinkSummary {
+                name: "HBM pseudo-channel".into(),
+                bandwidth: hbm.pc_bandwidth.to_string(),
+                efficiency: "1".into(),
+                latency: hbm.access_latency.to_string(),
+                max_payload: hbm.burst.to_string(),
+                detail: format!("{} per cube", hbm.pseudo_channels),
+            },
+        ]
+    }
+
+    fn of(name: &str, link: &LinkSpec) -> Self {
+        LinkSummary {
+            name: name.into(),
+            bandwidth: link.bandwidth.to_string(),
+            efficiency: link.efficiency.to_string(),
+            latency: link.latency.to_string(),
+            max_payload: link.max_payload.to_string(),
+            detail: format!("+ {} per packet", link.packet_overhead),
+        }
+    }
+}
+
+impl fmt::Display for TopologySummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let grid = self
+            .sip_grid
+            .as_ref()
+            .map(|g| format!(", {g} grid"))
+            .unwrap_or_default();
+        writeln!(
+            f,
+            "SIPs           {} ({}{grid})",
+            self.sips, self.sip_topology
+        )?;
+        writeln!(
+            f,
+            "cubes per SIP  {} ({} mesh)",
+            self.cubes_per_sip, self.cube_mesh
+        )?;
+        writeln!(f, "PEs per cube   {}", self.pes_per_cube)?;
+        writeln!(
+            f,
+            "total          {} cubes, {} PEs",
+            self.total_cubes, self.total_pes
+        )?;
+        writeln!(f)?;
+        self.compute.fmt(f)?;
+        writeln!(f)?;
+        writeln!(
+            f,
+            "{:<21} {:>9} {:>10} {:>11} {:>8}  detail",
+            "memory", "size", "total", "bandwidth", "latency"
+        )?;
+        for memory in &self.memories {
+            memory.fmt(f)?;
+        }
+        writeln!(f)?;
+        writeln!(
+            f,
+            "{:<21} {:>11} {:>5} {:>8} {:>8}  detail",
+            "link (per direction)", "bandwidth", "eff", "latency", "payload"
+        )?;
+        for link in &self.links {
+            link.fmt(f)?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for ComputeSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "PE clock       {}", self.clock)?;
+        writeln!(
+            f,
+            "PE GEMM        {} array, {} MAC/cycle, peak {}",
+            self.gemm_array, self.gemm_macs_per_cycle, self.gemm_peak
+        )?;
+        writeln!(
+            f,
+            "PE math        {} elements/cycle",
+            self.math_elements_per_cycle
+        )
+    }
+}
+
+impl fmt::Display for MemorySummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = format!("{} per {}", self.name, self.per);
+        let line = format!(
+            "{name:<21} {:>9} {:>10} {:>11} {:>8}  {}",
+            self.size, self.total, self.bandwidth, self.latency, self.detail
+        );
+        writeln!(f, "{}", line.trim_end())
+    }
+}
+
+impl fmt::Display for LinkSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let line = format!(
+            "{:<21} {:>11} {:>5} {:>8} {:>8}  {}",
+            self.name, self.bandwidth, self.efficiency, self.latency, self.max_payload, self.detail
+        );
+        writeln!(f, "{}", line.trim_end())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(n: u32) -> Count {
+        Count::new(n).unwrap()
+    }
+
+    fn sips(n: u32, topology: SipTopology, w: Option<u32>, h: Option<u32>) -> SipsParams {
+        SipsParams {
+            count: count(n),
+            topology,
+            w: w.map(count),
+            h: h.map(count),
+        }
+    }
+
+    fn default_spec() -> TopologySpec {
+        TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap()
+    }
+
+    #[test]
+    fn default_machine_matches_the_research_table() {
+        let spec = default_spec();
+        assert_eq!(spec.system.sips.count().get(), 2);
+        assert_eq!(spec.system.sips.topology(), SipTopology::Ring1d);
+        assert_eq!(spec.cubes_per_sip(), 16);
+        assert_eq!(spec.total_pes(), 256);
+        assert_eq!(spec.pe.clock.hz(), 1_000_000_000);
+        assert_eq!(spec.pe.gemm.macs_per_cycle(), 16_384);
+        assert_eq!(spec.cube.hbm.bandwidth().bytes_per_sec(), 819_200_000_000);
+        assert_eq!(
+            spec.sip.ucie.edge_bandwidth().bytes_per_sec(),
+            1_024_000_000_000
+        );
+        assert_eq!(
+            spec.cube.noc.link_bandwidth().bytes_per_sec(),
+            64_000_000_000
+        );
+        assert_eq!(
+            spec.system.host_link.bandwidth.bytes_per_sec(),
+            63_000_000_000
+        );
+        assert_eq!(spec.pe.peak_flops(), 32_768_000_000_000);
+    }
+
+    #[test]
+    fn ring_has_no_grid_and_rejects_one() {
+        let ring = SipLayout::new(sips(5, SipTopology::Ring1d, None, None)).unwrap();
+        assert_eq!(ring.grid(), None);
+        let error = SipLayout::new(sips(4, SipTopology::Ring1d, Some(2), Some(2))).unwrap_err();
+        assert_eq!(error.key(), "w");
+    }
+
+    #[test]
+    fn explicit_grid_must_match_count() {
+        let grid = SipLayout::new(sips(6, SipTopology::Torus2d, Some(3), Some(2))).unwrap();
+        assert_eq!(grid.grid().unwrap().to_string(), "3x2");
+        let error = SipLayout::new(sips(6, SipTopology::Torus2d, Some(4), Some(2))).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "sip layout 4x2 = 8 != sips.count 6 (w=4, h=2)"
+        );
+        assert_eq!(error.key(), "");
+        let half = SipLayout::new(sips(6, SipTopology::Mesh2dNoWrap, None, Some(2))).unwrap_err();
+        assert_eq!(half.key(), "h");
+    }
+
+    #[test]
+    fn square_count_falls_back_to_sqrt() {
+        let square = SipLayout::new(sips(9, SipTopology::Mesh2dNoWrap, None, None)).unwrap();
+        assert_eq!(square.grid().unwrap().to_string(), "3x3");
+        let one = SipLayout::new(sips(1, SipTopology::Torus2d, None, None)).unwrap();
+        assert_eq!(one.grid().unwrap().to_string(), "1x1");
+        let error = SipLayout::new(sips(6, SipTopology::Torus2d, None, None)).unwrap_err();
+        assert!(
+            error.to_string().contains("set sips.w and sips.h"),
+            "{error}"
+        );
+        assert_eq!(error.key(), "count");
+    }
+
+    #[test]
+    fn hbm_rules_between_fields() {
+        let params = *default_spec().cube.hbm;
+        let odd = "48 B".parse().unwrap();
+        let error = HbmSpec::new(HbmParams {
+            interleave: odd,
+            ..params
+        })
+        .unwrap_err();
+        assert_eq!(error.key(), "interleave");
+        let error = HbmSpec::new(HbmParams {
+            capacity: "1000 B".parse().unwrap(),
+            ..params
+        })
+        .unwrap_err();
+        assert_eq!(error.key(), "capacity");
+    }
+
+    #[test]
+    fn summary_counts_and_units() {
+        let summary = default_spec().summary();
+        assert_eq!(summary.total_pes, 256);
+        assert_eq!(summary.memories[0].total, "512 GiB");
+        assert_eq!(summary.memories[0].bandwidth, "819.2 GB/s");
+        assert_eq!(summary.links[0].bandwidth, "63 GB/s");
+        assert_eq!(summary.links[3].latency, "9 ns");
+        let text = summary.to_string();
+        assert!(text.contains("SIPs           2 (ring_1d)"), "{text}");
+        assert!(text.contains("32.768 TFLOP/s"), "{text}");
+        assert!(text.contains("16 GiB"), "{text}");
+    }
+}

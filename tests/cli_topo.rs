@@ -1,0 +1,154 @@
+//! The `kernbench topo` command as a user runs it: from an empty directory,
+//! with only the embedded configuration, and with bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A fresh empty directory, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let path = std::env::temp_dir().join(format!("kernbench-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn kernbench(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kernbench"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).unwrap()
+}
+
+#[test]
+fn topo_runs_from_an_empty_directory() {
+    let dir = TempDir::new("topo-text");
+    let output = kernbench(dir.path(), &["topo"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    for part in [
+        "SIPs           2 (ring_1d)",
+        "cubes per SIP  16 (4x4 mesh)",
+        "PEs per cube   8",
+        "32 cubes, 256 PEs",
+        "HBM per cube",
+        "16 GiB",
+        "512 GiB",
+        "63 GB/s",
+        "1.024 TB/s",
+        "25.6 GB/s",
+        "2 ns",
+    ] {
+        assert!(text.contains(part), "`{part}` missing from:\n{text}");
+    }
+}
+
+#[test]
+fn topo_json_has_the_counts() {
+    let dir = TempDir::new("topo-json");
+    let output = kernbench(dir.path(), &["topo", "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(json["sips"], 2);
+    assert_eq!(json["sip_topology"], "ring_1d");
+    assert_eq!(json["cubes_per_sip"], 16);
+    assert_eq!(json["pes_per_cube"], 8);
+    assert_eq!(json["total_cubes"], 32);
+    assert_eq!(json["total_pes"], 256);
+    assert_eq!(json["memories"][0]["size"], "16 GiB");
+    assert_eq!(json["links"][0]["bandwidth"], "63 GB/s");
+}
+
+#[test]
+fn topo_output_is_deterministic() {
+    let dir = TempDir::new("topo-twice");
+    let first = kernbench(dir.path(), &["topo", "--json"]);
+    let second = kernbench(dir.path(), &["topo", "--json"]);
+    assert_eq!(first.stdout, second.stdout);
+}
+
+#[test]
+fn set_changes_the_machine() {
+    let dir = TempDir::new("topo-set");
+    let args = [
+        "--set",
+        "system.sips.count=4",
+        "--set",
+        "system.sips.topology=torus_2d",
+        "--set",
+        "ccl.defaults.n_elem=16",
+        "topo",
+        "--json",
+    ];
+    let output = kernbench(dir.path(), &args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(json["sip_grid"], "2x2");
+    assert_eq!(json["total_pes"], 512);
+}
+
+#[test]
+fn bad_topology_file_exits_with_the_message() {
+    let dir = TempDir::new("topo-bad-file");
+    let file = dir.path().join("bad.yaml");
+    let text = include_str!("../configs/topology.yaml").replacen("  pes: 8", "  pes: eight", 1);
+    std::fs::write(&file, text).unwrap();
+    let output = kernbench(dir.path(), &["--topology", "bad.yaml", "topo"]);
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(
+        message.starts_with("error: bad.yaml:"),
+        "unexpected stderr: {message}"
+    );
+    assert!(
+        message.contains(": cube.pes: expected a positive integer, found \"eight\""),
+        "{message}"
+    );
+    assert!(stdout(&output).is_empty());
+}
+
+#[test]
+fn missing_file_and_bad_set_exit_2_without_panicking() {
+    let dir = TempDir::new("topo-missing");
+    let missing = kernbench(dir.path(), &["--topology", "nope.yaml", "topo"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr(&missing).starts_with("error: cannot read nope.yaml"));
+    let bad_set = kernbench(dir.path(), &["topo", "--set", "system.sips.colour=red"]);
+    assert_eq!(bad_set.status.code(), Some(2));
+    let message = stderr(&bad_set);
+    assert!(
+        message.starts_with("error: --set system.sips.colour=red: system.sips.colour: unknown key"),
+        "{message}"
+    );
+    let bad_ccl = kernbench(
+        dir.path(),
+        &["topo", "--set", "ccl.defaults.algorithm=nope"],
+    );
+    assert_eq!(bad_ccl.status.code(), Some(2));
+    for output in [missing, bad_set, bad_ccl] {
+        assert!(!stderr(&output).contains("panicked"));
+    }
+}
