@@ -10,8 +10,11 @@
 //! models, collectives, kernels or torch; it sits just above `sim` and
 //! `config`.
 
+pub mod address;
+pub mod naming;
 mod spec;
 
+pub use address::{AddressError, AddressMap, MemSpace};
 pub use spec::{
     ComputeSummary, CubeSpec, DmaSpec, GemmSpec, Grid, HbmError, HbmParams, HbmSpec, HostSpec,
     IoCpuSpec, LinkSpec, LinkSummary, MathSpec, McpuSpec, MemorySpec, MemorySummary, NocSpec,

@@ -1,0 +1,144 @@
+//! Node names: the one owner of the naming scheme. Every other module builds
+//! and parses names through these functions, never with its own `format!`.
+//!
+//! `host`, `sip{s}.io_cpu`, `sip{s}.pcie_ep`, `sip{s}.cube{c}.r{row}c{col}`
+//! (NoC routers), `sip{s}.cube{c}.pe{p}`, `sip{s}.cube{c}.hbm` and its
+//! pseudo-channels `sip{s}.cube{c}.hbm.pc{k}`, `sip{s}.cube{c}.sram`,
+//! `sip{s}.cube{c}.mcpu`, `sip{s}.cube{c}.mcpu.dma`, UCIe ports
+//! `sip{s}.cube{c}.ucie.{n,s,e,w}`, and a PE's TCM `sip{s}.cube{c}.pe{p}.tcm`.
+
+use std::fmt;
+
+/// The host.
+pub const HOST: &str = "host";
+
+/// A side of a cube, for its UCIe port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub enum Side {
+    /// North: towards row 0.
+    N,
+    /// South: towards the last row.
+    S,
+    /// East: towards the last column.
+    E,
+    /// West: towards column 0.
+    W,
+}
+
+impl Side {
+    /// All four sides in the order N, S, E, W.
+    pub const ALL: [Side; 4] = [Side::N, Side::S, Side::E, Side::W];
+
+    /// The side facing this one across a link.
+    pub const fn opposite(self) -> Side {
+        match self {
+            Side::N => Side::S,
+            Side::S => Side::N,
+            Side::E => Side::W,
+            Side::W => Side::E,
+        }
+    }
+
+    /// Lower-case letter used in names.
+    pub const fn letter(self) -> &'static str {
+        match self {
+            Side::N => "n",
+            Side::S => "s",
+            Side::E => "e",
+            Side::W => "w",
+        }
+    }
+}
+
+impl fmt::Display for Side {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.letter())
+    }
+}
+
+/// `sip{s}`.
+pub fn sip(sip: u32) -> String {
+    format!("sip{sip}")
+}
+
+/// `sip{s}.io_cpu`.
+pub fn io_cpu(sip: u32) -> String {
+    format!("sip{sip}.io_cpu")
+}
+
+/// `sip{s}.pcie_ep`.
+pub fn pcie_ep(sip: u32) -> String {
+    format!("sip{sip}.pcie_ep")
+}
+
+/// `sip{s}.cube{c}`.
+pub fn cube(sip: u32, cube: u32) -> String {
+    format!("sip{sip}.cube{cube}")
+}
+
+/// `sip{s}.cube{c}.r{row}c{col}`: a NoC router.
+pub fn router(sip: u32, cube: u32, row: u32, col: u32) -> String {
+    format!("sip{sip}.cube{cube}.r{row}c{col}")
+}
+
+/// `sip{s}.cube{c}.pe{p}`.
+pub fn pe(sip: u32, cube: u32, pe: u32) -> String {
+    format!("sip{sip}.cube{cube}.pe{pe}")
+}
+
+/// `sip{s}.cube{c}.pe{p}.tcm`.
+pub fn tcm(sip: u32, cube: u32, pe: u32) -> String {
+    format!("sip{sip}.cube{cube}.pe{pe}.tcm")
+}
+
+/// `sip{s}.cube{c}.hbm`: the HBM controller.
+pub fn hbm(sip: u32, cube: u32) -> String {
+    format!("sip{sip}.cube{cube}.hbm")
+}
+
+/// `sip{s}.cube{c}.hbm.pc{k}`: one pseudo-channel.
+pub fn hbm_pc(sip: u32, cube: u32, pc: u32) -> String {
+    format!("sip{sip}.cube{cube}.hbm.pc{pc}")
+}
+
+/// `sip{s}.cube{c}.sram`.
+pub fn sram(sip: u32, cube: u32) -> String {
+    format!("sip{sip}.cube{cube}.sram")
+}
+
+/// `sip{s}.cube{c}.mcpu`.
+pub fn mcpu(sip: u32, cube: u32) -> String {
+    format!("sip{sip}.cube{cube}.mcpu")
+}
+
+/// `sip{s}.cube{c}.mcpu.dma`.
+pub fn mcpu_dma(sip: u32, cube: u32) -> String {
+    format!("sip{sip}.cube{cube}.mcpu.dma")
+}
+
+/// `sip{s}.cube{c}.ucie.{n,s,e,w}`.
+pub fn ucie(sip: u32, cube: u32, side: Side) -> String {
+    format!("sip{sip}.cube{cube}.ucie.{side}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_scheme() {
+        assert_eq!(router(0, 3, 1, 2), "sip0.cube3.r1c2");
+        assert_eq!(hbm_pc(1, 15, 31), "sip1.cube15.hbm.pc31");
+        assert_eq!(ucie(0, 0, Side::E), "sip0.cube0.ucie.e");
+        assert_eq!(mcpu_dma(2, 4), "sip2.cube4.mcpu.dma");
+        assert_eq!(tcm(0, 1, 7), "sip0.cube1.pe7.tcm");
+    }
+
+    #[test]
+    fn opposite_sides_pair_up() {
+        for side in Side::ALL {
+            assert_eq!(side.opposite().opposite(), side);
+            assert_ne!(side.opposite(), side);
+        }
+    }
+}
