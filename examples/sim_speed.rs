@@ -1,31 +1,45 @@
 //! Measures the simulation core's speed on the W1 and W2 workloads.
 //!
 //! `cargo run --release --example sim_speed -- --json` prints one JSON object
-//! per workload (workload, events, wall_s, events_per_s, final_time_ps).
+//! per workload (workload, events, wall_s, events_per_s, final_time_ps,
+//! order_hash); without `--json`, one readable line each.
 
+use std::io::Write;
+use std::process::ExitCode;
+
+use kernbench::sim::SimError;
 use kernbench::sim::speed::{self, SpeedResult};
 
-fn main() {
+fn line(result: &SpeedResult, json: bool) -> String {
+    if json {
+        return serde_json::to_string(result).expect("a SpeedResult always serialises");
+    }
+    format!(
+        "{}: {} events in {:.3} s = {:.2} M events/s, final time {} ps",
+        result.workload,
+        result.events,
+        result.wall_s,
+        result.events_per_s / 1e6,
+        result.final_time_ps
+    )
+}
+
+fn main() -> ExitCode {
     let json = std::env::args().any(|a| a == "--json");
-    let runs: [fn() -> Result<SpeedResult, kernbench::sim::SimError>; 2] =
+    let workloads: [fn() -> Result<SpeedResult, SimError>; 2] =
         [speed::w1_sleep_storm, speed::w2_ring_pingpong];
-    for run in runs {
-        match run() {
-            Ok(result) if json => {
-                println!("{}", serde_json::to_string(&result).expect("serialisable"))
+    let mut out = std::io::stdout().lock();
+    for run in workloads {
+        let text = match run() {
+            Ok(result) => line(&result, json),
+            Err(error) => {
+                eprintln!("error: {error}");
+                return ExitCode::FAILURE;
             }
-            Ok(r) => println!(
-                "{}: {} events in {:.3} s = {:.2} M events/s, final time {} ps",
-                r.workload,
-                r.events,
-                r.wall_s,
-                r.events_per_s / 1e6,
-                r.final_time_ps
-            ),
-            Err(e) => {
-                eprintln!("error: {e}");
-                std::process::exit(1);
-            }
+        };
+        if writeln!(out, "{text}").is_err() {
+            break; // the reader went away (`| head`)
         }
     }
+    ExitCode::SUCCESS
 }
