@@ -7,6 +7,8 @@
 //!   per-worker rank and device registry (task-local storage).
 //! - [`ccl`]: collective communication. Today the typed `ccl.yaml`
 //!   ([`ccl::CclConfig`]): default algorithm and per-algorithm entries.
+//! - [`mem`]: allocators (physical and virtual), the byte store and the op
+//!   log whose replay verifies the final memory.
 //! - [`topology`]: the machine description. Today the validated
 //!   `topology.yaml` ([`topology::TopologySpec`]) and its summary.
 //! - [`config`]: YAML with positioned errors, `--set` overrides and the
@@ -22,6 +24,7 @@
 
 pub mod ccl;
 pub mod config;
+pub mod mem;
 pub mod runtime;
 pub mod sim;
 pub mod topology;

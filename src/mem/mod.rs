@@ -1,0 +1,34 @@
+//! Memory: who owns which bytes, what the bytes are, and what happened to
+//! them.
+//!
+//! - [`FirstFitAllocator`] (record 0048's `PEMemAllocator`): first-fit with
+//!   coalescing over one memory; [`DeviceAllocators`] holds one per
+//!   [`MemSpace`](crate::topology::MemSpace) of a machine and speaks device
+//!   addresses.
+//! - [`VirtualAllocator`]: page-aligned virtual ranges whose pages map to
+//!   runs of physical pages ([`Extent`]) in any memories.
+//! - [`MemoryStore`]: the bytes, one contiguous buffer per mapped region;
+//!   with data off it keeps extents only.
+//! - [`Op`] and [`OpLog`] (record 0052): typed operations on memory, logged
+//!   in the order they took effect, and the replay that verifies the final
+//!   memory.
+//!
+//! Addresses are the device addresses of [`AddressMap`](crate::topology::AddressMap).
+//! This module knows nothing of latency models, routing, links, kernels or
+//! torch: callers decide *when* an op happens and which unit runs it; this
+//! module only says what it does to memory. Everything is deterministic
+//! (`BTreeMap`s, no hashing, no clocks).
+
+mod alloc;
+mod device;
+mod op;
+mod oplog;
+mod store;
+mod virt;
+
+pub use alloc::{AllocError, FirstFitAllocator};
+pub use device::{DeviceAllocError, DeviceAllocators};
+pub use op::{AddrRange, BinaryFn, DType, Op, Payload};
+pub use oplog::{OpId, OpLog, OpLogError, OpRecord, ReplayError, VerifyError};
+pub use store::{DataMode, MemoryStore, RegionView, StoreDiff, StoreError};
+pub use virt::{DEFAULT_PAGE_SIZE, Extent, Segment, VaError, VirtualAllocator};

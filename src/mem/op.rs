@@ -1,0 +1,477 @@
+//! [`Op`]: one operation on memory, as the hardware executes it and the
+//! [`OpLog`](super::OpLog) records it.
+//!
+//! Each kind of op is a variant with typed parameters; [`Op::apply`]
+//! carries out its effect on a [`MemoryStore`], and [`Op::inputs`] /
+//! [`Op::outputs`] name the address ranges it reads and writes. New kinds
+//! (GEMM, reductions, more elementwise functions) are new variants (or new
+//! [`BinaryFn`]s) with their own `apply` arm, never an untyped catch-all.
+//!
+//! Elements are little-endian. Elementwise math computes in `f32` and
+//! rounds once to the element type; for the functions here that is the
+//! correctly rounded result for `f16` and `bf16` too (`f32` has more than
+//! twice their precision plus two bits).
+
+use std::fmt;
+
+use half::{bf16, f16};
+use serde::{Deserialize, Serialize};
+
+use super::store::{DataMode, MemoryStore, StoreError};
+
+/// A range of device addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddrRange {
+    /// First byte.
+    pub addr: u64,
+    /// Bytes.
+    pub len: u64,
+}
+
+/// An element type of elementwise math.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    /// IEEE binary32.
+    F32,
+    /// IEEE binary16 (`half::f16`).
+    F16,
+    /// bfloat16 (`half::bf16`).
+    BF16,
+}
+
+impl DType {
+    /// Bytes per element.
+    pub const fn size(self) -> u64 {
+        match self {
+            DType::F32 => 4,
+            DType::F16 | DType::BF16 => 2,
+        }
+    }
+}
+
+/// A function of two elements, applied elementwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BinaryFn {
+    /// `a + b`.
+    Add,
+    /// `a - b`.
+    Sub,
+    /// `a * b`.
+    Mul,
+    /// The larger of `a` and `b` (the other if one is NaN).
+    Max,
+    /// The smaller of `a` and `b` (the other if one is NaN).
+    Min,
+}
+
+impl BinaryFn {
+    /// The op name the log records.
+    pub const fn name(self) -> &'static str {
+        match self {
+            BinaryFn::Add => "add",
+            BinaryFn::Sub => "sub",
+            BinaryFn::Mul => "mul",
+            BinaryFn::Max => "max",
+            BinaryFn::Min => "min",
+        }
+    }
+
+    fn eval(self, a: f32, b: f32) -> f32 {
+        match self {
+            BinaryFn::Add => a + b,
+            BinaryFn::Sub => a - b,
+            BinaryFn::Mul => a * b,
+            BinaryFn::Max => a.max(b),
+            BinaryFn::Min => a.min(b),
+        }
+    }
+}
+
+/// Bytes that come from outside simulated memory (a host write's source).
+///
+/// With data off only the length is kept ([`Payload::Elided`]).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Payload {
+    /// The bytes.
+    Bytes(Vec<u8>),
+    /// Bytes that were not kept: only their number.
+    Elided {
+        /// The number of bytes.
+        len: u64,
+    },
+}
+
+impl Payload {
+    /// The number of bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            Payload::Bytes(bytes) => bytes.len() as u64,
+            Payload::Elided { len } => *len,
+        }
+    }
+
+    /// Whether there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes, if kept.
+    pub fn bytes(&self) -> Option<&[u8]> {
+        match self {
+            Payload::Bytes(bytes) => Some(bytes),
+            Payload::Elided { .. } => None,
+        }
+    }
+}
+
+impl From<Vec<u8>> for Payload {
+    fn from(bytes: Vec<u8>) -> Self {
+        Payload::Bytes(bytes)
+    }
+}
+
+impl fmt::Debug for Payload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Payload::Bytes(bytes) => write!(f, "Bytes({} bytes)", bytes.len()),
+            Payload::Elided { len } => write!(f, "Elided({len} bytes)"),
+        }
+    }
+}
+
+/// One operation on memory. Addresses are device addresses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Op {
+    /// A region comes into use, zero-filled (an allocation).
+    Map {
+        /// First byte.
+        addr: u64,
+        /// Bytes.
+        len: u64,
+    },
+    /// The region starting at `addr` goes out of use (a free).
+    Unmap {
+        /// First byte.
+        addr: u64,
+    },
+    /// Bytes from the host program land in memory (an H2D payload).
+    HostWrite {
+        /// First byte written.
+        addr: u64,
+        /// The bytes.
+        data: Payload,
+    },
+    /// A DMA copy.
+    Copy {
+        /// First byte read.
+        src: u64,
+        /// First byte written.
+        dst: u64,
+        /// Bytes.
+        len: u64,
+    },
+    /// A range set to one byte value.
+    Fill {
+        /// First byte.
+        addr: u64,
+        /// Bytes.
+        len: u64,
+        /// The value.
+        value: u8,
+    },
+    /// `out[i] = func(lhs[i], rhs[i])` for `elems` elements of `dtype`.
+    /// `out` may be `lhs` or `rhs` (in-place accumulate).
+    Elementwise {
+        /// The function.
+        func: BinaryFn,
+        /// The element type of all three operands.
+        dtype: DType,
+        /// First operand.
+        lhs: u64,
+        /// Second operand.
+        rhs: u64,
+        /// Result.
+        out: u64,
+        /// Elements.
+        elems: u64,
+    },
+}
+
+impl Op {
+    /// The op name the log records (`copy`, `add`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Map { .. } => "map",
+            Op::Unmap { .. } => "unmap",
+            Op::HostWrite { .. } => "host_write",
+            Op::Copy { .. } => "copy",
+            Op::Fill { .. } => "fill",
+            Op::Elementwise { func, .. } => func.name(),
+        }
+    }
+
+    /// The address ranges the op reads.
+    pub fn inputs(&self) -> Vec<AddrRange> {
+        match *self {
+            Op::Copy { src, len, .. } => vec![range(src, len)],
+            Op::Elementwise {
+                lhs,
+                rhs,
+                dtype,
+                elems,
+                ..
+            } => {
+                let len = dtype.size().saturating_mul(elems);
+                vec![range(lhs, len), range(rhs, len)]
+            }
+            Op::Map { .. } | Op::Unmap { .. } | Op::HostWrite { .. } | Op::Fill { .. } => {
+                Vec::new()
+            }
+        }
+    }
+
+    /// The address ranges the op writes.
+    pub fn outputs(&self) -> Vec<AddrRange> {
+        match self {
+            Op::Map { addr, len } | Op::Fill { addr, len, .. } => vec![range(*addr, *len)],
+            Op::HostWrite { addr, data } => vec![range(*addr, data.len())],
+            Op::Copy { dst, len, .. } => vec![range(*dst, *len)],
+            Op::Elementwise {
+                out, dtype, elems, ..
+            } => vec![range(*out, dtype.size().saturating_mul(*elems))],
+            Op::Unmap { .. } => Vec::new(),
+        }
+    }
+
+    /// Carries out the op on `store`. With data off, addresses are checked
+    /// and nothing else happens.
+    pub fn apply(&self, store: &mut MemoryStore) -> Result<(), StoreError> {
+        match self {
+            Op::Map { addr, len } => store.map(*addr, *len),
+            Op::Unmap { addr } => store.unmap(*addr).map(|_| ()),
+            Op::HostWrite { addr, data } => host_write(store, *addr, data),
+            Op::Copy { src, dst, len } => store.copy(*src, *dst, *len),
+            Op::Fill { addr, len, value } => store.fill(*addr, *len, *value),
+            Op::Elementwise {
+                func,
+                dtype,
+                lhs,
+                rhs,
+                out,
+                elems,
+            } => {
+                let len = dtype.size().saturating_mul(*elems);
+                elementwise(store, *func, *dtype, [*lhs, *rhs, *out], len)
+            }
+        }
+    }
+
+    /// This op as recorded by a store in `mode`: with data off, a host
+    /// write keeps only its length.
+    pub(super) fn for_mode(self, mode: DataMode) -> Op {
+        match (self, mode) {
+            (Op::HostWrite { addr, data }, DataMode::Off) => Op::HostWrite {
+                addr,
+                data: Payload::Elided { len: data.len() },
+            },
+            (op, _) => op,
+        }
+    }
+}
+
+fn range(addr: u64, len: u64) -> AddrRange {
+    AddrRange { addr, len }
+}
+
+fn host_write(store: &mut MemoryStore, addr: u64, data: &Payload) -> Result<(), StoreError> {
+    match (data, store.mode()) {
+        (Payload::Bytes(bytes), _) => store.write(addr, bytes),
+        (Payload::Elided { len }, DataMode::Off) => store.check(addr, *len),
+        (Payload::Elided { len }, DataMode::On) => {
+            store.check(addr, *len)?;
+            Err(StoreError::PayloadElided { addr, len: *len })
+        }
+    }
+}
+
+/// `out = func(lhs, rhs)` over `len` bytes; operands are `[lhs, rhs, out]`.
+fn elementwise(
+    store: &mut MemoryStore,
+    func: BinaryFn,
+    dtype: DType,
+    [lhs, rhs, out]: [u64; 3],
+    len: u64,
+) -> Result<(), StoreError> {
+    store.check(out, len)?;
+    let (Some(a), Some(b)) = (store.bytes(lhs, len)?, store.bytes(rhs, len)?) else {
+        return Ok(());
+    };
+    let result = match dtype {
+        DType::F32 => zip_elements(a, b, |x, y| {
+            func.eval(f32::from_le_bytes(x), f32::from_le_bytes(y))
+                .to_le_bytes()
+        }),
+        DType::F16 => zip_elements(a, b, |x, y| {
+            let (x, y) = (
+                f16::from_le_bytes(x).to_f32(),
+                f16::from_le_bytes(y).to_f32(),
+            );
+            f16::from_f32(func.eval(x, y)).to_le_bytes()
+        }),
+        DType::BF16 => zip_elements(a, b, |x, y| {
+            let (x, y) = (
+                bf16::from_le_bytes(x).to_f32(),
+                bf16::from_le_bytes(y).to_f32(),
+            );
+            bf16::from_f32(func.eval(x, y)).to_le_bytes()
+        }),
+    };
+    store.write(out, &result)
+}
+
+/// `f` over the `N`-byte elements of `a` and `b`, concatenated.
+fn zip_elements<const N: usize>(
+    a: &[u8],
+    b: &[u8],
+    f: impl Fn([u8; N], [u8; N]) -> [u8; N],
+) -> Vec<u8> {
+    let element = |chunk: &[u8]| <[u8; N]>::try_from(chunk).expect("chunks_exact yields N bytes");
+    a.chunks_exact(N)
+        .zip(b.chunks_exact(N))
+        .flat_map(|(x, y)| f(element(x), element(y)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{AddressMap, MemSpace, TopologySpec};
+
+    fn store() -> (MemoryStore, u64) {
+        let spec = TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap();
+        let map = AddressMap::new(&spec).unwrap();
+        let base = map.encode(MemSpace::Hbm { sip: 0, cube: 0 }, 0).unwrap();
+        let mut store = MemoryStore::new(map);
+        store.map(base, 64).unwrap();
+        (store, base)
+    }
+
+    fn f16s(values: &[f32]) -> Vec<u8> {
+        values
+            .iter()
+            .flat_map(|&v| f16::from_f32(v).to_le_bytes())
+            .collect()
+    }
+
+    #[test]
+    fn f16_add_in_place() {
+        let (mut store, base) = store();
+        store
+            .write(base, &f16s(&[1.0, 2.5, -4.0, 65504.0]))
+            .unwrap();
+        store
+            .write(base + 8, &f16s(&[0.5, 0.25, 4.0, 65504.0]))
+            .unwrap();
+        let add = Op::Elementwise {
+            func: BinaryFn::Add,
+            dtype: DType::F16,
+            lhs: base,
+            rhs: base + 8,
+            out: base,
+            elems: 4,
+        };
+        add.apply(&mut store).unwrap();
+        let inf = f32::INFINITY;
+        assert_eq!(store.read(base, 8).unwrap(), f16s(&[1.5, 2.75, 0.0, inf]));
+        assert_eq!(add.name(), "add");
+        assert_eq!(add.inputs(), [range(base, 8), range(base + 8, 8)]);
+        assert_eq!(add.outputs(), [range(base, 8)]);
+    }
+
+    #[test]
+    fn f32_and_bf16_functions() {
+        let (mut store, base) = store();
+        let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        store.write(base, &f32s(&[3.0, -1.0])).unwrap();
+        store.write(base + 8, &f32s(&[2.0, 5.0])).unwrap();
+        for (func, expected) in [
+            (BinaryFn::Sub, [1.0, -6.0]),
+            (BinaryFn::Mul, [6.0, -5.0]),
+            (BinaryFn::Max, [3.0, 5.0]),
+            (BinaryFn::Min, [2.0, -1.0]),
+        ] {
+            let op = Op::Elementwise {
+                func,
+                dtype: DType::F32,
+                lhs: base,
+                rhs: base + 8,
+                out: base + 16,
+                elems: 2,
+            };
+            op.apply(&mut store).unwrap();
+            assert_eq!(
+                store.read(base + 16, 8).unwrap(),
+                f32s(&expected),
+                "{func:?}"
+            );
+        }
+        let bf = |v: f32| bf16::from_f32(v).to_le_bytes();
+        store.write(base + 32, &bf(1.5)).unwrap();
+        store.write(base + 34, &bf(2.0)).unwrap();
+        let op = Op::Elementwise {
+            func: BinaryFn::Mul,
+            dtype: DType::BF16,
+            lhs: base + 32,
+            rhs: base + 34,
+            out: base + 36,
+            elems: 1,
+        };
+        op.apply(&mut store).unwrap();
+        assert_eq!(store.read(base + 36, 2).unwrap(), bf(3.0));
+    }
+
+    #[test]
+    fn operands_are_checked_before_anything_is_written() {
+        let (mut store, base) = store();
+        let op = Op::Elementwise {
+            func: BinaryFn::Add,
+            dtype: DType::F32,
+            lhs: base,
+            rhs: base + 32,
+            out: base + 48,
+            elems: 8,
+        };
+        assert!(matches!(
+            op.apply(&mut store),
+            Err(StoreError::Straddles { .. })
+        ));
+    }
+
+    #[test]
+    fn elided_payloads_replay_only_without_data() {
+        let (mut store, base) = store();
+        let op = Op::HostWrite {
+            addr: base,
+            data: vec![1, 2, 3].into(),
+        }
+        .for_mode(DataMode::Off);
+        assert_eq!(
+            op,
+            Op::HostWrite {
+                addr: base,
+                data: Payload::Elided { len: 3 }
+            }
+        );
+        assert!(matches!(
+            op.apply(&mut store),
+            Err(StoreError::PayloadElided { len: 3, .. })
+        ));
+        let mut timing = MemoryStore::timing_only(store.address_map().clone());
+        timing.map(base, 64).unwrap();
+        op.apply(&mut timing).unwrap();
+    }
+}

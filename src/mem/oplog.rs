@@ -1,0 +1,454 @@
+//! `OpLog`: every op on memory, in the order it took effect, and the
+//! replay that checks the final memory against it (the seeds' "phase 2",
+//! kept as an independent verifier).
+//!
+//! # Order and snapshots
+//!
+//! An op reads all its inputs and writes all its outputs at one instant,
+//! its *issue* (`start`). [`OpLog::apply`] applies the op to the live store
+//! and appends its record in the same call, so log order is, by
+//! construction, the order in which memory changed, and replaying the log
+//! on a fresh store reproduces the live one byte for byte. `end` is filled
+//! in later by [`OpLog::complete`]; it orders nothing.
+//!
+//! That is DESIGN §6's "a send snapshots its source when the DMA is
+//! issued": a copy whose source is overwritten while it is in flight still
+//! moves the old bytes, live and in replay, because both read the source
+//! at the copy's place in the log. The record needs no copy of the source.
+//! Logging at completion instead would replay such a copy with the new
+//! source; it would need the source bytes in the record (the original
+//! snapshotted math inputs and HBM DMA payloads for that reason, doubling
+//! memory).
+//!
+//! The price: an op's outputs hold their new values from issue rather than
+//! from completion. Only a program that reads a destination before the
+//! op's completion event (a race the hardware leaves undefined too) can
+//! tell; the hardware layer's completion events (DMA done, doorbells) are
+//! what make reading the destination legal.
+//!
+//! Bytes from outside simulated memory ([`Op::HostWrite`]) are carried in
+//! the record, as there is nothing to re-read. With data off the record
+//! keeps only their length, and such a log replays only on a timing-only
+//! store.
+//!
+//! Records serialise with serde (e.g. to a JSON file): `name`, `node`,
+//! `start_ps`, `end_ps` (null while in flight), `params` (the [`Op`],
+//! tagged by `kind`), `inputs` and `outputs` (address ranges).
+
+use std::fmt;
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::op::{AddrRange, Op};
+use super::store::{MemoryStore, StoreDiff, StoreError};
+use crate::sim::SimTime;
+
+/// The position of a record in its log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct OpId(usize);
+
+impl OpId {
+    /// The index of the record in [`OpLog::records`].
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+impl fmt::Display for OpId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "op #{}", self.0)
+    }
+}
+
+/// One executed op: what ran where and when, and what it touched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OpRecord {
+    name: &'static str,
+    node: String,
+    #[serde(rename = "start_ps", serialize_with = "ps")]
+    start: SimTime,
+    #[serde(rename = "end_ps", serialize_with = "optional_ps")]
+    end: Option<SimTime>,
+    params: Op,
+    inputs: Vec<AddrRange>,
+    outputs: Vec<AddrRange>,
+}
+
+impl OpRecord {
+    fn new(node: String, start: SimTime, params: Op) -> Self {
+        OpRecord {
+            name: params.name(),
+            node,
+            start,
+            end: None,
+            inputs: params.inputs(),
+            outputs: params.outputs(),
+            params,
+        }
+    }
+
+    /// The op name (`copy`, `add`, ...).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The unit that executed the op (e.g. `sip0.cube2.pe1`).
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// When the op was issued and took effect.
+    pub fn start(&self) -> SimTime {
+        self.start
+    }
+
+    /// When the op completed; `None` while in flight.
+    pub fn end(&self) -> Option<SimTime> {
+        self.end
+    }
+
+    /// The op and its parameters.
+    pub fn op(&self) -> &Op {
+        &self.params
+    }
+
+    /// Address ranges read.
+    pub fn inputs(&self) -> &[AddrRange] {
+        &self.inputs
+    }
+
+    /// Address ranges written.
+    pub fn outputs(&self) -> &[AddrRange] {
+        &self.outputs
+    }
+}
+
+/// A misuse of the log.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpLogError {
+    /// The op could not be applied; it was not recorded.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// An op issued before the last recorded one.
+    #[error("{name} on {node} issued at {start}, before the last recorded op ({last})")]
+    OutOfOrder {
+        /// The op's name.
+        name: &'static str,
+        /// The unit issuing it.
+        node: String,
+        /// Its issue time.
+        start: SimTime,
+        /// The issue time of the last recorded op.
+        last: SimTime,
+    },
+    /// An id this log did not hand out.
+    #[error("{id} is not in this log")]
+    UnknownOp {
+        /// The id.
+        id: OpId,
+    },
+    /// A second completion.
+    #[error("{id} already completed at {end}")]
+    AlreadyComplete {
+        /// The id.
+        id: OpId,
+        /// The first completion time.
+        end: SimTime,
+    },
+    /// A completion before the issue.
+    #[error("{id} cannot complete at {end}: it was issued at {start}")]
+    EndBeforeStart {
+        /// The id.
+        id: OpId,
+        /// Issue time.
+        start: SimTime,
+        /// Completion time given.
+        end: SimTime,
+    },
+}
+
+/// A logged op that failed on replay.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("replay of {id} ({name} on {node}) failed: {source}")]
+pub struct ReplayError {
+    /// The op.
+    pub id: OpId,
+    /// Its name.
+    pub name: &'static str,
+    /// The unit that executed it.
+    pub node: String,
+    /// Why it failed.
+    pub source: StoreError,
+}
+
+/// The live memory does not match the log.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    /// The log does not replay.
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
+    /// Replay gives other memory (left: replayed, right: live).
+    #[error("replayed memory differs from live memory: {0}")]
+    Mismatch(StoreDiff),
+}
+
+/// Ops in the order they took effect.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct OpLog {
+    records: Vec<OpRecord>,
+}
+
+impl OpLog {
+    /// An empty log.
+    pub fn new() -> Self {
+        OpLog::default()
+    }
+
+    /// Applies `op`, issued by `node` at `start`, to `store` and records it.
+    /// A failed op changes nothing and is not recorded. With data off, a
+    /// host write's bytes are not kept.
+    pub fn apply(
+        &mut self,
+        store: &mut MemoryStore,
+        node: impl Into<String>,
+        start: SimTime,
+        op: Op,
+    ) -> Result<OpId, OpLogError> {
+        if let Some(last) = self.records.last().map(|r| r.start).filter(|&l| l > start) {
+            return Err(OpLogError::OutOfOrder {
+                name: op.name(),
+                node: node.into(),
+                start,
+                last,
+            });
+        }
+        let op = op.for_mode(store.mode());
+        op.apply(store)?;
+        self.records.push(OpRecord::new(node.into(), start, op));
+        Ok(OpId(self.records.len() - 1))
+    }
+
+    /// Marks op `id` complete at `end`.
+    pub fn complete(&mut self, id: OpId, end: SimTime) -> Result<(), OpLogError> {
+        let record = self
+            .records
+            .get_mut(id.0)
+            .ok_or(OpLogError::UnknownOp { id })?;
+        if let Some(first) = record.end {
+            return Err(OpLogError::AlreadyComplete { id, end: first });
+        }
+        if end < record.start {
+            let start = record.start;
+            return Err(OpLogError::EndBeforeStart { id, start, end });
+        }
+        record.end = Some(end);
+        Ok(())
+    }
+
+    /// The records in effect order.
+    pub fn records(&self) -> &[OpRecord] {
+        &self.records
+    }
+
+    /// The record of op `id`.
+    pub fn get(&self, id: OpId) -> Option<&OpRecord> {
+        self.records.get(id.0)
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Re-executes every op, in order, on `fresh` (normally an empty store
+    /// with the live store's address map and mode).
+    pub fn replay(&self, fresh: &mut MemoryStore) -> Result<(), ReplayError> {
+        for (index, record) in self.records.iter().enumerate() {
+            record.params.apply(fresh).map_err(|source| ReplayError {
+                id: OpId(index),
+                name: record.name,
+                node: record.node.clone(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Replays the log on an empty copy of `live` and checks that every
+    /// mapped region (and, with data on, every byte) matches.
+    pub fn verify(&self, live: &MemoryStore) -> Result<(), VerifyError> {
+        let mut replayed = live.fresh();
+        self.replay(&mut replayed)?;
+        match replayed.diff(live) {
+            None => Ok(()),
+            Some(diff) => Err(VerifyError::Mismatch(diff)),
+        }
+    }
+}
+
+/// A record as read from a file, before checking that its derived fields
+/// agree with its params.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecordFile {
+    name: String,
+    node: String,
+    start_ps: u64,
+    end_ps: Option<u64>,
+    params: Op,
+    inputs: Vec<AddrRange>,
+    outputs: Vec<AddrRange>,
+}
+
+impl<'de> Deserialize<'de> for OpRecord {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        RecordFile::deserialize(deserializer)?
+            .try_into()
+            .map_err(D::Error::custom)
+    }
+}
+
+impl TryFrom<RecordFile> for OpRecord {
+    type Error = String;
+
+    fn try_from(file: RecordFile) -> Result<Self, String> {
+        let mut record = OpRecord::new(file.node, SimTime::from_ps(file.start_ps), file.params);
+        record.end = file.end_ps.map(SimTime::from_ps);
+        let what = if file.name != record.name {
+            "name"
+        } else if file.inputs != record.inputs {
+            "inputs"
+        } else if file.outputs != record.outputs {
+            "outputs"
+        } else if record.end.is_some_and(|end| end < record.start) {
+            "end_ps (before start_ps)"
+        } else {
+            return Ok(record);
+        };
+        Err(format!(
+            "{} record: {what} does not match its params",
+            record.name
+        ))
+    }
+}
+
+fn ps<S: Serializer>(time: &SimTime, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_u64(time.as_ps())
+}
+
+fn optional_ps<S: Serializer>(time: &Option<SimTime>, serializer: S) -> Result<S::Ok, S::Error> {
+    time.map(SimTime::as_ps).serialize(serializer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{AddressMap, MemSpace, TopologySpec};
+
+    fn setup() -> (MemoryStore, u64) {
+        let spec = TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap();
+        let map = AddressMap::new(&spec).unwrap();
+        let base = map.encode(MemSpace::Sram { sip: 0, cube: 0 }, 0).unwrap();
+        (MemoryStore::new(map), base)
+    }
+
+    #[test]
+    fn a_copy_snapshots_its_source_at_issue() {
+        let (mut store, base) = setup();
+        let mut log = OpLog::new();
+        let t = SimTime::from_ns;
+        log.apply(&mut store, "host", t(0), Op::Map { addr: base, len: 8 })
+            .unwrap();
+        let write = |v: u8| Op::HostWrite {
+            addr: base,
+            data: vec![v; 4].into(),
+        };
+        log.apply(&mut store, "host", t(1), write(1)).unwrap();
+        let copy = Op::Copy {
+            src: base,
+            dst: base + 4,
+            len: 4,
+        };
+        let dma = log
+            .apply(&mut store, "sip0.cube0.mcpu.dma", t(2), copy)
+            .unwrap();
+        log.apply(&mut store, "host", t(3), write(2)).unwrap();
+        log.complete(dma, t(10)).unwrap();
+        assert_eq!(store.read(base, 8).unwrap(), [2, 2, 2, 2, 1, 1, 1, 1]);
+        log.verify(&store).unwrap();
+        assert_eq!(log.get(dma).unwrap().end(), Some(t(10)));
+    }
+
+    #[test]
+    fn misuse_of_the_log_is_an_error() {
+        let (mut store, base) = setup();
+        let mut log = OpLog::new();
+        let map = Op::Map { addr: base, len: 8 };
+        let id = log
+            .apply(&mut store, "host", SimTime::from_ns(5), map)
+            .unwrap();
+        let early = log.apply(
+            &mut store,
+            "host",
+            SimTime::from_ns(4),
+            Op::Unmap { addr: base },
+        );
+        assert!(matches!(early, Err(OpLogError::OutOfOrder { .. })));
+        let unmapped = Op::Fill {
+            addr: base + 8,
+            len: 1,
+            value: 0,
+        };
+        let err = log
+            .apply(&mut store, "host", SimTime::from_ns(6), unmapped)
+            .unwrap_err();
+        assert!(
+            matches!(err, OpLogError::Store(StoreError::Unmapped { .. })),
+            "{err}"
+        );
+        assert_eq!(log.len(), 1, "failed ops are not recorded");
+        assert_eq!(
+            log.complete(id, SimTime::from_ns(1))
+                .unwrap_err()
+                .to_string(),
+            "op #0 cannot complete at t=1 ns: it was issued at t=5 ns"
+        );
+        log.complete(id, SimTime::from_ns(6)).unwrap();
+        assert!(matches!(
+            log.complete(id, SimTime::from_ns(7)),
+            Err(OpLogError::AlreadyComplete { .. })
+        ));
+        assert!(matches!(
+            log.complete(OpId(9), SimTime::from_ns(7)),
+            Err(OpLogError::UnknownOp { .. })
+        ));
+    }
+
+    #[test]
+    fn records_serialise_with_their_derived_fields() {
+        let (mut store, base) = setup();
+        let mut log = OpLog::new();
+        let map = Op::Map { addr: base, len: 4 };
+        log.apply(&mut store, "host", SimTime::from_ps(7), map)
+            .unwrap();
+        let json = serde_json::to_string(&log).unwrap();
+        assert_eq!(
+            json,
+            format!(
+                r#"[{{"name":"map","node":"host","start_ps":7,"end_ps":null,"params":{{"kind":"map","addr":{base},"len":4}},"inputs":[],"outputs":[{{"addr":{base},"len":4}}]}}]"#
+            )
+        );
+        let back: OpLog = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, log);
+        let forged = json.replace(r#""name":"map""#, r#""name":"copy""#);
+        let err = serde_json::from_str::<OpLog>(&forged).unwrap_err();
+        assert!(err.to_string().contains("name does not match"), "{err}");
+    }
+}

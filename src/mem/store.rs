@@ -1,0 +1,594 @@
+//! `MemoryStore`: the bytes of every memory, one contiguous buffer per
+//! mapped region.
+//!
+//! Regions are keyed by device address in a `BTreeMap` (never a map per
+//! address or element): mapping 64 MiB costs one zeroed 64 MiB `Vec`, and a
+//! copy between regions is one `memcpy`. A region lies inside one memory
+//! ([`MemSpace`]); an access must lie inside one region.
+//!
+//! Regions are mapped explicitly ([`MemoryStore::map`], zero-filled), as
+//! the runtime does when it allocates; touching an unmapped byte is an
+//! error naming the address and its memory, which catches use-after-free
+//! and wild pointers instead of inventing memory for them.
+//!
+//! With data off ([`MemoryStore::timing_only`]) regions keep their extent
+//! but no bytes: every mutation checks its addresses exactly as with data
+//! on and then does nothing, so callers need no branches, and errors are
+//! the same in both modes. Only getting values out ([`MemoryStore::read`])
+//! differs: it fails with [`StoreError::DataOff`].
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::topology::{AddressError, AddressMap, MemSpace};
+
+/// Whether a store holds bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DataMode {
+    /// Bytes are kept and moved: data verification possible.
+    On,
+    /// Only extents are kept: timing-only runs, same simulated times.
+    Off,
+}
+
+/// A memory access the store refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The address is in no memory of the machine.
+    #[error(transparent)]
+    Address(#[from] AddressError),
+    /// The address is in a memory but in no mapped region.
+    #[error("address {addr:#018x} ({space} offset {offset:#x}) is not mapped")]
+    Unmapped {
+        /// The address.
+        addr: u64,
+        /// Its memory.
+        space: MemSpace,
+        /// Its offset within the memory.
+        offset: u64,
+    },
+    /// An access that starts in a region and runs past its end.
+    #[error(
+        "{len} bytes at {addr:#018x} ({space}) straddle the end of the region \
+         mapped at {region:#018x} ({region_len} bytes)"
+    )]
+    Straddles {
+        /// Start of the access.
+        addr: u64,
+        /// Length of the access.
+        len: u64,
+        /// The memory.
+        space: MemSpace,
+        /// Start of the region holding `addr`.
+        region: u64,
+        /// Length of that region.
+        region_len: u64,
+    },
+    /// A region of no bytes.
+    #[error("cannot map 0 bytes at {addr:#018x}")]
+    ZeroLength {
+        /// The address.
+        addr: u64,
+    },
+    /// A region that does not fit in the memory it starts in.
+    #[error("{len} bytes at {addr:#018x} run past the end of {space} ({capacity} bytes)")]
+    OutsideMemory {
+        /// Start of the region.
+        addr: u64,
+        /// Its length.
+        len: u64,
+        /// The memory it starts in.
+        space: MemSpace,
+        /// That memory's size.
+        capacity: u64,
+    },
+    /// A region that overlaps one already mapped.
+    #[error(
+        "cannot map {len} bytes at {addr:#018x}: overlaps the region mapped at \
+         {region:#018x} ({region_len} bytes)"
+    )]
+    Overlaps {
+        /// Start of the new region.
+        addr: u64,
+        /// Its length.
+        len: u64,
+        /// Start of the existing region.
+        region: u64,
+        /// Its length.
+        region_len: u64,
+    },
+    /// Unmapping an address that is not the start of a region.
+    #[error("address {addr:#018x} is not the start of a mapped region")]
+    NotARegion {
+        /// The address.
+        addr: u64,
+    },
+    /// A read from a store that keeps no bytes.
+    #[error("data is off (timing-only store): the {len} bytes at {addr:#018x} have no values")]
+    DataOff {
+        /// The address.
+        addr: u64,
+        /// The length.
+        len: u64,
+    },
+    /// A write whose bytes were not kept (an op recorded with data off),
+    /// applied to a store with data on.
+    #[error(
+        "the {len} bytes written at {addr:#018x} were recorded with data off; \
+         replay this log on a timing-only store"
+    )]
+    PayloadElided {
+        /// The address.
+        addr: u64,
+        /// The length.
+        len: u64,
+    },
+}
+
+/// One mapped region: its length and, with data on, its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Region {
+    len: u64,
+    bytes: Vec<u8>,
+}
+
+/// A mapped region as seen from outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegionView<'a> {
+    /// Device address of the first byte.
+    pub addr: u64,
+    /// Bytes in the region.
+    pub len: u64,
+    /// The bytes, or `None` with data off.
+    pub bytes: Option<&'a [u8]>,
+}
+
+/// The first difference between two stores (see [`MemoryStore::diff`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreDiff {
+    /// A region present in one store only, or with different lengths.
+    Layout {
+        /// Start of the region.
+        addr: u64,
+        /// Its length in the left store, if mapped there.
+        left: Option<u64>,
+        /// Its length in the right store, if mapped there.
+        right: Option<u64>,
+    },
+    /// The first byte that differs.
+    Byte {
+        /// Its address.
+        addr: u64,
+        /// Its memory.
+        space: MemSpace,
+        /// Its value in the left store.
+        left: u8,
+        /// Its value in the right store.
+        right: u8,
+    },
+}
+
+impl fmt::Display for StoreDiff {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let len = |l: Option<u64>| l.map_or("unmapped".to_owned(), |l| format!("{l} bytes"));
+        match self {
+            StoreDiff::Layout { addr, left, right } => write!(
+                f,
+                "region at {addr:#018x}: {} on the left, {} on the right",
+                len(*left),
+                len(*right)
+            ),
+            StoreDiff::Byte {
+                addr,
+                space,
+                left,
+                right,
+            } => write!(
+                f,
+                "byte at {addr:#018x} ({space}): {left:#04x} on the left, {right:#04x} on the right"
+            ),
+        }
+    }
+}
+
+/// The bytes of a machine's memories, one buffer per mapped region.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryStore {
+    map: AddressMap,
+    mode: DataMode,
+    regions: BTreeMap<u64, Region>,
+}
+
+impl MemoryStore {
+    /// An empty store that keeps bytes.
+    pub fn new(map: AddressMap) -> Self {
+        Self::with_mode(map, DataMode::On)
+    }
+
+    /// An empty store that keeps no bytes (timing-only runs).
+    pub fn timing_only(map: AddressMap) -> Self {
+        Self::with_mode(map, DataMode::Off)
+    }
+
+    /// An empty store in `mode`.
+    pub fn with_mode(map: AddressMap, mode: DataMode) -> Self {
+        MemoryStore {
+            map,
+            mode,
+            regions: BTreeMap::new(),
+        }
+    }
+
+    /// An empty store with this one's address map and mode (for replay).
+    pub fn fresh(&self) -> Self {
+        Self::with_mode(self.map.clone(), self.mode)
+    }
+
+    /// Whether bytes are kept.
+    pub fn mode(&self) -> DataMode {
+        self.mode
+    }
+
+    /// The machine's address map.
+    pub fn address_map(&self) -> &AddressMap {
+        &self.map
+    }
+
+    /// Bytes held in buffers (0 with data off).
+    pub fn resident_bytes(&self) -> u64 {
+        self.regions.values().map(|r| r.bytes.len() as u64).sum()
+    }
+
+    /// Mapped regions in address order.
+    pub fn regions(&self) -> impl Iterator<Item = RegionView<'_>> {
+        let mode = self.mode;
+        self.regions.iter().map(move |(&addr, region)| RegionView {
+            addr,
+            len: region.len,
+            bytes: (mode == DataMode::On).then_some(region.bytes.as_slice()),
+        })
+    }
+
+    /// Maps `len` zeroed bytes at `addr`; the range must lie in one memory
+    /// and overlap no mapped region.
+    pub fn map(&mut self, addr: u64, len: u64) -> Result<(), StoreError> {
+        if len == 0 {
+            return Err(StoreError::ZeroLength { addr });
+        }
+        self.check_inside_memory(addr, len)?;
+        let end = addr + len;
+        if let Some((&region, r)) = self.regions.range(..end).next_back() {
+            if region + r.len > addr {
+                return Err(StoreError::Overlaps {
+                    addr,
+                    len,
+                    region,
+                    region_len: r.len,
+                });
+            }
+        }
+        let bytes = match self.mode {
+            DataMode::On => vec![0; buffer_len(len)],
+            DataMode::Off => Vec::new(),
+        };
+        self.regions.insert(addr, Region { len, bytes });
+        Ok(())
+    }
+
+    /// Unmaps the region that starts at `addr`; returns its length.
+    pub fn unmap(&mut self, addr: u64) -> Result<u64, StoreError> {
+        let region = self
+            .regions
+            .remove(&addr)
+            .ok_or(StoreError::NotARegion { addr })?;
+        Ok(region.len)
+    }
+
+    /// Errors unless `[addr, addr + len)` lies in one mapped region. An
+    /// empty range touches nothing and always passes.
+    pub fn check(&self, addr: u64, len: u64) -> Result<(), StoreError> {
+        self.locate(addr, len).map(|_| ())
+    }
+
+    /// The bytes at `[addr, addr + len)`; [`StoreError::DataOff`] with data
+    /// off (after the addresses are checked).
+    pub fn read(&self, addr: u64, len: u64) -> Result<&[u8], StoreError> {
+        self.bytes(addr, len)?
+            .ok_or(StoreError::DataOff { addr, len })
+    }
+
+    /// Writes `data` at `addr`.
+    pub fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), StoreError> {
+        if let Some(target) = self.bytes_mut(addr, data.len() as u64)? {
+            target.copy_from_slice(data);
+        }
+        Ok(())
+    }
+
+    /// Sets `len` bytes at `addr` to `value`.
+    pub fn fill(&mut self, addr: u64, len: u64, value: u8) -> Result<(), StoreError> {
+        if let Some(target) = self.bytes_mut(addr, len)? {
+            target.fill(value);
+        }
+        Ok(())
+    }
+
+    /// Copies `len` bytes from `src` to `dst`, within a memory or across
+    /// memories. Overlapping ranges behave as if the source were read
+    /// whole first.
+    pub fn copy(&mut self, src: u64, dst: u64, len: u64) -> Result<(), StoreError> {
+        let (src_region, src_at) = self.locate(src, len)?;
+        let (dst_region, dst_at) = self.locate(dst, len)?;
+        if self.mode == DataMode::Off || len == 0 {
+            return Ok(());
+        }
+        let n = buffer_len(len);
+        if src_region == dst_region {
+            let bytes = &mut self.region_mut(dst_region).bytes;
+            bytes.copy_within(src_at..src_at + n, dst_at);
+            return Ok(());
+        }
+        let mut target = std::mem::take(&mut self.region_mut(dst_region).bytes);
+        target[dst_at..dst_at + n]
+            .copy_from_slice(&self.regions[&src_region].bytes[src_at..src_at + n]);
+        self.region_mut(dst_region).bytes = target;
+        Ok(())
+    }
+
+    /// The first difference from `other`: regions (addresses and lengths)
+    /// always, bytes when both stores keep them. `None` if they agree.
+    pub fn diff(&self, other: &MemoryStore) -> Option<StoreDiff> {
+        let mut left = self.regions();
+        let mut right = other.regions();
+        loop {
+            let (l, r) = (left.next(), right.next());
+            if l.is_none() && r.is_none() {
+                return None;
+            }
+            if let Some(diff) = self.diff_regions(l, r) {
+                return Some(diff);
+            }
+        }
+    }
+
+    /// The bytes at `[addr, addr + len)` after checking them; `None` with
+    /// data off.
+    pub(super) fn bytes(&self, addr: u64, len: u64) -> Result<Option<&[u8]>, StoreError> {
+        let (region, at) = self.locate(addr, len)?;
+        match self.mode {
+            DataMode::Off => Ok(None),
+            DataMode::On if len == 0 => Ok(Some(&[])),
+            DataMode::On => Ok(Some(&self.regions[&region].bytes[at..at + buffer_len(len)])),
+        }
+    }
+
+    fn bytes_mut(&mut self, addr: u64, len: u64) -> Result<Option<&mut [u8]>, StoreError> {
+        let (region, at) = self.locate(addr, len)?;
+        if self.mode == DataMode::Off || len == 0 {
+            return Ok(None);
+        }
+        Ok(Some(
+            &mut self.region_mut(region).bytes[at..at + buffer_len(len)],
+        ))
+    }
+
+    fn region_mut(&mut self, region: u64) -> &mut Region {
+        self.regions
+            .get_mut(&region)
+            .expect("located regions exist")
+    }
+
+    /// The region holding `[addr, addr + len)` and `addr`'s index in it.
+    fn locate(&self, addr: u64, len: u64) -> Result<(u64, usize), StoreError> {
+        if len == 0 {
+            return Ok((addr, 0));
+        }
+        let found = self.regions.range(..=addr).next_back();
+        let Some((&region, r)) = found.filter(|(start, r)| addr - **start < r.len) else {
+            let (space, offset) = self.map.decode(addr)?;
+            return Err(StoreError::Unmapped {
+                addr,
+                space,
+                offset,
+            });
+        };
+        let at = addr - region;
+        if len > r.len - at {
+            let (space, _) = self.map.decode(addr)?;
+            return Err(StoreError::Straddles {
+                addr,
+                len,
+                space,
+                region,
+                region_len: r.len,
+            });
+        }
+        Ok((region, buffer_len(at)))
+    }
+
+    fn check_inside_memory(&self, addr: u64, len: u64) -> Result<(), StoreError> {
+        let (space, offset) = self.map.decode(addr)?;
+        let capacity = self.map.capacity(space);
+        if len > capacity - offset {
+            return Err(StoreError::OutsideMemory {
+                addr,
+                len,
+                space,
+                capacity,
+            });
+        }
+        Ok(())
+    }
+
+    /// The difference between the `n`th regions of two stores, if any.
+    fn diff_regions(
+        &self,
+        left: Option<RegionView<'_>>,
+        right: Option<RegionView<'_>>,
+    ) -> Option<StoreDiff> {
+        let layout = |addr, left: Option<u64>, right: Option<u64>| {
+            Some(StoreDiff::Layout { addr, left, right })
+        };
+        match (left, right) {
+            (Some(l), Some(r)) if (l.addr, l.len) == (r.addr, r.len) => self.diff_bytes(l, r),
+            (Some(l), Some(r)) if l.addr == r.addr => layout(l.addr, Some(l.len), Some(r.len)),
+            (Some(l), Some(r)) if l.addr < r.addr => layout(l.addr, Some(l.len), None),
+            (_, Some(r)) => layout(r.addr, None, Some(r.len)),
+            (Some(l), None) => layout(l.addr, Some(l.len), None),
+            (None, None) => None,
+        }
+    }
+
+    fn diff_bytes(&self, l: RegionView<'_>, r: RegionView<'_>) -> Option<StoreDiff> {
+        let (a, b) = (l.bytes?, r.bytes?);
+        if a == b {
+            return None;
+        }
+        let index = a.iter().zip(b).position(|(x, y)| x != y)?;
+        let addr = l.addr + index as u64;
+        let (space, _) = self.map.decode(addr).ok()?;
+        Some(StoreDiff::Byte {
+            addr,
+            space,
+            left: a[index],
+            right: b[index],
+        })
+    }
+}
+
+/// A length already checked against a region (itself a `Vec`), as `usize`.
+fn buffer_len(len: u64) -> usize {
+    usize::try_from(len).expect("a region's length fits in memory")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::TopologySpec;
+
+    fn map() -> AddressMap {
+        AddressMap::new(&TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap()).unwrap()
+    }
+
+    fn at(space: MemSpace, offset: u64) -> u64 {
+        map().encode(space, offset).unwrap()
+    }
+
+    const HBM: MemSpace = MemSpace::Hbm { sip: 0, cube: 1 };
+    const TCM: MemSpace = MemSpace::Tcm {
+        sip: 1,
+        cube: 0,
+        pe: 3,
+    };
+
+    #[test]
+    fn regions_are_zeroed_and_disjoint() {
+        let mut store = MemoryStore::new(map());
+        store.map(at(HBM, 0x100), 0x100).unwrap();
+        assert_eq!(store.read(at(HBM, 0x1f0), 16).unwrap(), [0; 16]);
+        assert_eq!(store.resident_bytes(), 0x100);
+        let err = store.map(at(HBM, 0x80), 0x81).unwrap_err();
+        assert!(matches!(err, StoreError::Overlaps { region, .. } if region == at(HBM, 0x100)));
+        store.map(at(HBM, 0x80), 0x80).unwrap();
+        store.map(at(HBM, 0x200), 1).unwrap();
+        assert!(matches!(
+            store.map(at(HBM, 0), 0),
+            Err(StoreError::ZeroLength { .. })
+        ));
+        let capacity = map().capacity(TCM);
+        let err = store.map(at(TCM, capacity - 4), 8).unwrap_err();
+        assert!(
+            matches!(err, StoreError::OutsideMemory { space: TCM, .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unmapped_and_straddling_accesses_name_address_and_memory() {
+        let mut store = MemoryStore::new(map());
+        store.map(at(TCM, 0), 64).unwrap();
+        let err = store.write(at(TCM, 64), &[1]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "address 0x0100130000000040 (sip1.cube0.pe3.tcm offset 0x40) is not mapped"
+        );
+        let err = store.read(at(TCM, 60), 8).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "8 bytes at 0x010013000000003c (sip1.cube0.pe3.tcm) straddle the end of the \
+             region mapped at 0x0100130000000000 (64 bytes)"
+        );
+        assert!(matches!(
+            store.read(0x0000_0200_0000_0000, 1),
+            Err(StoreError::Address(_))
+        ));
+        assert_eq!(store.unmap(at(TCM, 0)).unwrap(), 64);
+        assert!(matches!(
+            store.unmap(at(TCM, 0)),
+            Err(StoreError::NotARegion { .. })
+        ));
+    }
+
+    #[test]
+    fn copy_within_and_across_memories() {
+        let mut store = MemoryStore::new(map());
+        let (hbm, tcm) = (at(HBM, 0), at(TCM, 0));
+        store.map(hbm, 8).unwrap();
+        store.map(tcm, 8).unwrap();
+        store.write(hbm, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        store.copy(hbm, hbm + 2, 6).unwrap();
+        assert_eq!(store.read(hbm, 8).unwrap(), [1, 2, 1, 2, 3, 4, 5, 6]);
+        store.copy(hbm + 4, tcm + 1, 4).unwrap();
+        store.fill(tcm + 5, 3, 9).unwrap();
+        assert_eq!(store.read(tcm, 8).unwrap(), [0, 3, 4, 5, 6, 9, 9, 9]);
+        store.copy(hbm, tcm, 0).unwrap();
+    }
+
+    #[test]
+    fn timing_only_checks_the_same_addresses_and_keeps_no_bytes() {
+        let mut store = MemoryStore::timing_only(map());
+        let hbm = at(HBM, 0);
+        store.map(hbm, 64 << 20).unwrap();
+        store.write(hbm, &[1; 16]).unwrap();
+        store.copy(hbm, hbm + 16, 16).unwrap();
+        assert_eq!(store.resident_bytes(), 0);
+        assert_eq!(
+            store.read(hbm, 4).unwrap_err(),
+            StoreError::DataOff { addr: hbm, len: 4 }
+        );
+        assert!(matches!(
+            store.copy(hbm, hbm + (64 << 20) - 8, 16),
+            Err(StoreError::Straddles { .. })
+        ));
+        assert_eq!(store.regions().next().unwrap().bytes, None);
+    }
+
+    #[test]
+    fn diff_reports_the_first_difference() {
+        let mut left = MemoryStore::new(map());
+        left.map(at(HBM, 0), 4).unwrap();
+        let mut right = left.clone();
+        assert_eq!(left.diff(&right), None);
+        right.write(at(HBM, 2), &[7]).unwrap();
+        assert_eq!(
+            left.diff(&right).unwrap().to_string(),
+            "byte at 0x0001000000000002 (sip0.cube1.hbm): 0x00 on the left, 0x07 on the right"
+        );
+        right.map(at(TCM, 0), 4).unwrap();
+        left.map(at(HBM, 8), 4).unwrap();
+        left.write(at(HBM, 2), &[7]).unwrap();
+        assert_eq!(
+            left.diff(&right),
+            Some(StoreDiff::Layout {
+                addr: at(HBM, 8),
+                left: Some(4),
+                right: None
+            })
+        );
+        let timing = MemoryStore::timing_only(map());
+        assert!(matches!(
+            timing.diff(&right),
+            Some(StoreDiff::Layout { left: None, .. })
+        ));
+    }
+}
