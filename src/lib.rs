@@ -9,8 +9,11 @@
 //!   ([`ccl::CclConfig`]): default algorithm and per-algorithm entries.
 //! - [`mem`]: allocators (physical and virtual), the byte store and the op
 //!   log whose replay verifies the final memory.
-//! - [`topology`]: the machine description. Today the validated
-//!   `topology.yaml` ([`topology::TopologySpec`]) and its summary.
+//! - [`hw`]: hardware components and their latency models: links and
+//!   packetised transfers, HBM, SRAM/TCM, DMA engines, M_CPU, IO_CPU.
+//! - [`topology`]: the machine description: the validated `topology.yaml`
+//!   ([`topology::TopologySpec`]), the compiled node/edge graph
+//!   ([`topology::Machine`]) and its routes ([`topology::PathRouter`]).
 //! - [`config`]: YAML with positioned errors, `--set` overrides and the
 //!   quantity types (`"256 GB/s"`, `"8 ns"`, `"1 MiB"`).
 //! - [`trace`]: a `tracing` layer writing Chrome/Perfetto JSON stamped with
@@ -24,6 +27,7 @@
 
 pub mod ccl;
 pub mod config;
+pub mod hw;
 pub mod mem;
 pub mod runtime;
 pub mod sim;

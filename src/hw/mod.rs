@@ -1,0 +1,83 @@
+//! Hardware components and their latency models.
+//!
+//! Every part of the machine that data or commands pass through is here, as
+//! a small type with `async` methods that advance virtual time by exactly
+//! what its documented formula says (`docs/latency-model.md` lists them
+//! all):
+//!
+//! - [`server`]: the FIFO serial server (a reservation calendar) every
+//!   bandwidth-limited part is built on, with busy-time counters.
+//! - [`link`]: one direction of one physical link ([`Link`], [`HopParams`]).
+//! - [`transit`]: a transfer split into packets, store-and-forward per
+//!   packet, pipelined over a path of links ([`transfer`]), and its closed
+//!   form ([`transfer_formula`]).
+//! - [`hbm`]: the HBM controller and its pseudo-channels.
+//! - [`memory`]: on-chip SRAM and TCM ports.
+//! - [`dma`]: DMA engines (PE_DMA, M_CPU.DMA).
+//! - [`mcpu`], [`io_cpu`]: the command processors of a cube and of a SIP.
+//!
+//! Components take plain parameters (values of the `topology` spec types)
+//! and paths as slices of [`Link`]s built by the caller; they never search
+//! a graph. This module must not know torch, tensors, collectives, memory
+//! contents or routing: it times what it is asked to move.
+
+pub mod dma;
+pub mod hbm;
+pub mod io_cpu;
+pub mod link;
+pub mod mcpu;
+pub mod memory;
+pub mod server;
+pub mod transit;
+
+pub use dma::{DmaCompletion, DmaEngine};
+pub use hbm::{HbmController, hbm_formula, pc_shares};
+pub use io_cpu::{CubeFanout, IoCpu, LaunchReport};
+pub use link::{HopParams, Link};
+pub use mcpu::{CubeCompletion, Mcpu, PeCommand};
+pub use memory::{MemoryPort, memory_formula};
+pub use server::{AccessReport, Activity, Reservation, SerialServer, ServerStats};
+pub use transit::{Bottleneck, PacketPlan, TransferReport, transfer, transfer_formula};
+
+use crate::sim::{SimDuration, SimTime, TimeError};
+
+/// A request a component cannot time.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HwError {
+    /// A time computed for `component` does not fit in u64 picoseconds
+    /// (213 days): an absurd size or a near-zero bandwidth.
+    #[error("{component}: {source}")]
+    Time {
+        /// The component whose timing overflowed.
+        component: String,
+        /// What overflowed.
+        source: TimeError,
+    },
+    /// An access that does not lie inside the memory.
+    #[error("{component}: access of {len} B at offset {offset} does not fit in its {capacity} B")]
+    OutOfRange {
+        /// The memory.
+        component: String,
+        /// First byte of the access.
+        offset: u64,
+        /// Bytes accessed.
+        len: u64,
+        /// The memory's size.
+        capacity: u64,
+    },
+}
+
+impl HwError {
+    /// Wraps a [`TimeError`] met while timing `component`.
+    pub(crate) fn time(component: &str) -> impl Fn(TimeError) -> HwError + '_ {
+        move |source| HwError::Time {
+            component: component.to_owned(),
+            source,
+        }
+    }
+}
+
+/// `at + d`, or an overflow error naming `component`.
+pub(crate) fn later(at: SimTime, d: SimDuration, component: &str) -> Result<SimTime, HwError> {
+    at.checked_add(d).map_err(HwError::time(component))
+}

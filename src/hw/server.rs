@@ -1,0 +1,253 @@
+//! [`SerialServer`]: a FIFO single server kept as a reservation calendar.
+//!
+//! Every bandwidth-limited part of the machine (a link direction, an HBM
+//! pseudo-channel, an SRAM/TCM port, a DMA issue stage, a CPU's dispatch
+//! loop) serves one job at a time, in arrival order. Instead of a queue of
+//! waiting tasks the server remembers only when it becomes free: a job that
+//! arrives at `now` with occupancy `S` is served over
+//! `[max(now, free_at), max(now, free_at) + S)`. Because jobs reserve at the
+//! instant they arrive, and the executor runs instants in order, this is
+//! exactly a FIFO queue (ties in the order the executor runs the arriving
+//! tasks), and the caller needs a single timer per job.
+//!
+//! It also counts jobs, bytes and busy time. Reserved time after `now` is
+//! always one contiguous block `[now, free_at)` (a gap can only open at the
+//! moment of a reservation, i.e. in the past), so the busy time up to any
+//! instant is exact and never exceeds the elapsed time.
+//!
+//! Knows virtual time and an opaque name; nothing of what it serves.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use tracing::Level;
+
+use super::{HwError, later};
+use crate::sim::{self, SimDuration, SimTime};
+
+/// What a server's busy periods are called in traces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activity {
+    /// A packet occupying a link.
+    Packet,
+    /// A request's share served by an HBM pseudo-channel.
+    PcAccess,
+    /// An SRAM or TCM access.
+    MemoryAccess,
+    /// A DMA engine issuing a descriptor.
+    DmaIssue,
+    /// A CPU handling a command.
+    Dispatch,
+}
+
+impl Activity {
+    /// The trace span of one busy period on track `component`.
+    fn span(self, component: &str, bytes: u64) -> tracing::Span {
+        match self {
+            Activity::Packet => tracing::trace_span!("packet", component, bytes),
+            Activity::PcAccess => tracing::trace_span!("pc_access", component, bytes),
+            Activity::MemoryAccess => tracing::trace_span!("mem_access", component, bytes),
+            Activity::DmaIssue => tracing::trace_span!("dma_issue", component),
+            Activity::Dispatch => tracing::trace_span!("dispatch", component),
+        }
+    }
+}
+
+/// When one job holds a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reservation {
+    /// The job starts being served.
+    pub start: SimTime,
+    /// The server is free again.
+    pub end: SimTime,
+}
+
+/// A server's counters as of some instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerStats {
+    /// Jobs accepted (packets on a link, requests on a pseudo-channel, ...).
+    pub jobs: u64,
+    /// Payload bytes of those jobs (packet overhead not included).
+    pub bytes: u64,
+    /// Time spent serving, up to the instant asked about.
+    pub busy: SimDuration,
+    /// Time from the start of the run to the instant asked about.
+    pub elapsed: SimDuration,
+}
+
+impl ServerStats {
+    /// `busy / elapsed` in [0, 1] (0 at time zero). For reports only.
+    pub fn utilisation(&self) -> f64 {
+        match self.elapsed.as_ps() {
+            0 => 0.0,
+            elapsed => self.busy.as_ps() as f64 / elapsed as f64,
+        }
+    }
+}
+
+/// The start and end of a completed access, and the bytes it moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccessReport {
+    /// When the access was asked for.
+    pub start: SimTime,
+    /// When its last byte was done.
+    pub end: SimTime,
+    /// Bytes actually accessed (after rounding up to bursts, for HBM).
+    pub bytes: u64,
+}
+
+impl AccessReport {
+    /// `end - start`.
+    pub fn duration(&self) -> SimDuration {
+        self.end.saturating_since(self.start)
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Calendar {
+    free_at: SimTime,
+    /// Total reserved picoseconds; never more than `free_at` since
+    /// reservations do not overlap.
+    reserved: u64,
+    jobs: u64,
+    bytes: u64,
+}
+
+/// A FIFO single server; see the module documentation.
+pub struct SerialServer {
+    name: Rc<str>,
+    activity: Activity,
+    calendar: Cell<Calendar>,
+}
+
+impl SerialServer {
+    /// An idle server named `name` whose busy periods are traced as
+    /// `activity` on the track `name`.
+    pub fn new(name: &str, activity: Activity) -> Self {
+        SerialServer {
+            name: name.into(),
+            activity,
+            calendar: Cell::new(Calendar::default()),
+        }
+    }
+
+    /// The name given at creation (trace track, error messages).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The name as a shared string.
+    pub fn shared_name(&self) -> Rc<str> {
+        self.name.clone()
+    }
+
+    /// Reserves the server for a job of `bytes` payload arriving now, for
+    /// `occupancy`. Must be called from a simulation task.
+    pub fn reserve(&self, occupancy: SimDuration, bytes: u64) -> Result<Reservation, HwError> {
+        let mut calendar = self.calendar.get();
+        let start = sim::now().max(calendar.free_at);
+        let end = later(start, occupancy, &self.name)?;
+        calendar.free_at = end;
+        calendar.reserved += occupancy.as_ps();
+        calendar.jobs += 1;
+        calendar.bytes = calendar.bytes.saturating_add(bytes);
+        self.calendar.set(calendar);
+        let reservation = Reservation { start, end };
+        self.trace(reservation, bytes);
+        Ok(reservation)
+    }
+
+    /// Counters as of `now` (any instant; a past one counts less busy time).
+    pub fn stats(&self, now: SimTime) -> ServerStats {
+        let calendar = self.calendar.get();
+        let ahead = calendar.free_at.saturating_since(now).as_ps();
+        ServerStats {
+            jobs: calendar.jobs,
+            bytes: calendar.bytes,
+            busy: SimDuration::from_ps(calendar.reserved.saturating_sub(ahead)),
+            elapsed: now.saturating_since(SimTime::ZERO),
+        }
+    }
+
+    /// With a subscriber interested in TRACE spans, a daemon task opens a
+    /// span at the reservation's start and closes it at its end. It touches
+    /// no model state, so tracing never changes simulated times.
+    fn trace(&self, reservation: Reservation, bytes: u64) {
+        if reservation.start == reservation.end || !tracing::span_enabled!(Level::TRACE) {
+            return;
+        }
+        let (name, activity) = (self.name.clone(), self.activity);
+        sim::spawn_daemon("hw-trace", async move {
+            sim::sleep_until(reservation.start).await;
+            let _span = activity.span(&name, bytes);
+            sim::sleep_until(reservation.end).await;
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::Simulation;
+
+    fn ns(n: u64) -> SimDuration {
+        SimDuration::from_ns(n)
+    }
+
+    #[test]
+    fn jobs_are_served_in_arrival_order_back_to_back() {
+        let mut simulation = Simulation::new();
+        let server = Rc::new(SerialServer::new("s", Activity::Packet));
+        let mut handles = Vec::new();
+        for (i, arrive) in [0u64, 0, 5, 40].into_iter().enumerate() {
+            let server = server.clone();
+            handles.push(simulation.spawn(&format!("job{i}"), async move {
+                sim::sleep(ns(arrive)).await;
+                server.reserve(ns(10), 1).unwrap()
+            }));
+        }
+        simulation.run().unwrap();
+        let spans: Vec<_> = handles
+            .into_iter()
+            .map(|h| {
+                let r = h.output().unwrap();
+                (r.start.as_ps() / 1000, r.end.as_ps() / 1000)
+            })
+            .collect();
+        assert_eq!(spans, vec![(0, 10), (10, 20), (20, 30), (40, 50)]);
+    }
+
+    #[test]
+    fn busy_time_counts_only_what_has_elapsed() {
+        let mut simulation = Simulation::new();
+        let server = Rc::new(SerialServer::new("s", Activity::Packet));
+        let s = server.clone();
+        simulation.spawn("queue three", async move {
+            for _ in 0..3 {
+                s.reserve(ns(10), 8).unwrap();
+            }
+        });
+        simulation.run().unwrap();
+        let at = |t: u64| server.stats(SimTime::from_ns(t));
+        assert_eq!(at(0).busy, SimDuration::ZERO);
+        assert_eq!(at(15).busy, ns(15));
+        assert_eq!(at(15).utilisation(), 1.0);
+        assert_eq!(at(60).busy, ns(30));
+        assert_eq!(at(60).utilisation(), 0.5);
+        assert_eq!((at(60).jobs, at(60).bytes), (3, 24));
+    }
+
+    #[test]
+    fn overflowing_reservation_is_an_error_naming_the_server() {
+        let mut simulation = Simulation::new();
+        let server = Rc::new(SerialServer::new("slow link", Activity::Packet));
+        let s = server.clone();
+        let result = simulation.spawn("huge", async move {
+            s.reserve(SimDuration::MAX, 0).unwrap();
+            s.reserve(ns(1), 0)
+        });
+        simulation.run().unwrap();
+        let error = result.output().unwrap().unwrap_err();
+        assert!(error.to_string().starts_with("slow link: "), "{error}");
+    }
+}

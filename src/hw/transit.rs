@@ -1,0 +1,362 @@
+//! Transfers over a path of links: packetisation, store-and-forward per
+//! packet, packets pipelined across hops.
+//!
+//! A transfer of `S` bytes with maximum payload `P` is split into
+//! `N = max(1, ceil(S / P))` packets: `N - 1` of `P` bytes and a last one of
+//! `S - (N - 1)·P` bytes. A zero-byte transfer is one header-only packet
+//! (a doorbell or flag write still crosses the wire), so it costs the path
+//! latency plus the overhead serialisation.
+//!
+//! Packet `k` enters hop `h` once it has fully arrived there and the hop is
+//! free (FIFO across every user of the hop); it holds the hop for
+//! `S_h(size_k)` and reaches hop `h + 1` after a further `L_h`. The source
+//! injects one packet at a time: packet `k + 1` asks for the first hop when
+//! packet `k` has left it, so flows sharing a first hop interleave packet by
+//! packet. Without contention this is the recurrence whose closed form is
+//! [`transfer_formula`]; the simulated time equals it to the picosecond.
+//!
+//! [`transfer`] runs the packets as a small event loop inside the calling
+//! task (one timer per packet per hop, no task per packet).
+//!
+//! Knows links and sizes; nothing of what the bytes are or why they move.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::num::NonZeroU64;
+use std::rc::Rc;
+
+use super::HwError;
+use super::link::{HopParams, Link};
+use crate::sim::{self, SimDuration, SimTime, TimeError};
+
+/// How a transfer is cut into packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PacketPlan {
+    /// `N = max(1, ceil(bytes / max_payload))`.
+    pub packets: u64,
+    /// Payload of every packet but the last: the maximum payload `P`.
+    pub full: u64,
+    /// Payload of the last packet, in `[0, P]` (0 only for a zero-byte
+    /// transfer).
+    pub last: u64,
+}
+
+impl PacketPlan {
+    /// The plan for `bytes` with packets of at most `max_payload` bytes.
+    pub fn new(bytes: u64, max_payload: NonZeroU64) -> Self {
+        let full = max_payload.get();
+        let packets = bytes.div_ceil(full).max(1);
+        PacketPlan {
+            packets,
+            full,
+            last: bytes - (packets - 1) * full,
+        }
+    }
+
+    /// Payload of packet `k` (0-based).
+    pub fn size(&self, k: u64) -> u64 {
+        if k + 1 == self.packets {
+            self.last
+        } else {
+            self.full
+        }
+    }
+
+    /// Total payload bytes.
+    pub fn bytes(&self) -> u64 {
+        (self.packets - 1) * self.full + self.last
+    }
+}
+
+/// The hop where a transfer's packets spent the longest (queueing plus
+/// occupancy).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bottleneck {
+    /// Index of the hop in the path.
+    pub hop: usize,
+    /// Name of its link.
+    pub link: Rc<str>,
+    /// Sum over the transfer's packets of (leave − arrive) at that hop.
+    pub residency: SimDuration,
+}
+
+/// What a finished transfer did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransferReport {
+    /// When the transfer was started.
+    pub start: SimTime,
+    /// When its last packet had fully arrived at the destination.
+    pub end: SimTime,
+    /// Payload bytes.
+    pub bytes: u64,
+    /// Packets sent.
+    pub packets: u64,
+    /// The hop that held the packets longest; `None` for an empty path.
+    pub bottleneck: Option<Bottleneck>,
+}
+
+impl TransferReport {
+    /// `end - start`.
+    pub fn duration(&self) -> SimDuration {
+        self.end.saturating_since(self.start)
+    }
+}
+
+/// Moves `bytes` over `path` (the links in order, source side first) in
+/// packets of at most `max_payload` bytes; returns when the last packet has
+/// fully arrived. An empty path takes no time.
+///
+/// Errors: a time that overflows u64 picoseconds, naming the link.
+pub async fn transfer(
+    path: &[Rc<Link>],
+    bytes: u64,
+    max_payload: NonZeroU64,
+) -> Result<TransferReport, HwError> {
+    let mut flight = Flight::new(path, PacketPlan::new(bytes, max_payload))?;
+    while let Some(Reverse(event)) = flight.events.pop() {
+        sim::sleep_until(event.at).await;
+        flight.handle(event)?;
+    }
+    Ok(flight.report())
+}
+
+/// The uncontended time of [`transfer`] over hops `hops`:
+///
+/// - `N = 1`: `Σ_h (L_h + S_h(P_last))`;
+/// - `N ≥ 2`: `Σ_h L_h + max_c [ Σ_{h≤c} S_h(P) + (N−2)·max_{h≤c} S_h(P)
+///   + Σ_{h≥c} S_h(P_last) ]`,
+///
+/// with `S_h(x)` = [`HopParams::occupancy`]. (The max over `c` is the
+/// longest monotone path through the packet × hop grid of a flow shop: the
+/// full packets cross hops `1..=c`, the extra `N − 2` of them wait behind
+/// the slowest hop among those, and the last packet crosses `c..=H`.)
+pub fn transfer_formula(
+    hops: &[HopParams],
+    bytes: u64,
+    max_payload: NonZeroU64,
+) -> Result<SimDuration, HwError> {
+    let plan = PacketPlan::new(bytes, max_payload);
+    let error = HwError::time("transfer formula");
+    let (mut latency, mut full, mut last) = (0u128, Vec::new(), Vec::new());
+    for hop in hops {
+        let occupancy = |x| hop.occupancy(x).map(|d| u128::from(d.as_ps()));
+        latency += u128::from(hop.latency.as_ps());
+        full.push(occupancy(plan.full).map_err(&error)?);
+        last.push(occupancy(plan.last).map_err(&error)?);
+    }
+    let serialisation = if plan.packets == 1 {
+        last.iter().sum()
+    } else {
+        pipelined(&full, &last, u128::from(plan.packets - 2))
+    };
+    u64::try_from(latency.saturating_add(serialisation))
+        .map(SimDuration::from_ps)
+        .map_err(|_| {
+            error(TimeError::Overflow(format!(
+                "{bytes} B over {} hops",
+                hops.len()
+            )))
+        })
+}
+
+/// `max_c [ Σ_{h≤c} full_h + extra·max_{h≤c} full_h + Σ_{h≥c} last_h ]`.
+fn pipelined(full: &[u128], last: &[u128], extra: u128) -> u128 {
+    let mut after: u128 = last.iter().sum();
+    let (mut before, mut slowest, mut best) = (0u128, 0u128, 0u128);
+    for (f, l) in full.iter().zip(last) {
+        before += f;
+        slowest = slowest.max(*f);
+        best = best.max(
+            before
+                .saturating_add(extra.saturating_mul(slowest))
+                .saturating_add(after),
+        );
+        after -= l;
+    }
+    best
+}
+
+/// "Packet `packet` has fully arrived at hop `hop` at `at`"; `hop ==
+/// path.len()` is the destination. Ordered by time, then by creation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Arrival {
+    at: SimTime,
+    seq: u64,
+    packet: u64,
+    hop: usize,
+}
+
+/// The packets of one transfer still moving.
+struct Flight<'a> {
+    path: &'a [Rc<Link>],
+    plan: PacketPlan,
+    /// `(S_h(P), S_h(P_last))` per hop.
+    occupancy: Vec<(SimDuration, SimDuration)>,
+    /// Per hop, Σ (leave − arrive) over packets, in ps.
+    residency: Vec<u64>,
+    events: BinaryHeap<Reverse<Arrival>>,
+    seq: u64,
+    start: SimTime,
+}
+
+impl<'a> Flight<'a> {
+    fn new(path: &'a [Rc<Link>], plan: PacketPlan) -> Result<Self, HwError> {
+        let occupancy = path
+            .iter()
+            .map(|link| {
+                let s = |b| {
+                    link.params()
+                        .occupancy(b)
+                        .map_err(HwError::time(link.name()))
+                };
+                Ok((s(plan.full)?, s(plan.last)?))
+            })
+            .collect::<Result<_, HwError>>()?;
+        let start = sim::now();
+        let mut flight = Flight {
+            path,
+            plan,
+            occupancy,
+            residency: vec![0; path.len()],
+            events: BinaryHeap::new(),
+            seq: 0,
+            start,
+        };
+        if !path.is_empty() {
+            flight.push(start, 0, 0);
+        }
+        Ok(flight)
+    }
+
+    fn push(&mut self, at: SimTime, packet: u64, hop: usize) {
+        let seq = self.seq;
+        self.seq += 1;
+        self.events.push(Reverse(Arrival {
+            at,
+            seq,
+            packet,
+            hop,
+        }));
+    }
+
+    /// Packet `event.packet` asks for hop `event.hop` now.
+    fn handle(&mut self, event: Arrival) -> Result<(), HwError> {
+        let Some(link) = self.path.get(event.hop) else {
+            return Ok(()); // delivered
+        };
+        let last = event.packet + 1 == self.plan.packets;
+        let (full, tail) = self.occupancy[event.hop];
+        let occupancy = if last { tail } else { full };
+        let hop = link.carry(self.plan.size(event.packet), occupancy)?;
+        let held = hop.occupied.end.saturating_since(event.at).as_ps();
+        self.residency[event.hop] = self.residency[event.hop].saturating_add(held);
+        self.push(hop.arrives, event.packet, event.hop + 1);
+        if event.hop == 0 && !last {
+            self.push(hop.occupied.end, event.packet + 1, 0);
+        }
+        Ok(())
+    }
+
+    fn report(self) -> TransferReport {
+        let bottleneck = self
+            .residency
+            .iter()
+            .enumerate()
+            .rev()
+            .max_by_key(|(_, ps)| **ps)
+            .map(|(hop, ps)| Bottleneck {
+                hop,
+                link: self.path[hop].server().shared_name(),
+                residency: SimDuration::from_ps(*ps),
+            });
+        TransferReport {
+            start: self.start,
+            end: sim::now(),
+            bytes: self.plan.bytes(),
+            packets: self.plan.packets,
+            bottleneck,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::units::{Bandwidth, Fraction, Size};
+    use crate::sim::Simulation;
+
+    fn payload(p: u64) -> NonZeroU64 {
+        NonZeroU64::new(p).unwrap()
+    }
+
+    fn hop(bytes_per_ns: u64, latency_ns: u64) -> HopParams {
+        HopParams::new(
+            Bandwidth::from_bytes_per_sec(bytes_per_ns * 1_000_000_000).unwrap(),
+            Fraction::from_ppm(1_000_000).unwrap(),
+            SimDuration::from_ns(latency_ns),
+            Size::from_bytes(0),
+        )
+    }
+
+    #[test]
+    fn plans_split_into_full_packets_and_a_tail() {
+        let plan = |s, p| {
+            let plan = PacketPlan::new(s, payload(p));
+            (plan.packets, plan.full, plan.last)
+        };
+        assert_eq!(plan(0, 256), (1, 256, 0));
+        assert_eq!(plan(1, 256), (1, 256, 1));
+        assert_eq!(plan(256, 256), (1, 256, 256));
+        assert_eq!(plan(257, 256), (2, 256, 1));
+        assert_eq!(plan(1024, 256), (4, 256, 256));
+        assert_eq!(PacketPlan::new(1000, payload(256)).bytes(), 1000);
+    }
+
+    #[test]
+    fn formula_single_packet_is_latency_plus_serialisation_per_hop() {
+        let hops = [hop(1, 10), hop(2, 20)];
+        // 100 B: 100 ns + 50 ns of serialisation, 30 ns of latency.
+        let t = transfer_formula(&hops, 100, payload(256)).unwrap();
+        assert_eq!(t, SimDuration::from_ns(180));
+    }
+
+    #[test]
+    fn formula_pipelines_behind_the_slowest_hop() {
+        // Fast, slow, fast: 4 packets of 100 B; slow hop is 100 ns/packet.
+        let hops = [hop(10, 1), hop(1, 1), hop(10, 1)];
+        let t = transfer_formula(&hops, 400, payload(100)).unwrap();
+        // 3 ns latency + 10 (hop 0) + 4 × 100 (hop 1) + 10 (hop 2).
+        assert_eq!(t, SimDuration::from_ns(423));
+    }
+
+    #[test]
+    fn empty_path_takes_no_time() {
+        assert_eq!(
+            transfer_formula(&[], 4096, payload(256)).unwrap(),
+            SimDuration::ZERO
+        );
+        let mut simulation = Simulation::new();
+        let done = simulation.spawn("t", async { transfer(&[], 4096, payload(256)).await });
+        simulation.run().unwrap();
+        let report = done.output().unwrap().unwrap();
+        assert_eq!(
+            (report.duration(), report.bottleneck),
+            (SimDuration::ZERO, None)
+        );
+    }
+
+    #[test]
+    fn report_names_the_slowest_hop() {
+        let path: Vec<_> = [("a", hop(10, 1)), ("b", hop(1, 1)), ("c", hop(10, 1))]
+            .into_iter()
+            .map(|(name, params)| Rc::new(Link::new(name, params)))
+            .collect();
+        let mut simulation = Simulation::new();
+        let done = simulation.spawn("t", async move { transfer(&path, 400, payload(100)).await });
+        simulation.run().unwrap();
+        let report = done.output().unwrap().unwrap();
+        assert_eq!(report.duration(), SimDuration::from_ns(423));
+        let bottleneck = report.bottleneck.unwrap();
+        assert_eq!((bottleneck.hop, &*bottleneck.link), (1, "b"));
+    }
+}

@@ -1,0 +1,294 @@
+//! Transfers over paths of links: the simulated time equals the closed form
+//! to the picosecond, contention shares links fairly and never pushes a
+//! link past 100 %, tracing shows every packet and changes no time.
+
+use std::num::NonZeroU64;
+use std::rc::Rc;
+
+use kernbench::config::units::{Bandwidth, Fraction, Size};
+use kernbench::hw::{HopParams, Link, TransferReport, transfer, transfer_formula};
+use kernbench::sim::{self, SimDuration, SimTime, Simulation};
+use kernbench::topology::TopologySpec;
+use kernbench::trace::ChromeTraceLayer;
+use proptest::prelude::*;
+use tracing_subscriber::layer::SubscriberExt;
+
+fn payload(p: u64) -> NonZeroU64 {
+    NonZeroU64::new(p).unwrap()
+}
+
+fn hop(bytes_per_sec: u64, ppm: u32, latency_ps: u64, overhead: u64) -> HopParams {
+    HopParams::new(
+        Bandwidth::from_bytes_per_sec(bytes_per_sec).unwrap(),
+        Fraction::from_ppm(ppm).unwrap(),
+        SimDuration::from_ps(latency_ps),
+        Size::from_bytes(overhead),
+    )
+}
+
+fn links(hops: &[HopParams]) -> Vec<Rc<Link>> {
+    hops.iter()
+        .enumerate()
+        .map(|(i, params)| Rc::new(Link::new(&format!("link{i}"), *params)))
+        .collect()
+}
+
+/// Runs one transfer of `bytes` over `path` starting at `start`.
+fn run_one(path: &[Rc<Link>], start: SimTime, bytes: u64, max: u64) -> TransferReport {
+    let mut simulation = Simulation::new();
+    let path = path.to_vec();
+    let done = simulation.spawn("transfer", async move {
+        sim::sleep_until(start).await;
+        transfer(&path, bytes, payload(max)).await
+    });
+    simulation.run().unwrap();
+    done.output().unwrap().unwrap()
+}
+
+fn hop_strategy() -> impl Strategy<Value = HopParams> {
+    (
+        1_000_000u64..2_000_000_000_000,
+        100_000u32..=1_000_000,
+        0u64..2_000_000,
+        0u64..=64,
+    )
+        .prop_map(|(bw, ppm, latency, overhead)| hop(bw, ppm, latency, overhead))
+}
+
+fn transfer_strategy() -> impl Strategy<Value = (Vec<HopParams>, u64, u64, u64)> {
+    (
+        prop::collection::vec(hop_strategy(), 1..8),
+        1u64..=8192,
+        0u64..=40,
+        0u64..1_000_000,
+    )
+        .prop_flat_map(|(hops, max, packets, start)| {
+            (Just(hops), 0..=max * packets + 1, Just(max), Just(start))
+        })
+}
+
+proptest! {
+    #[test]
+    fn uncontended_simulation_equals_formula_to_the_picosecond(
+        (hops, bytes, max, start) in transfer_strategy()
+    ) {
+        let path = links(&hops);
+        let start = SimTime::from_ps(start);
+        let report = run_one(&path, start, bytes, max);
+        let formula = transfer_formula(&hops, bytes, payload(max)).unwrap();
+        prop_assert_eq!(report.start, start);
+        prop_assert_eq!(report.duration(), formula);
+        prop_assert_eq!(report.packets, bytes.div_ceil(max).max(1));
+        for link in &path {
+            let stats = link.stats(report.end);
+            prop_assert_eq!((stats.jobs, stats.bytes), (report.packets, bytes));
+            prop_assert!(stats.busy <= stats.elapsed);
+        }
+    }
+
+    #[test]
+    fn utilisation_never_exceeds_one_under_contention(
+        flows in prop::collection::vec(
+            (prop::sample::subsequence(vec![0usize, 1, 2, 3], 1..=4), 0u64..20_000, 0u64..5_000),
+            1..6,
+        ),
+        probes in prop::collection::vec(0u64..200_000, 1..5),
+    ) {
+        let hops = [hop(64_000_000_000, 900_000, 9_000, 0), hop(25_600_000_000, 1_000_000, 0, 0),
+                    hop(63_000_000_000, 1_000_000, 500_000, 24), hop(1_000_000_000_000, 920_000, 2_000, 0)];
+        let all = links(&hops);
+        let mut simulation = Simulation::new();
+        for (i, (route, bytes, start)) in flows.into_iter().enumerate() {
+            let path: Vec<_> = route.iter().map(|h| all[*h].clone()).collect();
+            simulation.spawn(&format!("flow{i}"), async move {
+                sim::sleep(SimDuration::from_ps(start)).await;
+                transfer(&path, bytes, payload(256)).await.unwrap();
+            });
+        }
+        let mut probes = probes;
+        probes.sort_unstable();
+        for at in probes {
+            simulation.run_until(SimTime::from_ps(at)).unwrap();
+            for link in &all {
+                let stats = link.stats(simulation.now());
+                prop_assert!(stats.busy <= stats.elapsed, "{}: {:?}", link.name(), stats);
+                prop_assert!(link.utilisation(simulation.now()) <= 1.0);
+            }
+        }
+        simulation.run().unwrap();
+        for link in &all {
+            prop_assert!(link.utilisation(simulation.now()) <= 1.0);
+        }
+    }
+}
+
+#[test]
+fn zero_bytes_is_one_header_only_packet() {
+    let hops = [hop(63_000_000_000, 1_000_000, 500_000, 24); 2];
+    let report = run_one(&links(&hops), SimTime::ZERO, 0, 256);
+    assert_eq!(report.packets, 1);
+    // Per hop: 500 ns latency + 24 B at 63 GB/s (381 ps).
+    assert_eq!(report.duration().as_ps(), 2 * (500_000 + 381));
+    assert_eq!(
+        transfer_formula(&hops, 0, payload(256)).unwrap(),
+        report.duration()
+    );
+}
+
+#[test]
+fn large_transfer_costs_latency_plus_bytes_over_the_slowest_hop() {
+    // 1 MiB over a fast hop and a 4x slower one: the pipeline runs at the
+    // slow hop's rate; only the first packet pays the fast hop.
+    let hops = [
+        hop(100_000_000_000, 1_000_000, 1_000, 0),
+        hop(25_000_000_000, 1_000_000, 1_000, 0),
+    ];
+    let report = run_one(&links(&hops), SimTime::ZERO, 1 << 20, 4096);
+    let slow_ps = (1u64 << 20) * 40; // 40 ps per byte at 25 GB/s
+    let first_packet_fast_ps = 4096 * 10;
+    assert_eq!(
+        report.duration().as_ps(),
+        2_000 + slow_ps + first_packet_fast_ps
+    );
+    assert_eq!(report.bottleneck.unwrap().hop, 1);
+}
+
+/// The worked example of docs/latency-model.md: 32 KiB from a PE's NoC
+/// port through one router-to-router hop to the HBM controller's port,
+/// with the default NoC numbers.
+#[test]
+fn worked_example_from_the_latency_model() {
+    let spec = TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap();
+    let noc = spec.cube.noc;
+    let link = |cycles: u32| {
+        HopParams::new(
+            noc.link_bandwidth(),
+            noc.efficiency,
+            noc.clock.cycles(u64::from(cycles)).unwrap(),
+            Size::from_bytes(0),
+        )
+    };
+    let hops = [
+        link(noc.inject_eject_cycles),
+        link(noc.hop_cycles),
+        link(noc.inject_eject_cycles),
+    ];
+    let max = noc.max_payload.get().bytes();
+    let formula = transfer_formula(&hops, 32 * 1024, payload(max)).unwrap();
+    assert_eq!(formula.as_ps(), 872_338);
+    let report = run_one(&links(&hops), SimTime::ZERO, 32 * 1024, max);
+    assert_eq!(report.duration(), formula);
+    assert_eq!(report.packets, 4);
+    // The fidelity dial: 1 KiB packets.
+    let small = transfer_formula(&hops, 32 * 1024, payload(1024)).unwrap();
+    assert_eq!(small.as_ps(), 623_452);
+    // The same bytes over the PCIe host link, and into HBM.
+    let pcie = HopParams::from(&spec.system.host_link);
+    let pcie_time = transfer_formula(&[pcie], 32 * 1024, payload(256)).unwrap();
+    assert_eq!(pcie_time.as_ps(), 1_068_960);
+    let hbm = kernbench::hw::hbm_formula(&spec.cube.hbm, 0, 32 * 1024).unwrap();
+    assert_eq!(hbm, SimDuration::from_ns(90));
+}
+
+/// Two flows share the middle link; each has its own first and last link.
+fn shared_link_run() -> (Vec<TransferReport>, Rc<Link>, SimTime) {
+    let fast = hop(100_000_000_000, 1_000_000, 1_000, 0);
+    let shared = Rc::new(Link::new(
+        "shared",
+        hop(10_000_000_000, 1_000_000, 1_000, 0),
+    ));
+    let mut simulation = Simulation::new();
+    let handles: Vec<_> = ["a", "b"]
+        .into_iter()
+        .map(|flow| {
+            let path = vec![
+                Rc::new(Link::new(&format!("{flow}.in"), fast)),
+                shared.clone(),
+                Rc::new(Link::new(&format!("{flow}.out"), fast)),
+            ];
+            simulation.spawn(flow, async move {
+                transfer(&path, 64 * 1024, payload(1024)).await.unwrap()
+            })
+        })
+        .collect();
+    simulation.run().unwrap();
+    let reports = handles.into_iter().map(|h| h.output().unwrap()).collect();
+    (reports, shared, simulation.now())
+}
+
+#[test]
+fn two_transfers_sharing_a_link_take_twice_its_serialisation() {
+    let (reports, shared, end) = shared_link_run();
+    let alone = SimDuration::from_ps(64 * 1024 * 100); // 100 ps per byte at 10 GB/s
+    let last = reports.iter().map(|r| r.end).max().unwrap();
+    assert!(last.saturating_since(SimTime::ZERO) >= SimDuration::from_ps(2 * alone.as_ps()));
+    let stats = shared.stats(end);
+    assert_eq!(stats.busy.as_ps(), 2 * alone.as_ps());
+    assert_eq!((stats.jobs, stats.bytes), (128, 128 * 1024));
+    assert!(shared.utilisation(end) <= 1.0);
+    assert!(shared.utilisation(end) > 0.9);
+    for report in &reports {
+        assert_eq!(&*report.bottleneck.as_ref().unwrap().link, "shared");
+    }
+}
+
+#[test]
+fn flows_sharing_a_link_interleave_packet_by_packet() {
+    let (reports, _, _) = shared_link_run();
+    // Fair sharing: the two flows finish one shared-link packet apart
+    // (1 KiB at 10 GB/s = 102.4 ns), not one whole transfer apart.
+    let gap = reports[1].end.saturating_since(reports[0].end);
+    assert_eq!(gap.as_ps(), 102_400);
+}
+
+fn traced_run() -> (TransferReport, serde_json::Value) {
+    let (layer, handle) = ChromeTraceLayer::with_sim_clock();
+    let subscriber = tracing_subscriber::registry().with(layer);
+    let hops = [hop(1_000_000_000, 1_000_000, 5_000, 0); 2];
+    let report = tracing::subscriber::with_default(subscriber, || {
+        run_one(&links(&hops), SimTime::ZERO, 200, 100)
+    });
+    (report, handle.to_value())
+}
+
+#[test]
+fn every_packet_is_a_span_on_its_links_track() {
+    let (report, doc) = traced_run();
+    let events = doc["traceEvents"].as_array().unwrap();
+    let tid = |track: &str| {
+        events
+            .iter()
+            .find(|e| e["name"] == "thread_name" && e["args"]["name"] == track)
+            .map(|e| e["tid"].clone())
+            .unwrap_or_else(|| panic!("no track {track}"))
+    };
+    let packets = |track: &str| -> Vec<(u64, u64)> {
+        let tid = tid(track);
+        events
+            .iter()
+            .filter(|e| e["name"] == "packet" && e["tid"] == tid)
+            .map(|e| {
+                let args = &e["args"];
+                (
+                    args["start_ps"].as_u64().unwrap(),
+                    args["dur_ps"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    // 100 B at 1 GB/s = 100 ns per packet, 5 ns latency per hop.
+    assert_eq!(packets("link0"), vec![(0, 100_000), (100_000, 100_000)]);
+    assert_eq!(
+        packets("link1"),
+        vec![(105_000, 100_000), (205_000, 100_000)]
+    );
+    assert_eq!(report.end.as_ps(), 310_000);
+}
+
+#[test]
+fn tracing_changes_no_simulated_time() {
+    let (traced, _) = traced_run();
+    let hops = [hop(1_000_000_000, 1_000_000, 5_000, 0); 2];
+    let plain = run_one(&links(&hops), SimTime::ZERO, 200, 100);
+    assert_eq!(traced, plain);
+}
