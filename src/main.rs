@@ -10,14 +10,14 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
 use kernbench::ccl::CclConfig;
 use kernbench::config::{ConfigError, ConfigSource, Overrides};
-use kernbench::topology::TopologySpec;
+use kernbench::topology::{GraphView, Machine, Scope, TopologyError, TopologySpec, ViewError};
 use kernbench::trace::{ChromeTraceLayer, TraceFileGuard};
 
 /// Deterministic discrete-event simulator of the multi-device AHBM accelerator.
@@ -47,12 +47,47 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Check the configuration and print a summary of the configured machine.
-    Topo {
-        /// Print the summary as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    /// Check the configuration and print a summary of the configured machine,
+    /// or (with --view) a view of its compiled graph.
+    Topo(TopoArgs),
+}
+
+#[derive(Debug, Args)]
+struct TopoArgs {
+    /// Print as JSON (the same as --format json).
+    #[arg(long, conflicts_with = "format")]
+    json: bool,
+
+    /// Show the compiled graph: the system (SIPs collapsed), one SIP (cubes
+    /// collapsed) or one cube (routers and attachments).
+    #[arg(long, value_enum)]
+    view: Option<TopoView>,
+
+    /// Output format; dot needs --view.
+    #[arg(long, value_enum, default_value_t = TopoFormat::Text)]
+    format: TopoFormat,
+
+    /// The SIP of a sip or cube view.
+    #[arg(long, default_value_t = 0)]
+    sip: u32,
+
+    /// The cube of a cube view (row * mesh width + column).
+    #[arg(long, default_value_t = 0)]
+    cube: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TopoView {
+    System,
+    Sip,
+    Cube,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TopoFormat {
+    Text,
+    Dot,
+    Json,
 }
 
 /// Why a command failed, and so which exit code it gets.
@@ -60,6 +95,12 @@ enum Command {
 enum CliError {
     #[error(transparent)]
     Config(#[from] ConfigError),
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    #[error(transparent)]
+    View(#[from] ViewError),
+    #[error("--format dot needs --view system, sip or cube")]
+    DotWithoutView,
     #[error("cannot write output: {0}")]
     Output(#[from] io::Error),
     #[error("cannot encode JSON: {0}")]
@@ -71,7 +112,10 @@ enum CliError {
 impl CliError {
     fn exit_code(&self) -> ExitCode {
         match self {
-            CliError::Config(_) => ExitCode::from(2),
+            CliError::Config(_)
+            | CliError::Topology(_)
+            | CliError::View(_)
+            | CliError::DotWithoutView => ExitCode::from(2),
             CliError::Output(_) | CliError::Json(_) | CliError::Trace { .. } => ExitCode::FAILURE,
         }
     }
@@ -118,14 +162,51 @@ fn init_tracing(trace: Option<&Path>) -> Result<Option<TraceFileGuard>, CliError
     Ok(guard)
 }
 
-fn topo(topology: &TopologySpec, json: bool) -> Result<(), CliError> {
-    let summary = topology.summary();
-    let text = if json {
-        serde_json::to_string_pretty(&summary)? + "\n"
+fn topo(topology: &TopologySpec, args: &TopoArgs) -> Result<(), CliError> {
+    let format = if args.json {
+        TopoFormat::Json
     } else {
-        summary.to_string()
+        args.format
+    };
+    let text = match args.view {
+        None => summary(topology, format)?,
+        Some(view) => graph_view(topology, args, view, format)?,
     };
     print_out(&text)
+}
+
+/// The summary of the spec, as text or JSON.
+fn summary(topology: &TopologySpec, format: TopoFormat) -> Result<String, CliError> {
+    let summary = topology.summary();
+    match format {
+        TopoFormat::Text => Ok(summary.to_string()),
+        TopoFormat::Json => Ok(serde_json::to_string_pretty(&summary)? + "\n"),
+        TopoFormat::Dot => Err(CliError::DotWithoutView),
+    }
+}
+
+/// A view of the compiled machine.
+fn graph_view(
+    topology: &TopologySpec,
+    args: &TopoArgs,
+    view: TopoView,
+    format: TopoFormat,
+) -> Result<String, CliError> {
+    let machine = Machine::build(topology)?;
+    let scope = match view {
+        TopoView::System => Scope::System,
+        TopoView::Sip => Scope::Sip(args.sip),
+        TopoView::Cube => Scope::Cube {
+            sip: args.sip,
+            cube: args.cube,
+        },
+    };
+    let graph = GraphView::new(&machine, scope)?;
+    Ok(match format {
+        TopoFormat::Text => graph.to_string(),
+        TopoFormat::Dot => graph.to_dot(),
+        TopoFormat::Json => serde_json::to_string_pretty(&graph)? + "\n",
+    })
 }
 
 /// Writes `text` to stdout; a reader that went away (`| head`) is not an
@@ -141,7 +222,7 @@ fn print_out(text: &str) -> Result<(), CliError> {
 fn run(cli: &Cli) -> Result<(), CliError> {
     let (topology, _ccl) = load_config(cli)?;
     match cli.command {
-        Command::Topo { json } => topo(&topology, json),
+        Command::Topo(ref args) => topo(&topology, args),
     }
 }
 

@@ -1,23 +1,54 @@
-//! The machine's shape: topology.yaml → validated [`TopologySpec`].
+//! The machine's shape: topology.yaml → validated [`TopologySpec`] →
+//! compiled [`Machine`] graph → routes.
 //!
-//! [`TopologySpec`] is the checked description of the machine (SIPs and
-//! their arrangement, cube mesh, cube and PE resources, every link's
-//! bandwidth, latency and packet size); [`TopologySummary`] is its readable
-//! overview for `kernbench topo`. Later layers compile the spec into the
-//! node/edge graph, NoC layout and routing.
+//! - [`TopologySpec`] is the checked description of the machine (SIPs and
+//!   their arrangement, cube mesh, cube and PE resources, every link's
+//!   bandwidth, latency and packet size); [`TopologySummary`] is its readable
+//!   overview for `kernbench topo`.
+//! - [`Machine::build`] compiles the spec in named stages (`layout`,
+//!   `expand`, `wire`, `index`) into nodes and directed edges, each edge with
+//!   its [`LinkParams`]; `naming` owns every node name.
+//! - [`PathRouter`] finds deterministic dimension-order routes over
+//!   adjacency [`View`]s; [`AddressResolver`] maps addresses to memory nodes.
+//! - `views` renders the graph for `kernbench topo --view` (text, DOT, JSON).
 //!
-//! This module knows the machine's vocabulary but nothing of latency
-//! models, collectives, kernels or torch; it sits just above `sim` and
-//! `config`.
+//! `docs/topology.md` describes the layout, placement and routing rules.
+//! This module knows the machine's vocabulary and structure but nothing of
+//! latency models' dynamics, collectives, kernels or torch; it sits just
+//! above `sim` and `config`.
 
 pub mod address;
+mod adjacency;
+mod arrangement;
+mod error;
+mod expand;
+mod grid;
+mod index;
+mod layout;
+mod link;
+mod machine;
 pub mod naming;
+mod plan;
+mod resolver;
+mod routing;
 mod spec;
+mod summary;
+mod views;
+mod wire;
 
 pub use address::{AddressError, AddressMap, MemSpace};
+pub use adjacency::View;
+pub use error::TopologyError;
+pub use grid::GridPos;
+pub use layout::{CubeLayout, LayoutError, MAX_ROUTERS, Slot};
+pub use link::{LinkCatalog, LinkError, LinkFigures, LinkParams};
+pub use machine::{Edge, EdgeId, EdgeKind, Machine, Node, NodeId, NodeKind};
+pub use resolver::{AddressResolver, Resolved};
+pub use routing::{Path, PathRouter, RouteError};
 pub use spec::{
-    ComputeSummary, CubeSpec, DmaSpec, GemmSpec, Grid, HbmError, HbmParams, HbmSpec, HostSpec,
-    IoCpuSpec, LinkSpec, LinkSummary, MathSpec, McpuSpec, MemorySpec, MemorySummary, NocSpec,
-    PeSpec, SipLayout, SipLayoutError, SipSpec, SipTopology, SipsParams, SystemSpec, TopologySpec,
-    TopologySummary, UcieSpec,
+    CubeSpec, DmaSpec, GemmSpec, Grid, HbmError, HbmParams, HbmSpec, HostSpec, IoCpuSpec, LinkSpec,
+    MathSpec, McpuSpec, MemorySpec, NocSpec, PeSpec, SipLayout, SipLayoutError, SipSpec,
+    SipTopology, SipsParams, SystemSpec, TopologySpec, UcieSpec,
 };
+pub use summary::{ComputeSummary, LinkSummary, MemorySummary, TopologySummary};
+pub use views::{Counts, GraphView, Scope, ViewError, ViewLink, ViewNode};

@@ -5,7 +5,8 @@
 //! (NoC routers), `sip{s}.cube{c}.pe{p}`, `sip{s}.cube{c}.hbm` and its
 //! pseudo-channels `sip{s}.cube{c}.hbm.pc{k}`, `sip{s}.cube{c}.sram`,
 //! `sip{s}.cube{c}.mcpu`, `sip{s}.cube{c}.mcpu.dma`, UCIe ports
-//! `sip{s}.cube{c}.ucie.{n,s,e,w}`, and a PE's TCM `sip{s}.cube{c}.pe{p}.tcm`.
+//! `sip{s}.cube{c}.ucie.{n,s,e,w}`, a PE's TCM `sip{s}.cube{c}.pe{p}.tcm`,
+//! and a SIP's inter-SIP ports `sip{s}.inter_sip.{n,s,e,w}`.
 
 use std::fmt;
 
@@ -121,6 +122,12 @@ pub fn ucie(sip: u32, cube: u32, side: Side) -> String {
     format!("sip{sip}.cube{cube}.ucie.{side}")
 }
 
+/// `sip{s}.inter_sip.{n,s,e,w}`: the SIP's port towards its neighbour on
+/// `side`.
+pub fn sip_port(sip: u32, side: Side) -> String {
+    format!("sip{sip}.inter_sip.{side}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +139,7 @@ mod tests {
         assert_eq!(ucie(0, 0, Side::E), "sip0.cube0.ucie.e");
         assert_eq!(mcpu_dma(2, 4), "sip2.cube4.mcpu.dma");
         assert_eq!(tcm(0, 1, 7), "sip0.cube1.pe7.tcm");
+        assert_eq!(sip_port(1, Side::W), "sip1.inter_sip.w");
     }
 
     #[test]

@@ -1,0 +1,415 @@
+//! The compiled machine: every node and every directed edge of the
+//! machine, with names, structural coordinates and each hop's link
+//! parameters.
+//!
+//! [`Machine::build`] runs the compile stages in order:
+//!
+//! 1. `layout` — the cube NoC: router grid, HBM zone, endpoint placement;
+//! 2. `expand` — the SIP / cube / PE hierarchy into named nodes;
+//! 3. `wire` — the directed edges, two per physical link;
+//! 4. `index` — name index and adjacency lists.
+//!
+//! A `Machine` is immutable and knows nothing of time or traffic: the
+//! latency models (`hw`) turn its edges into serial resources, routing
+//! (`routing`) turns node pairs into edge sequences.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+use super::address::AddressMap;
+use super::arrangement::{Arrangement, IO_CUBE};
+use super::error::TopologyError;
+use super::expand::{CubeNodes, Structure, expand};
+use super::grid::GridPos;
+use super::index::Index;
+use super::layout::CubeLayout;
+use super::link::{LinkCatalog, LinkParams};
+use super::naming::Side;
+use super::spec::TopologySpec;
+use super::wire::{Wiring, wire};
+
+/// A node of one [`Machine`]: an index into [`Machine::nodes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct NodeId(u32);
+
+/// A directed edge of one [`Machine`]: an index into [`Machine::edges`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct EdgeId(u32);
+
+macro_rules! id_methods {
+    ($id:ident) => {
+        impl $id {
+            /// The id of the item at `index` (saturating; the build checks
+            /// that every index fits).
+            pub(crate) fn from_index(index: usize) -> Self {
+                $id(u32::try_from(index).unwrap_or(u32::MAX))
+            }
+
+            /// The index into the machine's list.
+            pub fn index(self) -> usize {
+                self.0 as usize
+            }
+        }
+
+        impl fmt::Display for $id {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+    };
+}
+
+id_methods!(NodeId);
+id_methods!(EdgeId);
+
+/// What a node is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeKind {
+    /// The host.
+    Host,
+    /// A SIP's PCIe endpoint.
+    PcieEp,
+    /// A SIP's IO_CPU.
+    IoCpu,
+    /// A SIP's port towards a neighbouring SIP.
+    SipPort,
+    /// A NoC router.
+    Router,
+    /// A PE.
+    Pe,
+    /// A PE's TCM.
+    Tcm,
+    /// A cube's HBM controller (its pseudo-channels are inside it).
+    Hbm,
+    /// A cube's SRAM.
+    Sram,
+    /// A cube's M_CPU.
+    Mcpu,
+    /// A cube's M_CPU.DMA engine.
+    McpuDma,
+    /// A cube's UCIe port on one side.
+    UciePort,
+}
+
+impl NodeKind {
+    /// The kind's name in views and JSON.
+    pub const fn name(self) -> &'static str {
+        match self {
+            NodeKind::Host => "host",
+            NodeKind::PcieEp => "pcie_ep",
+            NodeKind::IoCpu => "io_cpu",
+            NodeKind::SipPort => "sip_port",
+            NodeKind::Router => "router",
+            NodeKind::Pe => "pe",
+            NodeKind::Tcm => "tcm",
+            NodeKind::Hbm => "hbm",
+            NodeKind::Sram => "sram",
+            NodeKind::Mcpu => "mcpu",
+            NodeKind::McpuDma => "mcpu_dma",
+            NodeKind::UciePort => "ucie_port",
+        }
+    }
+}
+
+impl fmt::Display for NodeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One node and where it sits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Node {
+    /// Its name (see `naming`).
+    pub name: String,
+    /// What it is.
+    pub kind: NodeKind,
+    /// Its SIP; `None` only for the host.
+    pub sip: Option<u32>,
+    /// The cube it sits in, for everything below the SIP level and for the
+    /// SIP-level nodes attached to a cube's NoC (PCIe endpoint and IO_CPU:
+    /// the IO cube; an inter-SIP port: the cube that carries it).
+    pub cube: Option<u32>,
+    /// The PE, for a PE and its TCM.
+    pub pe: Option<u32>,
+    /// A router's own position; for a node attached to one router, that
+    /// router's position. `None` for the host and the HBM controller (which
+    /// attaches to every router of the HBM zone).
+    pub router: Option<GridPos>,
+    /// The side of a UCIe or inter-SIP port.
+    pub side: Option<Side>,
+}
+
+/// What an edge is; adjacency views select edges by kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeKind {
+    /// Router to neighbouring router.
+    Noc,
+    /// A node to the node it hangs on: endpoint or port to its router
+    /// (the UCIe bridge included), PE to its TCM.
+    Attach,
+    /// HBM controller to a router of the HBM zone.
+    HbmPort,
+    /// UCIe port to the neighbouring cube's port.
+    Ucie,
+    /// Inter-SIP port to the neighbouring SIP's port.
+    InterSip,
+    /// Host to a PCIe endpoint.
+    Pcie,
+    /// The management bus: PCIe endpoint to IO_CPU, IO_CPU to each M_CPU.
+    Mgmt,
+}
+
+impl EdgeKind {
+    /// Every kind, in order.
+    pub const ALL: [EdgeKind; 7] = [
+        EdgeKind::Noc,
+        EdgeKind::Attach,
+        EdgeKind::HbmPort,
+        EdgeKind::Ucie,
+        EdgeKind::InterSip,
+        EdgeKind::Pcie,
+        EdgeKind::Mgmt,
+    ];
+
+    /// The kind's name in views and JSON.
+    pub const fn name(self) -> &'static str {
+        match self {
+            EdgeKind::Noc => "noc",
+            EdgeKind::Attach => "attach",
+            EdgeKind::HbmPort => "hbm_port",
+            EdgeKind::Ucie => "ucie",
+            EdgeKind::InterSip => "inter_sip",
+            EdgeKind::Pcie => "pcie",
+            EdgeKind::Mgmt => "mgmt",
+        }
+    }
+}
+
+impl fmt::Display for EdgeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One direction of a physical link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edge {
+    /// Where packets enter.
+    pub from: NodeId,
+    /// Where they leave.
+    pub to: NodeId,
+    /// What the link is.
+    pub kind: EdgeKind,
+    /// Its parameters in this direction.
+    pub link: LinkParams,
+    /// The other direction of the same link.
+    pub reverse: EdgeId,
+}
+
+/// The compiled machine graph.
+#[derive(Debug, Clone)]
+pub struct Machine {
+    spec: TopologySpec,
+    arrangement: Arrangement,
+    layout: CubeLayout,
+    address_map: AddressMap,
+    nodes: Vec<Node>,
+    edges: Vec<Edge>,
+    structure: Structure,
+    index: Index,
+}
+
+impl Machine {
+    /// Compiles `spec` into the machine graph.
+    pub fn build(spec: &TopologySpec) -> Result<Machine, TopologyError> {
+        let address_map = AddressMap::new(spec)?;
+        let links = LinkCatalog::new(spec)?;
+        let layout = CubeLayout::new(&spec.cube)?;
+        let arrangement = Arrangement::new(spec);
+        let (nodes, structure) = expand(&arrangement, &layout, spec.cube.pes.get());
+        let edges = wire(&Wiring {
+            arrangement: &arrangement,
+            layout: &layout,
+            structure: &structure,
+            links: &links,
+        });
+        let index = Index::build(&nodes, &edges)?;
+        Ok(Machine {
+            spec: spec.clone(),
+            arrangement,
+            layout,
+            address_map,
+            nodes,
+            edges,
+            structure,
+            index,
+        })
+    }
+
+    /// The spec the machine was built from.
+    pub fn spec(&self) -> &TopologySpec {
+        &self.spec
+    }
+
+    /// The NoC layout every cube shares.
+    pub fn layout(&self) -> &CubeLayout {
+        &self.layout
+    }
+
+    /// The address map of the machine's memories.
+    pub fn address_map(&self) -> &AddressMap {
+        &self.address_map
+    }
+
+    /// Every node; [`NodeId::index`] indexes it.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// Every directed edge; [`EdgeId::index`] indexes it.
+    pub fn edges(&self) -> &[Edge] {
+        &self.edges
+    }
+
+    /// The node `id` (an id of this machine).
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id.index()]
+    }
+
+    /// The edge `id` (an id of this machine).
+    pub fn edge(&self, id: EdgeId) -> &Edge {
+        &self.edges[id.index()]
+    }
+
+    /// The node called `name`.
+    pub fn find(&self, name: &str) -> Option<NodeId> {
+        self.index.names.get(name).copied()
+    }
+
+    /// Every name and its node, in name order.
+    pub fn names(&self) -> &BTreeMap<String, NodeId> {
+        &self.index.names
+    }
+
+    /// The edges leaving `node`, in edge-id order.
+    pub fn out_edges(&self, node: NodeId) -> &[EdgeId] {
+        &self.index.out[node.index()]
+    }
+
+    /// The edge from `from` to `to`, if they are joined.
+    pub fn edge_between(&self, from: NodeId, to: NodeId) -> Option<EdgeId> {
+        self.out_edges(from)
+            .iter()
+            .copied()
+            .find(|&e| self.edge(e).to == to)
+    }
+
+    /// Number of SIPs.
+    pub fn sip_count(&self) -> u32 {
+        self.arrangement.sips.cells()
+    }
+
+    /// Cubes in one SIP.
+    pub fn cubes_per_sip(&self) -> u32 {
+        self.arrangement.cubes.cells()
+    }
+
+    /// PEs in one cube.
+    pub fn pes_per_cube(&self) -> u32 {
+        self.spec.cube.pes.get()
+    }
+
+    /// The cube whose NoC carries each SIP's PCIe endpoint and IO_CPU.
+    pub fn io_cube(&self) -> u32 {
+        IO_CUBE
+    }
+
+    /// The cube carrying a SIP's inter-SIP port on `side`.
+    pub fn sip_port_cube(&self, side: Side) -> u32 {
+        self.arrangement.port_cube(side)
+    }
+
+    /// The host.
+    pub fn host(&self) -> NodeId {
+        self.structure.host
+    }
+
+    /// SIP `sip`'s PCIe endpoint.
+    pub fn pcie_ep(&self, sip: u32) -> Option<NodeId> {
+        self.structure.sips.get(sip as usize).map(|s| s.pcie_ep)
+    }
+
+    /// SIP `sip`'s IO_CPU.
+    pub fn io_cpu(&self, sip: u32) -> Option<NodeId> {
+        self.structure.sips.get(sip as usize).map(|s| s.io_cpu)
+    }
+
+    /// SIP `sip`'s inter-SIP port on `side`, if it has a neighbour there.
+    pub fn sip_port(&self, sip: u32, side: Side) -> Option<NodeId> {
+        let ports = &self.structure.sips.get(sip as usize)?.ports;
+        ports.get(&side).copied()
+    }
+
+    /// The router at `pos` of cube `cube` of SIP `sip`.
+    pub fn router(&self, sip: u32, cube: u32, pos: GridPos) -> Option<NodeId> {
+        let grid = self.layout.grid();
+        if pos.row >= grid.height() || pos.col >= grid.width() {
+            return None;
+        }
+        let routers = &self.cube_nodes(sip, cube)?.routers;
+        routers.get(grid.index(pos) as usize).copied()
+    }
+
+    /// PE `pe` of cube `cube` of SIP `sip`.
+    pub fn pe(&self, sip: u32, cube: u32, pe: u32) -> Option<NodeId> {
+        self.cube_nodes(sip, cube)?.pes.get(pe as usize).copied()
+    }
+
+    /// The TCM of PE `pe` of cube `cube` of SIP `sip`.
+    pub fn tcm(&self, sip: u32, cube: u32, pe: u32) -> Option<NodeId> {
+        self.cube_nodes(sip, cube)?.tcms.get(pe as usize).copied()
+    }
+
+    /// The HBM controller of a cube.
+    pub fn hbm(&self, sip: u32, cube: u32) -> Option<NodeId> {
+        self.cube_nodes(sip, cube).map(|c| c.hbm)
+    }
+
+    /// The SRAM of a cube.
+    pub fn sram(&self, sip: u32, cube: u32) -> Option<NodeId> {
+        self.cube_nodes(sip, cube).map(|c| c.sram)
+    }
+
+    /// The M_CPU of a cube.
+    pub fn mcpu(&self, sip: u32, cube: u32) -> Option<NodeId> {
+        self.cube_nodes(sip, cube).map(|c| c.mcpu)
+    }
+
+    /// The M_CPU.DMA engine of a cube.
+    pub fn mcpu_dma(&self, sip: u32, cube: u32) -> Option<NodeId> {
+        self.cube_nodes(sip, cube).map(|c| c.mcpu_dma)
+    }
+
+    /// The UCIe port of a cube on `side`, if a cube lies beyond.
+    pub fn ucie_port(&self, sip: u32, cube: u32, side: Side) -> Option<NodeId> {
+        self.cube_nodes(sip, cube)?.ucie.get(&side).copied()
+    }
+
+    /// The grids of the upper levels (for routing and views).
+    pub(crate) fn arrangement(&self) -> &Arrangement {
+        &self.arrangement
+    }
+
+    fn cube_nodes(&self, sip: u32, cube: u32) -> Option<&CubeNodes> {
+        self.structure
+            .sips
+            .get(sip as usize)?
+            .cubes
+            .get(cube as usize)
+    }
+}
