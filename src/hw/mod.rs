@@ -15,13 +15,17 @@
 //! - [`memory`]: on-chip SRAM and TCM ports.
 //! - [`dma`]: DMA engines (PE_DMA, M_CPU.DMA).
 //! - [`mcpu`], [`io_cpu`]: the command processors of a cube and of a SIP.
+//! - [`fabric`]: all of the above instantiated for one compiled machine,
+//!   one [`Link`] per directed edge of its graph ([`Fabric`]).
 //!
 //! Components take plain parameters (values of the `topology` spec types)
-//! and paths as slices of [`Link`]s built by the caller; they never search
-//! a graph. This module must not know torch, tensors, collectives, memory
+//! and paths as slices of [`Link`]s; they never search a graph. Only
+//! [`fabric`] knows the compiled machine, and it asks the topology's router
+//! for routes. This module must not know torch, tensors, collectives, memory
 //! contents or routing: it times what it is asked to move.
 
 pub mod dma;
+pub mod fabric;
 pub mod hbm;
 pub mod io_cpu;
 pub mod link;
@@ -31,6 +35,7 @@ pub mod server;
 pub mod transit;
 
 pub use dma::{DmaCompletion, DmaEngine};
+pub use fabric::Fabric;
 pub use hbm::{HbmController, hbm_formula, pc_shares};
 pub use io_cpu::{CubeFanout, IoCpu, LaunchReport};
 pub use link::{HopParams, Link};

@@ -1,0 +1,282 @@
+//! [`Fabric`]: the hardware of one compiled machine, instantiated for one
+//! simulation.
+//!
+//! It binds every directed edge of the topology graph to a [`Link`] (one
+//! serial resource per direction of every physical link), and owns every
+//! cube's HBM controller, SRAM port, M_CPU (with its DMA engine), every PE's
+//! PE_DMA engine and TCM port, and every SIP's IO_CPU. Routes come from the
+//! topology's [`PathRouter`]; the fabric turns a route into the links to
+//! cross and times moves over it, with the closed form beside each.
+//!
+//! Cost ownership, so nothing is charged twice: a path's hops carry the
+//! bandwidth and first-flit latency of every link crossed, including the
+//! PE-to-TCM port hop at the TCM's bandwidth; the memory stage at the end of
+//! a path charges what the memory itself does (HBM: controller and access
+//! latency plus pseudo-channel serialisation; SRAM: its port; TCM reached
+//! through a path: its access latency only).
+//!
+//! Knows the machine's structure and the hardware models; nothing of
+//! tensors, kernels or collectives.
+
+use std::num::NonZeroU64;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use super::{
+    DmaEngine, HbmController, HopParams, HwError, IoCpu, Link, Mcpu, MemoryPort, TransferReport,
+    hbm_formula, memory_formula, transfer, transfer_formula,
+};
+use crate::sim::{self, SimDuration};
+use crate::topology::{EdgeId, Machine, MemSpace, Path, PathRouter, TopologySpec, naming};
+
+/// The instantiated hardware of one machine.
+pub struct Fabric {
+    machine: Arc<Machine>,
+    router: PathRouter,
+    links: Vec<Rc<Link>>,
+    hbm: Vec<Rc<HbmController>>,
+    sram: Vec<Rc<MemoryPort>>,
+    mcpu: Vec<Rc<Mcpu>>,
+    pe_dma: Vec<Rc<DmaEngine>>,
+    tcm: Vec<Rc<MemoryPort>>,
+    io_cpu: Vec<Rc<IoCpu>>,
+}
+
+impl Fabric {
+    /// Fresh hardware (idle links, empty queues, zero counters) for
+    /// `machine`.
+    pub fn new(machine: Arc<Machine>) -> Fabric {
+        let links = machine
+            .edges()
+            .iter()
+            .map(|edge| {
+                let (from, to) = (machine.node(edge.from), machine.node(edge.to));
+                let p = &edge.link;
+                let params =
+                    HopParams::new(p.bandwidth, p.efficiency, p.latency, p.packet_overhead);
+                Rc::new(Link::new(&format!("{}->{}", from.name, to.name), params))
+            })
+            .collect();
+        let spec = machine.spec().clone();
+        let cubes = cube_coords(&machine);
+        let pes = pe_coords(&machine);
+        Fabric {
+            router: PathRouter::new(machine.clone()),
+            links,
+            hbm: cubes.iter().map(|&(s, c)| hbm_of(&spec, s, c)).collect(),
+            sram: cubes
+                .iter()
+                .map(|&(s, c)| Rc::new(MemoryPort::new(&naming::sram(s, c), &spec.cube.sram)))
+                .collect(),
+            mcpu: cubes.iter().map(|&(s, c)| mcpu_of(&spec, s, c)).collect(),
+            pe_dma: pes
+                .iter()
+                .map(|&(s, c, p)| {
+                    let name = format!("{}.dma", naming::pe(s, c, p));
+                    Rc::new(DmaEngine::new(&name, &spec.pe.dma))
+                })
+                .collect(),
+            tcm: pes
+                .iter()
+                .map(|&(s, c, p)| Rc::new(MemoryPort::new(&naming::tcm(s, c, p), &spec.pe.tcm)))
+                .collect(),
+            io_cpu: (0..machine.sip_count())
+                .map(|s| Rc::new(IoCpu::new(&naming::io_cpu(s), &spec.sip.io_cpu)))
+                .collect(),
+            machine,
+        }
+    }
+
+    /// Fresh hardware for the machine `spec` describes.
+    pub fn from_spec(spec: &TopologySpec) -> Result<Fabric, crate::topology::TopologyError> {
+        Ok(Fabric::new(Arc::new(Machine::build(spec)?)))
+    }
+
+    /// The compiled machine.
+    pub fn machine(&self) -> &Arc<Machine> {
+        &self.machine
+    }
+
+    /// The machine's router (routes are cached per pair).
+    pub fn router(&self) -> &PathRouter {
+        &self.router
+    }
+
+    /// The link of one directed edge.
+    pub fn link(&self, edge: EdgeId) -> &Rc<Link> {
+        &self.links[edge.index()]
+    }
+
+    /// Every link, in edge order.
+    pub fn links(&self) -> &[Rc<Link>] {
+        &self.links
+    }
+
+    /// The links `path` crosses, in order.
+    pub fn path_links(&self, path: &Path) -> Vec<Rc<Link>> {
+        path.edges().iter().map(|&e| self.link(e).clone()).collect()
+    }
+
+    /// The hop parameters of `path`, in order.
+    pub fn path_hops(&self, path: &Path) -> Vec<HopParams> {
+        path.edges()
+            .iter()
+            .map(|&e| *self.link(e).params())
+            .collect()
+    }
+
+    /// The packet payload used on `path`: the smallest `max_payload` of its
+    /// links (a transfer is packetised once, at its source).
+    pub fn max_payload(&self, path: &Path) -> NonZeroU64 {
+        path.edges()
+            .iter()
+            .map(|&e| self.machine.edge(e).link.max_payload.get().bytes())
+            .min()
+            .and_then(NonZeroU64::new)
+            .unwrap_or(NonZeroU64::MIN)
+    }
+
+    /// Moves `bytes` over `path` (see [`transfer`]).
+    pub async fn send(&self, path: &Path, bytes: u64) -> Result<TransferReport, HwError> {
+        transfer(&self.path_links(path), bytes, self.max_payload(path)).await
+    }
+
+    /// The uncontended time of [`send`](Self::send).
+    pub fn send_formula(&self, path: &Path, bytes: u64) -> Result<SimDuration, HwError> {
+        transfer_formula(&self.path_hops(path), bytes, self.max_payload(path))
+    }
+
+    /// Accesses `len` bytes at `offset` of `space`, as the memory stage at
+    /// the end of a path (see the module docs for what it charges).
+    pub async fn access(&self, space: MemSpace, offset: u64, len: u64) -> Result<(), HwError> {
+        match space {
+            MemSpace::Hbm { sip, cube } => {
+                self.hbm(sip, cube).access(offset, len).await?;
+            }
+            MemSpace::Sram { sip, cube } => {
+                self.sram[self.cube_index(sip, cube)].access(len).await?;
+            }
+            MemSpace::Tcm { .. } => sim::sleep(self.machine.spec().pe.tcm.latency).await,
+            MemSpace::Host => {}
+        }
+        Ok(())
+    }
+
+    /// The uncontended time of [`access`](Self::access).
+    pub fn access_formula(
+        &self,
+        space: MemSpace,
+        offset: u64,
+        len: u64,
+    ) -> Result<SimDuration, HwError> {
+        let spec = self.machine.spec();
+        match space {
+            MemSpace::Hbm { .. } => hbm_formula(&spec.cube.hbm, offset, len),
+            MemSpace::Sram { .. } => memory_formula(&spec.cube.sram, len),
+            MemSpace::Tcm { .. } => Ok(spec.pe.tcm.latency),
+            MemSpace::Host => Ok(SimDuration::ZERO),
+        }
+    }
+
+    fn cube_index(&self, sip: u32, cube: u32) -> usize {
+        (sip * self.machine.cubes_per_sip() + cube) as usize
+    }
+
+    fn pe_index(&self, sip: u32, cube: u32, pe: u32) -> usize {
+        self.cube_index(sip, cube) * self.machine.pes_per_cube() as usize + pe as usize
+    }
+
+    /// A cube's HBM controller.
+    pub fn hbm(&self, sip: u32, cube: u32) -> &Rc<HbmController> {
+        &self.hbm[self.cube_index(sip, cube)]
+    }
+
+    /// A cube's SRAM port.
+    pub fn sram(&self, sip: u32, cube: u32) -> &Rc<MemoryPort> {
+        &self.sram[self.cube_index(sip, cube)]
+    }
+
+    /// A cube's M_CPU (and its DMA engine).
+    pub fn mcpu(&self, sip: u32, cube: u32) -> &Rc<Mcpu> {
+        &self.mcpu[self.cube_index(sip, cube)]
+    }
+
+    /// A PE's PE_DMA engine.
+    pub fn pe_dma(&self, sip: u32, cube: u32, pe: u32) -> &Rc<DmaEngine> {
+        &self.pe_dma[self.pe_index(sip, cube, pe)]
+    }
+
+    /// A PE's TCM port (for direct PE access, not DMA paths).
+    pub fn tcm(&self, sip: u32, cube: u32, pe: u32) -> &Rc<MemoryPort> {
+        &self.tcm[self.pe_index(sip, cube, pe)]
+    }
+
+    /// A SIP's IO_CPU.
+    pub fn io_cpu(&self, sip: u32) -> &Rc<IoCpu> {
+        &self.io_cpu[sip as usize]
+    }
+}
+
+fn cube_coords(machine: &Machine) -> Vec<(u32, u32)> {
+    (0..machine.sip_count())
+        .flat_map(|s| (0..machine.cubes_per_sip()).map(move |c| (s, c)))
+        .collect()
+}
+
+fn pe_coords(machine: &Machine) -> Vec<(u32, u32, u32)> {
+    let pes = machine.pes_per_cube();
+    cube_coords(machine)
+        .into_iter()
+        .flat_map(|(s, c)| (0..pes).map(move |p| (s, c, p)))
+        .collect()
+}
+
+fn hbm_of(spec: &TopologySpec, sip: u32, cube: u32) -> Rc<HbmController> {
+    let name = naming::hbm(sip, cube);
+    Rc::new(HbmController::new(&name, &spec.cube.hbm, |pc| {
+        naming::hbm_pc(sip, cube, pc)
+    }))
+}
+
+fn mcpu_of(spec: &TopologySpec, sip: u32, cube: u32) -> Rc<Mcpu> {
+    let (name, dma) = (naming::mcpu(sip, cube), naming::mcpu_dma(sip, cube));
+    Rc::new(Mcpu::new(&name, &dma, &spec.cube.mcpu))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::Simulation;
+
+    fn fabric() -> Rc<Fabric> {
+        let spec = TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap();
+        Rc::new(Fabric::from_spec(&spec).unwrap())
+    }
+
+    #[test]
+    fn every_directed_edge_has_its_own_link() {
+        let fabric = fabric();
+        assert_eq!(fabric.links().len(), fabric.machine().edges().len());
+        let edge = &fabric.machine().edges()[0];
+        assert!(!Rc::ptr_eq(
+            fabric.link(EdgeId::from_index(0)),
+            fabric.link(edge.reverse)
+        ));
+    }
+
+    #[test]
+    fn a_send_over_a_routed_path_matches_its_formula() {
+        let fabric = fabric();
+        let m = fabric.machine().clone();
+        let path = fabric
+            .router()
+            .find_path(m.pe(0, 0, 0).unwrap(), m.hbm(0, 15).unwrap())
+            .unwrap();
+        let expected = fabric.send_formula(&path, 32 << 10).unwrap();
+        let mut simulation = Simulation::new();
+        let f = fabric.clone();
+        let done = simulation.spawn("dma", async move { f.send(&path, 32 << 10).await });
+        simulation.run().unwrap();
+        assert_eq!(done.output().unwrap().unwrap().duration(), expected);
+    }
+}
