@@ -7,6 +7,8 @@
 //!   per-worker rank and device registry (task-local storage).
 //! - [`ccl`]: collective communication. Today the typed `ccl.yaml`
 //!   ([`ccl::CclConfig`]): default algorithm and per-algorithm entries.
+//! - [`device`]: the timed hardware joined with the bytes it moves: DMA
+//!   copies that are timed, applied to memory and logged together.
 //! - [`mem`]: allocators (physical and virtual), the byte store and the op
 //!   log whose replay verifies the final memory.
 //! - [`hw`]: hardware components and their latency models: links and
@@ -27,6 +29,7 @@
 
 pub mod ccl;
 pub mod config;
+pub mod device;
 pub mod hw;
 pub mod mem;
 pub mod runtime;

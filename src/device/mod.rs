@@ -1,0 +1,318 @@
+//! [`Device`]: the simulated machine as kernels and host code use it —
+//! timed hardware ([`Fabric`]) joined with the bytes it moves ([`mem`]).
+//!
+//! Every data movement goes through here, so that timing, data and the op
+//! log cannot drift apart: a DMA copy is issued on a DMA engine, its effect
+//! on memory is applied and logged at the instant its data phase starts
+//! (the source is snapshotted when the DMA is issued, as real hardware
+//! would), and it then takes exactly the time of its stages:
+//!
+//! ```text
+//! request   initiator -> source memory node        (header-only packet)
+//! read      source memory stage                    (HBM PCs / SRAM port / TCM latency)
+//! data      source node -> destination node        (len bytes, packetised)
+//! write     destination memory stage
+//! ```
+//!
+//! [`Device::dma_copy_formula`] is the closed form of the same stages for
+//! an uncontended copy. Allocation maps the region in the store through the
+//! op log too, so replaying the log on a fresh store rebuilds the memory.
+//!
+//! Knows hardware, routes and memory; nothing of tensors' shapes, kernels'
+//! grids or collectives.
+//!
+//! [`mem`]: crate::mem
+
+use std::cell::{Ref, RefCell};
+use std::rc::Rc;
+
+use crate::hw::{DmaEngine, Fabric, HwError};
+use crate::mem::{
+    DataMode, DeviceAllocError, DeviceAllocators, MemoryStore, Op, OpLog, OpLogError, Payload,
+    StoreError,
+};
+use crate::sim::{self, SimDuration, SimTime};
+use crate::topology::{AddressError, MemSpace, NodeId, RouteError, TopologySpec};
+
+/// Allocation granule of every device memory: one 64-byte line.
+pub const GRANULE: u64 = 64;
+
+/// What a device operation could not do, naming the address, memory or
+/// unit involved.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    /// An address that is not in the machine's address map.
+    #[error(transparent)]
+    Address(#[from] AddressError),
+    /// Two nodes with no route between them.
+    #[error(transparent)]
+    Route(#[from] RouteError),
+    /// A timing that could not be computed.
+    #[error(transparent)]
+    Hw(#[from] HwError),
+    /// Out of memory, a bad free, a memory that does not exist.
+    #[error(transparent)]
+    Alloc(#[from] DeviceAllocError),
+    /// An access outside the mapped regions (or data read while data is off).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The op log refused an op.
+    #[error(transparent)]
+    OpLog(#[from] OpLogError),
+    /// The machine could not be compiled.
+    #[error(transparent)]
+    Topology(#[from] crate::topology::TopologyError),
+}
+
+/// When the stages of one DMA copy happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyTiming {
+    /// When the copy was requested.
+    pub requested: SimTime,
+    /// When its data phase started (after issue and a free slot).
+    pub started: SimTime,
+    /// When the last byte was written.
+    pub end: SimTime,
+}
+
+/// The timed machine and its memory contents.
+pub struct Device {
+    fabric: Rc<Fabric>,
+    store: RefCell<MemoryStore>,
+    allocators: RefCell<DeviceAllocators>,
+    oplog: RefCell<OpLog>,
+}
+
+impl Device {
+    /// A fresh device for `spec`'s machine; `data` chooses whether bytes are
+    /// kept (`On`) or only timed (`Off`).
+    pub fn new(spec: &TopologySpec, data: DataMode) -> Result<Rc<Device>, DeviceError> {
+        let fabric = Rc::new(Fabric::from_spec(spec)?);
+        let map = fabric.machine().address_map().clone();
+        Ok(Rc::new(Device {
+            store: RefCell::new(MemoryStore::with_mode(map, data)),
+            allocators: RefCell::new(DeviceAllocators::new(spec, GRANULE)?),
+            oplog: RefCell::new(OpLog::new()),
+            fabric,
+        }))
+    }
+
+    /// The timed hardware.
+    pub fn fabric(&self) -> &Rc<Fabric> {
+        &self.fabric
+    }
+
+    /// The memory contents (read-only view).
+    pub fn store(&self) -> Ref<'_, MemoryStore> {
+        self.store.borrow()
+    }
+
+    /// Every op applied so far, in effect order.
+    pub fn oplog(&self) -> Ref<'_, OpLog> {
+        self.oplog.borrow()
+    }
+
+    /// Whether bytes are kept.
+    pub fn data_mode(&self) -> DataMode {
+        self.store.borrow().mode()
+    }
+
+    /// Allocates `len` bytes in `space` and maps them (zero-filled);
+    /// returns the device address. Untimed: allocation is bookkeeping.
+    pub fn alloc(&self, space: MemSpace, len: u64) -> Result<u64, DeviceError> {
+        let addr = self.allocators.borrow_mut().alloc(space, len)?;
+        self.apply("allocator", Op::Map { addr, len })?;
+        Ok(addr)
+    }
+
+    /// Frees an allocation made by [`alloc`](Self::alloc).
+    pub fn free(&self, addr: u64) -> Result<(), DeviceError> {
+        self.allocators.borrow_mut().free(addr)?;
+        self.apply("allocator", Op::Unmap { addr })?;
+        Ok(())
+    }
+
+    /// Writes `bytes` at `addr` without moving them through the machine:
+    /// host code filling host memory, or a test preparing state.
+    pub fn write_untimed(&self, node: &str, addr: u64, bytes: &[u8]) -> Result<(), DeviceError> {
+        let data = Payload::Bytes(bytes.to_vec());
+        self.apply(node, Op::HostWrite { addr, data })?;
+        Ok(())
+    }
+
+    /// The bytes at `addr` (untimed; for checking results). Errors when data
+    /// is off.
+    pub fn read_untimed(&self, addr: u64, len: u64) -> Result<Vec<u8>, DeviceError> {
+        Ok(self.store.borrow().read(addr, len)?.to_vec())
+    }
+
+    /// Applies `op` now, issued by `node`, and logs it.
+    pub fn apply(&self, node: &str, op: Op) -> Result<crate::mem::OpId, DeviceError> {
+        let now = sim::try_now().unwrap_or(SimTime::ZERO);
+        let mut store = self.store.borrow_mut();
+        Ok(self.oplog.borrow_mut().apply(&mut store, node, now, op)?)
+    }
+
+    fn complete(&self, id: crate::mem::OpId) -> Result<(), DeviceError> {
+        Ok(self.oplog.borrow_mut().complete(id, sim::now())?)
+    }
+
+    /// Copies `len` bytes from `src` to `dst` with DMA `engine`, on behalf
+    /// of node `initiator` (where the read request starts). See the module
+    /// docs for the stages.
+    pub async fn dma_copy(
+        &self,
+        engine: &DmaEngine,
+        initiator: NodeId,
+        src: u64,
+        dst: u64,
+        len: u64,
+    ) -> Result<CopyTiming, DeviceError> {
+        let plan = self.plan(initiator, src, dst)?;
+        let job = async {
+            let id = self.apply(engine.name(), Op::Copy { src, dst, len })?;
+            self.run_stages(&plan, len).await?;
+            self.complete(id)
+        };
+        let done = engine.run(job).await?;
+        done.output?;
+        Ok(CopyTiming {
+            requested: done.requested,
+            started: done.started,
+            end: done.end,
+        })
+    }
+
+    /// The uncontended time of [`dma_copy`](Self::dma_copy) from request
+    /// to last byte written.
+    pub fn dma_copy_formula(
+        &self,
+        engine_issue: SimDuration,
+        initiator: NodeId,
+        src: u64,
+        dst: u64,
+        len: u64,
+    ) -> Result<SimDuration, DeviceError> {
+        let plan = self.plan(initiator, src, dst)?;
+        let f = &self.fabric;
+        let stages = [
+            f.send_formula(&plan.request, 0)?,
+            f.access_formula(plan.src.0, plan.src.1, len)?,
+            f.send_formula(&plan.data, len)?,
+            f.access_formula(plan.dst.0, plan.dst.1, len)?,
+        ];
+        Ok(stages.into_iter().fold(engine_issue, |sum, d| sum + d))
+    }
+
+    fn plan(&self, initiator: NodeId, src: u64, dst: u64) -> Result<CopyPlan, DeviceError> {
+        let map = self.fabric.machine().address_map();
+        let (src_space, src_offset) = map.decode(src)?;
+        let (dst_space, dst_offset) = map.decode(dst)?;
+        let router = self.fabric.router();
+        let src_node = router.resolver().memory_node(src_space)?;
+        let dst_node = router.resolver().memory_node(dst_space)?;
+        Ok(CopyPlan {
+            request: router.find_path(initiator, src_node)?,
+            data: router.find_path(src_node, dst_node)?,
+            src: (src_space, src_offset),
+            dst: (dst_space, dst_offset),
+        })
+    }
+
+    async fn run_stages(&self, plan: &CopyPlan, len: u64) -> Result<(), DeviceError> {
+        let f = &self.fabric;
+        f.send(&plan.request, 0).await?;
+        f.access(plan.src.0, plan.src.1, len).await?;
+        f.send(&plan.data, len).await?;
+        f.access(plan.dst.0, plan.dst.1, len).await?;
+        Ok(())
+    }
+}
+
+/// The routes and memories of one copy.
+struct CopyPlan {
+    request: std::sync::Arc<crate::topology::Path>,
+    data: std::sync::Arc<crate::topology::Path>,
+    src: (MemSpace, u64),
+    dst: (MemSpace, u64),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::Simulation;
+
+    fn device(data: DataMode) -> Rc<Device> {
+        let spec = TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap();
+        Device::new(&spec, data).unwrap()
+    }
+
+    /// Copies 32 KiB from cube 5's HBM into PE 0's TCM of cube 0 with that
+    /// PE's DMA; returns (simulated, formula, bytes read back).
+    fn copy_far_hbm_to_tcm(data: DataMode) -> (SimDuration, SimDuration, Option<Vec<u8>>) {
+        let device = device(data);
+        let len = 32 << 10;
+        let src = device
+            .alloc(MemSpace::Hbm { sip: 0, cube: 5 }, len)
+            .unwrap();
+        let dst = device
+            .alloc(
+                MemSpace::Tcm {
+                    sip: 0,
+                    cube: 0,
+                    pe: 0,
+                },
+                len,
+            )
+            .unwrap();
+        let pattern: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+        device.write_untimed("host", src, &pattern).unwrap();
+        let pe = device.fabric().machine().pe(0, 0, 0).unwrap();
+        let issue = device.fabric().machine().spec().pe.dma.issue_overhead;
+        let formula = device.dma_copy_formula(issue, pe, src, dst, len).unwrap();
+        let mut simulation = Simulation::new();
+        let d = device.clone();
+        let copy = simulation.spawn("pe0", async move {
+            let engine = d.fabric().pe_dma(0, 0, 0).clone();
+            d.dma_copy(&engine, pe, src, dst, len).await
+        });
+        simulation.run().unwrap();
+        let timing = copy.output().unwrap().unwrap();
+        let back = device.read_untimed(dst, len).ok();
+        assert!(device.oplog().verify(&device.store()).is_ok());
+        (timing.end - timing.requested, formula, back)
+    }
+
+    #[test]
+    fn uncontended_copy_takes_exactly_its_formula_and_moves_the_bytes() {
+        let (simulated, formula, back) = copy_far_hbm_to_tcm(DataMode::On);
+        assert_eq!(simulated, formula);
+        let expected: Vec<u8> = (0..32u64 << 10).map(|i| (i * 7 % 251) as u8).collect();
+        assert_eq!(back.unwrap(), expected);
+    }
+
+    #[test]
+    fn timing_is_the_same_with_data_off() {
+        let (on, _, _) = copy_far_hbm_to_tcm(DataMode::On);
+        let (off, _, back) = copy_far_hbm_to_tcm(DataMode::Off);
+        assert_eq!(on, off);
+        assert!(back.is_none(), "reads fail with data off");
+    }
+
+    #[test]
+    fn copies_from_unmapped_addresses_are_errors() {
+        let device = device(DataMode::On);
+        let dst = device.alloc(MemSpace::Hbm { sip: 0, cube: 0 }, 64).unwrap();
+        let pe = device.fabric().machine().pe(0, 0, 0).unwrap();
+        let mut simulation = Simulation::new();
+        let d = device.clone();
+        let copy = simulation.spawn("pe0", async move {
+            let engine = d.fabric().pe_dma(0, 0, 0).clone();
+            d.dma_copy(&engine, pe, 0x0900_0000_0000_0000, dst, 64)
+                .await
+        });
+        simulation.run().unwrap();
+        let error = copy.output().unwrap().unwrap_err().to_string();
+        assert!(error.contains("sip 9 does not exist"), "{error}");
+    }
+}
