@@ -32,6 +32,7 @@ pub mod config;
 pub mod device;
 pub mod hw;
 pub mod mem;
+pub mod probe;
 pub mod runtime;
 pub mod sim;
 pub mod topology;

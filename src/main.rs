@@ -50,6 +50,21 @@ enum Command {
     /// Check the configuration and print a summary of the configured machine,
     /// or (with --view) a view of its compiled graph.
     Topo(TopoArgs),
+    /// Run the traffic-pattern catalogue (H2D, D2H, PE DMA; size and load
+    /// sweeps): closed-form formula beside simulated time, with PASS/FAIL
+    /// invariant checks (a FAIL exits with code 1).
+    Probe(ProbeArgs),
+}
+
+#[derive(Debug, Args)]
+struct ProbeArgs {
+    /// Print the cases and checks as JSON.
+    #[arg(long)]
+    json: bool,
+
+    /// Reference transfer size in bytes.
+    #[arg(long, default_value_t = kernbench::probe::REFERENCE_BYTES)]
+    size: u64,
 }
 
 #[derive(Debug, Args)]
@@ -107,6 +122,10 @@ enum CliError {
     Json(#[from] serde_json::Error),
     #[error("cannot write trace file {}: {source}", path.display())]
     Trace { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Probe(#[from] kernbench::probe::ProbeError),
+    #[error("probe: {0} check(s) failed")]
+    ProbeFailed(usize),
 }
 
 impl CliError {
@@ -116,7 +135,11 @@ impl CliError {
             | CliError::Topology(_)
             | CliError::View(_)
             | CliError::DotWithoutView => ExitCode::from(2),
-            CliError::Output(_) | CliError::Json(_) | CliError::Trace { .. } => ExitCode::FAILURE,
+            CliError::Output(_)
+            | CliError::Json(_)
+            | CliError::Trace { .. }
+            | CliError::Probe(_)
+            | CliError::ProbeFailed(_) => ExitCode::FAILURE,
         }
     }
 }
@@ -223,6 +246,27 @@ fn run(cli: &Cli) -> Result<(), CliError> {
     let (topology, _ccl) = load_config(cli)?;
     match cli.command {
         Command::Topo(ref args) => topo(&topology, args),
+        Command::Probe(ref args) => probe(&topology, args),
+    }
+}
+
+fn probe(topology: &TopologySpec, args: &ProbeArgs) -> Result<(), CliError> {
+    let machine = std::sync::Arc::new(kernbench::topology::Machine::build(topology)?);
+    let report = kernbench::probe::run(&machine, args.size)?;
+    let text = if args.json {
+        serde_json::to_string_pretty(&report)? + "\n"
+    } else {
+        report.to_string()
+    };
+    print_out(&text)?;
+    match report
+        .checks
+        .iter()
+        .filter(|c| c.passed == Some(false))
+        .count()
+    {
+        0 => Ok(()),
+        failed => Err(CliError::ProbeFailed(failed)),
     }
 }
 

@@ -25,6 +25,7 @@
 
 use std::cell::{Ref, RefCell};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::hw::{DmaEngine, Fabric, HwError};
 use crate::mem::{
@@ -32,7 +33,7 @@ use crate::mem::{
     StoreError,
 };
 use crate::sim::{self, SimDuration, SimTime};
-use crate::topology::{AddressError, MemSpace, NodeId, RouteError, TopologySpec};
+use crate::topology::{AddressError, Machine, MemSpace, NodeId, Path, RouteError, TopologySpec};
 
 /// Allocation granule of every device memory: one 64-byte line.
 pub const GRANULE: u64 = 64;
@@ -87,13 +88,19 @@ impl Device {
     /// A fresh device for `spec`'s machine; `data` chooses whether bytes are
     /// kept (`On`) or only timed (`Off`).
     pub fn new(spec: &TopologySpec, data: DataMode) -> Result<Rc<Device>, DeviceError> {
-        let fabric = Rc::new(Fabric::from_spec(spec)?);
-        let map = fabric.machine().address_map().clone();
+        Device::from_machine(Arc::new(Machine::build(spec)?), data)
+    }
+
+    /// A fresh device (idle hardware, empty memory) for an already
+    /// compiled machine, so repeated runs need not recompile it.
+    pub fn from_machine(machine: Arc<Machine>, data: DataMode) -> Result<Rc<Device>, DeviceError> {
+        let map = machine.address_map().clone();
+        let allocators = DeviceAllocators::new(machine.spec(), GRANULE)?;
         Ok(Rc::new(Device {
+            fabric: Rc::new(Fabric::new(machine)),
             store: RefCell::new(MemoryStore::with_mode(map, data)),
-            allocators: RefCell::new(DeviceAllocators::new(spec, GRANULE)?),
+            allocators: RefCell::new(allocators),
             oplog: RefCell::new(OpLog::new()),
-            fabric,
         }))
     }
 
@@ -231,8 +238,8 @@ impl Device {
 
 /// The routes and memories of one copy.
 struct CopyPlan {
-    request: std::sync::Arc<crate::topology::Path>,
-    data: std::sync::Arc<crate::topology::Path>,
+    request: Arc<Path>,
+    data: Arc<Path>,
     src: (MemSpace, u64),
     dst: (MemSpace, u64),
 }

@@ -1,0 +1,76 @@
+//! Hardware busy periods on the virtual-time timeline. One test only: the
+//! `tracing` callsites of the hardware models are shared process-wide, and a
+//! test without a subscriber running on another thread of the same binary
+//! could change their cached interest mid-run.
+
+use std::num::NonZeroU64;
+use std::rc::Rc;
+
+use kernbench::config::units::{Bandwidth, Fraction, Size};
+use kernbench::hw::{HopParams, Link, TransferReport, transfer};
+use kernbench::sim::{SimDuration, SimTime, Simulation};
+use kernbench::trace::ChromeTraceLayer;
+use tracing_subscriber::layer::SubscriberExt;
+
+/// Two 1 GB/s hops with 5 ns latency.
+fn links() -> Vec<Rc<Link>> {
+    let params = HopParams::new(
+        Bandwidth::from_bytes_per_sec(1_000_000_000).unwrap(),
+        Fraction::from_ppm(1_000_000).unwrap(),
+        SimDuration::from_ps(5_000),
+        Size::from_bytes(0),
+    );
+    (0..2)
+        .map(|i| Rc::new(Link::new(&format!("link{i}"), params)))
+        .collect()
+}
+
+/// 200 bytes in packets of 100 over the two hops.
+fn run() -> TransferReport {
+    let mut simulation = Simulation::new();
+    let path = links();
+    let done = simulation.spawn("transfer", async move {
+        transfer(&path, 200, NonZeroU64::new(100).unwrap()).await
+    });
+    simulation.run().unwrap();
+    done.output().unwrap().unwrap()
+}
+
+fn packets(doc: &serde_json::Value, track: &str) -> Vec<(u64, u64)> {
+    let events = doc["traceEvents"].as_array().unwrap();
+    let tid = events
+        .iter()
+        .find(|e| e["name"] == "thread_name" && e["args"]["name"] == track)
+        .map(|e| e["tid"].clone())
+        .unwrap_or_else(|| panic!("no track {track}"));
+    events
+        .iter()
+        .filter(|e| e["name"] == "packet" && e["tid"] == tid)
+        .map(|e| {
+            let args = &e["args"];
+            (
+                args["start_ps"].as_u64().unwrap(),
+                args["dur_ps"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn packets_are_spans_on_their_links_tracks_and_tracing_changes_no_time() {
+    let (layer, handle) = ChromeTraceLayer::with_sim_clock();
+    let subscriber = tracing_subscriber::registry().with(layer);
+    let traced = tracing::subscriber::with_default(subscriber, run);
+    let doc = handle.to_value();
+    // 100 B at 1 GB/s = 100 ns per packet, 5 ns latency per hop.
+    assert_eq!(
+        packets(&doc, "link0"),
+        vec![(0, 100_000), (100_000, 100_000)]
+    );
+    assert_eq!(
+        packets(&doc, "link1"),
+        vec![(105_000, 100_000), (205_000, 100_000)]
+    );
+    assert_eq!(traced.end, SimTime::from_ps(310_000));
+    assert_eq!(run(), traced, "tracing changed simulated time");
+}
