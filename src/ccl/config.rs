@@ -20,6 +20,8 @@ use serde::de::{self, Deserializer, Visitor};
 use crate::config::units::Count;
 use crate::config::{ConfigError, ConfigSource, Document, Override};
 
+use super::topology::Builtin;
+
 const DEFAULT_FILE: &str = "configs/ccl.yaml";
 const DEFAULT_YAML: &str = include_str!("../../configs/ccl.yaml");
 
@@ -33,24 +35,6 @@ pub enum BufferKind {
     Hbm,
     /// The cube's SRAM.
     Sram,
-}
-
-/// The IPCQ neighbour table installed before an algorithm's kernel runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
-#[serde(expecting = "none, ring_1d, mesh_2d or tree_binary")]
-pub enum NeighborTopology {
-    /// Nothing installed: the algorithm wires its own neighbours.
-    #[serde(rename = "none")]
-    SelfWired,
-    /// East/west ring.
-    #[serde(rename = "ring_1d")]
-    Ring1d,
-    /// North/south/east/west mesh.
-    #[serde(rename = "mesh_2d")]
-    Mesh2d,
-    /// Parent/children of a binary tree.
-    #[serde(rename = "tree_binary")]
-    TreeBinary,
 }
 
 /// An algorithm-specific parameter value.
@@ -128,7 +112,7 @@ pub struct AlgorithmEntry {
     /// The algorithm's name in the algorithm registry.
     pub module: String,
     /// IPCQ neighbour wiring installed before the kernel runs.
-    pub topology: NeighborTopology,
+    pub topology: Builtin,
     /// Overrides `defaults.buffer_kind`.
     pub buffer_kind: Option<BufferKind>,
     /// Overrides `defaults.n_elem`.
@@ -150,7 +134,7 @@ pub struct Algorithm<'a> {
     /// The algorithm's name in the algorithm registry.
     pub module: &'a str,
     /// IPCQ neighbour wiring.
-    pub topology: NeighborTopology,
+    pub topology: Builtin,
     /// Where IPCQ receive slots live.
     pub buffer_kind: BufferKind,
     /// Elements per tile.
@@ -280,7 +264,7 @@ mod tests {
         let config = CclConfig::load(&CclConfig::default_source(), &[]).unwrap();
         let algorithm = config.default_algorithm();
         assert_eq!(algorithm.name, "intercube_allreduce");
-        assert_eq!(algorithm.topology, NeighborTopology::SelfWired);
+        assert_eq!(algorithm.topology, Builtin::None);
         assert_eq!(algorithm.root_cube, Some(15));
         assert_eq!(algorithm.n_elem.get(), 8);
         let names: Vec<&str> = config.algorithm_names().collect();

@@ -1,0 +1,439 @@
+//! Neighbour tables for collectives: which rank sits in which direction.
+//!
+//! An algorithm names directions (`E`, `W`, `N`, `S` inside a SIP's cube
+//! mesh, `global_E` ... between SIPs, ADR-0032 D3); the `topology` field of
+//! its ccl.yaml entry picks a builtin table, and the algorithm's optional
+//! `neighbors` hook may keep, edit or replace it (author guide §3). From the
+//! tables of all ranks, [`Wiring::install`] derives the IPCQ rings: a send
+//! from rank `r` in direction `D` lands at peer `p` in the ring labelled by
+//! the direction in which `p` sees `r` — `opposite(D)` when that points back
+//! at `r`, else the first of `p`'s directions that does (address-based
+//! matching, ADR-0025), else `opposite(D)` as a receive-only ring. Two
+//! senders landing in one ring of one rank is an install error.
+//!
+//! Pure functions of ranks and sizes: nothing of PEs, memory or time.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A direction an algorithm sends to or receives from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub enum Dir {
+    /// East within the SIP (towards the next rank / column).
+    E,
+    /// West within the SIP.
+    W,
+    /// North within the SIP.
+    N,
+    /// South within the SIP.
+    S,
+    /// East between SIPs.
+    GlobalE,
+    /// West between SIPs.
+    GlobalW,
+    /// North between SIPs.
+    GlobalN,
+    /// South between SIPs.
+    GlobalS,
+}
+
+impl Dir {
+    /// Every direction, in table order.
+    pub const ALL: [Dir; 8] = [
+        Dir::E,
+        Dir::W,
+        Dir::N,
+        Dir::S,
+        Dir::GlobalE,
+        Dir::GlobalW,
+        Dir::GlobalN,
+        Dir::GlobalS,
+    ];
+
+    /// The direction facing this one (E ↔ W, N ↔ S, global_E ↔ global_W,
+    /// global_N ↔ global_S).
+    pub const fn opposite(self) -> Dir {
+        match self {
+            Dir::E => Dir::W,
+            Dir::W => Dir::E,
+            Dir::N => Dir::S,
+            Dir::S => Dir::N,
+            Dir::GlobalE => Dir::GlobalW,
+            Dir::GlobalW => Dir::GlobalE,
+            Dir::GlobalN => Dir::GlobalS,
+            Dir::GlobalS => Dir::GlobalN,
+        }
+    }
+
+    /// The name algorithms use: `E`, `global_W`, ...
+    pub const fn name(self) -> &'static str {
+        match self {
+            Dir::E => "E",
+            Dir::W => "W",
+            Dir::N => "N",
+            Dir::S => "S",
+            Dir::GlobalE => "global_E",
+            Dir::GlobalW => "global_W",
+            Dir::GlobalN => "global_N",
+            Dir::GlobalS => "global_S",
+        }
+    }
+
+    /// Parses a direction name (`"E"`, `"global_N"`).
+    pub fn parse(name: &str) -> Result<Dir, TopologyError> {
+        Dir::ALL
+            .into_iter()
+            .find(|d| d.name() == name)
+            .ok_or_else(|| TopologyError::UnknownDirection(name.to_owned()))
+    }
+}
+
+impl fmt::Display for Dir {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One rank's table: direction → peer rank.
+pub type NeighborMap = BTreeMap<Dir, usize>;
+
+/// A builtin table (the `topology` field of a ccl.yaml algorithm entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize)]
+#[serde(
+    rename_all = "snake_case",
+    expecting = "none, ring_1d, ring_1d_unidir, mesh_2d, torus_2d, mesh_2d_no_wrap or tree_binary"
+)]
+pub enum Builtin {
+    /// No neighbours (algorithms that install their own with `neighbors`).
+    None,
+    /// A ring: E → rank + 1, W → rank − 1 (modulo the world size).
+    #[serde(rename = "ring_1d")]
+    Ring1d,
+    /// A one-way ring: E → rank + 1 only; the W ring receives.
+    #[serde(rename = "ring_1d_unidir")]
+    Ring1dUnidir,
+    /// A `w × h` grid of ranks without wrap (row-major): E/W/N/S.
+    #[serde(rename = "mesh_2d")]
+    Mesh2d,
+    /// A `w × h` grid with wrap: E/W/N/S always present.
+    #[serde(rename = "torus_2d")]
+    Torus2d,
+    /// Like `Mesh2d`, named for SIP grids (ADR-0032).
+    #[serde(rename = "mesh_2d_no_wrap")]
+    Mesh2dNoWrap,
+    /// A binary tree: N → parent, W → left child, E → right child.
+    TreeBinary,
+}
+
+/// A neighbour table that cannot be built or installed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TopologyError {
+    /// A ccl.yaml `topology` name that is not builtin.
+    #[error(
+        "unknown collective topology \"{0}\" (expected none, ring_1d, ring_1d_unidir, mesh_2d, \
+         torus_2d, mesh_2d_no_wrap or tree_binary)"
+    )]
+    UnknownTopology(String),
+    /// A direction name that does not exist.
+    #[error("unknown direction \"{0}\" (expected E, W, N, S or global_E/W/N/S)")]
+    UnknownDirection(String),
+    /// A 2-D table whose grid does not hold the ranks.
+    #[error("{topology}: a {w}x{h} grid holds {} ranks, not {world_size}", w * h)]
+    GridMismatch {
+        /// The topology name.
+        topology: &'static str,
+        /// Grid width.
+        w: usize,
+        /// Grid height.
+        h: usize,
+        /// Ranks to place.
+        world_size: usize,
+    },
+    /// A table entry naming a rank outside the world.
+    #[error("rank {rank}: direction {dir} names rank {peer}, but the world has {world_size} ranks")]
+    PeerOutOfRange {
+        /// The rank whose table is wrong.
+        rank: usize,
+        /// The direction.
+        dir: Dir,
+        /// The peer named.
+        peer: usize,
+        /// The world size.
+        world_size: usize,
+    },
+    /// Two senders would land in the same ring of one rank.
+    #[error("rank {rank}: ring {label} would receive from both rank {first} and rank {second}")]
+    RingConflict {
+        /// The receiving rank.
+        rank: usize,
+        /// The ring's label.
+        label: Dir,
+        /// One sender.
+        first: usize,
+        /// The other sender.
+        second: usize,
+    },
+}
+
+impl Builtin {
+    /// Parses a ccl.yaml `topology` name.
+    pub fn parse(name: &str) -> Result<Builtin, TopologyError> {
+        Ok(match name {
+            "none" => Builtin::None,
+            "ring_1d" => Builtin::Ring1d,
+            "ring_1d_unidir" => Builtin::Ring1dUnidir,
+            "mesh_2d" => Builtin::Mesh2d,
+            "torus_2d" => Builtin::Torus2d,
+            "mesh_2d_no_wrap" => Builtin::Mesh2dNoWrap,
+            "tree_binary" => Builtin::TreeBinary,
+            other => return Err(TopologyError::UnknownTopology(other.to_owned())),
+        })
+    }
+
+    /// The name used in ccl.yaml.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Builtin::None => "none",
+            Builtin::Ring1d => "ring_1d",
+            Builtin::Ring1dUnidir => "ring_1d_unidir",
+            Builtin::Mesh2d => "mesh_2d",
+            Builtin::Torus2d => "torus_2d",
+            Builtin::Mesh2dNoWrap => "mesh_2d_no_wrap",
+            Builtin::TreeBinary => "tree_binary",
+        }
+    }
+
+    /// The tables of all `world_size` ranks. 2-D tables place ranks
+    /// row-major on `grid` (`(w, h)`), or on the square grid when `grid` is
+    /// `None` (an error if `world_size` is not a square).
+    pub fn tables(
+        self,
+        world_size: usize,
+        grid: Option<(usize, usize)>,
+    ) -> Result<Vec<NeighborMap>, TopologyError> {
+        let ranks = 0..world_size;
+        Ok(match self {
+            Builtin::None => ranks.map(|_| NeighborMap::new()).collect(),
+            Builtin::Ring1d => ranks.map(|r| ring(r, world_size, true)).collect(),
+            Builtin::Ring1dUnidir => ranks.map(|r| ring(r, world_size, false)).collect(),
+            Builtin::TreeBinary => ranks.map(|r| tree(r, world_size)).collect(),
+            Builtin::Mesh2d | Builtin::Mesh2dNoWrap | Builtin::Torus2d => {
+                let (w, h) = self.grid(world_size, grid)?;
+                let wrap = self == Builtin::Torus2d;
+                ranks.map(|r| grid_map(r, w, h, wrap)).collect()
+            }
+        })
+    }
+
+    fn grid(
+        self,
+        world_size: usize,
+        grid: Option<(usize, usize)>,
+    ) -> Result<(usize, usize), TopologyError> {
+        let side = (world_size as f64).sqrt().round() as usize;
+        let (w, h) = grid.unwrap_or((side, side));
+        if w * h == world_size {
+            Ok((w, h))
+        } else {
+            Err(TopologyError::GridMismatch {
+                topology: self.name(),
+                w,
+                h,
+                world_size,
+            })
+        }
+    }
+}
+
+fn ring(rank: usize, n: usize, both_ways: bool) -> NeighborMap {
+    let mut map = NeighborMap::new();
+    if n > 1 {
+        map.insert(Dir::E, (rank + 1) % n);
+        if both_ways {
+            map.insert(Dir::W, (rank + n - 1) % n);
+        }
+    }
+    map
+}
+
+fn tree(rank: usize, n: usize) -> NeighborMap {
+    let mut map = NeighborMap::new();
+    if rank > 0 {
+        map.insert(Dir::N, (rank - 1) / 2);
+    }
+    for (dir, child) in [(Dir::W, 2 * rank + 1), (Dir::E, 2 * rank + 2)] {
+        if child < n {
+            map.insert(dir, child);
+        }
+    }
+    map
+}
+
+/// Row-major grid neighbours; with `wrap`, a dimension of 2 has one link
+/// pair (E and W name the same peer) and a dimension of 1 none.
+fn grid_map(rank: usize, w: usize, h: usize, wrap: bool) -> NeighborMap {
+    let (x, y) = (rank % w, rank / w);
+    let at = |x: usize, y: usize| y * w + x;
+    let mut map = NeighborMap::new();
+    let steps = [
+        (Dir::E, x + 1 < w, (x + 1) % w, y, w),
+        (Dir::W, x > 0, (x + w - 1) % w, y, w),
+        (Dir::S, y + 1 < h, x, (y + 1) % h, h),
+        (Dir::N, y > 0, x, (y + h - 1) % h, h),
+    ];
+    for (dir, inside, nx, ny, extent) in steps {
+        if inside || (wrap && extent > 1) {
+            map.insert(dir, at(nx, ny));
+        }
+    }
+    map
+}
+
+/// The rings one rank has: where each send direction lands, and who feeds
+/// each receive ring.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RankWiring {
+    /// Send direction → (peer rank, label of the peer's ring it lands in).
+    pub sends: BTreeMap<Dir, (usize, Dir)>,
+    /// Receive ring label → the rank that sends into it.
+    pub receives: BTreeMap<Dir, usize>,
+}
+
+/// The installed rings of every rank.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wiring {
+    ranks: Vec<RankWiring>,
+}
+
+impl Wiring {
+    /// Derives the rings from every rank's table (see the module docs).
+    pub fn install(tables: &[NeighborMap]) -> Result<Wiring, TopologyError> {
+        let n = tables.len();
+        let mut ranks = vec![RankWiring::default(); n];
+        for (rank, table) in tables.iter().enumerate() {
+            for (&dir, &peer) in table {
+                if peer >= n {
+                    return Err(TopologyError::PeerOutOfRange {
+                        rank,
+                        dir,
+                        peer,
+                        world_size: n,
+                    });
+                }
+                let label = landing_label(&tables[peer], rank, dir);
+                if let Some(&first) = ranks[peer].receives.get(&label) {
+                    return Err(TopologyError::RingConflict {
+                        rank: peer,
+                        label,
+                        first,
+                        second: rank,
+                    });
+                }
+                ranks[peer].receives.insert(label, rank);
+                ranks[rank].sends.insert(dir, (peer, label));
+            }
+        }
+        Ok(Wiring { ranks })
+    }
+
+    /// The rings of `rank`.
+    pub fn rank(&self, rank: usize) -> Option<&RankWiring> {
+        self.ranks.get(rank)
+    }
+
+    /// Number of ranks.
+    pub fn world_size(&self) -> usize {
+        self.ranks.len()
+    }
+}
+
+/// The label of the ring at a receiver (whose table is `receiver`) that a
+/// send from `sender` in direction `dir` lands in.
+fn landing_label(receiver: &NeighborMap, sender: usize, dir: Dir) -> Dir {
+    let back = dir.opposite();
+    if receiver.get(&back) == Some(&sender) {
+        return back;
+    }
+    receiver
+        .iter()
+        .find(|&(_, &peer)| peer == sender)
+        .map_or(back, |(&label, _)| label)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(entries: &[(Dir, usize)]) -> NeighborMap {
+        entries.iter().copied().collect()
+    }
+
+    #[test]
+    fn ring_of_four_sends_east_into_the_peers_west_ring() {
+        let wiring = Wiring::install(&Builtin::Ring1d.tables(4, None).unwrap()).unwrap();
+        let rank0 = wiring.rank(0).unwrap();
+        assert_eq!(rank0.sends[&Dir::E], (1, Dir::W));
+        assert_eq!(rank0.sends[&Dir::W], (3, Dir::E));
+        assert_eq!(rank0.receives[&Dir::W], 3);
+    }
+
+    #[test]
+    fn ring_of_two_keeps_both_directions_apart() {
+        let wiring = Wiring::install(&Builtin::Ring1d.tables(2, None).unwrap()).unwrap();
+        let rank0 = wiring.rank(0).unwrap();
+        assert_eq!(rank0.sends[&Dir::E], (1, Dir::W));
+        assert_eq!(rank0.sends[&Dir::W], (1, Dir::E));
+    }
+
+    #[test]
+    fn unidirectional_ring_only_sends_east() {
+        let wiring = Wiring::install(&Builtin::Ring1dUnidir.tables(3, None).unwrap()).unwrap();
+        let rank1 = wiring.rank(1).unwrap();
+        assert_eq!(rank1.sends.keys().collect::<Vec<_>>(), [&Dir::E]);
+        assert_eq!(rank1.receives, map(&[(Dir::W, 0)]));
+    }
+
+    #[test]
+    fn tree_children_land_in_their_own_rings_at_the_parent() {
+        let wiring = Wiring::install(&Builtin::TreeBinary.tables(3, None).unwrap()).unwrap();
+        let root = wiring.rank(0).unwrap();
+        assert_eq!(root.receives, map(&[(Dir::E, 2), (Dir::W, 1)]));
+        assert_eq!(wiring.rank(2).unwrap().sends[&Dir::N], (0, Dir::E));
+    }
+
+    #[test]
+    fn grids_follow_their_wrap_rules() {
+        let mesh = Builtin::Mesh2d.tables(6, Some((3, 2))).unwrap();
+        assert_eq!(mesh[0], map(&[(Dir::E, 1), (Dir::S, 3)]));
+        let torus = Builtin::Torus2d.tables(9, None).unwrap();
+        assert_eq!(
+            torus[0],
+            map(&[(Dir::E, 1), (Dir::W, 2), (Dir::S, 3), (Dir::N, 6)])
+        );
+        let error = Builtin::Torus2d.tables(6, None).unwrap_err().to_string();
+        assert!(error.contains("2x2 grid holds 4 ranks, not 6"), "{error}");
+    }
+
+    #[test]
+    fn bad_tables_are_install_errors() {
+        let out_of_range = Wiring::install(&[map(&[(Dir::E, 5)])]).unwrap_err();
+        assert!(out_of_range.to_string().contains("names rank 5"));
+        let conflict =
+            Wiring::install(&[map(&[(Dir::E, 2)]), map(&[(Dir::E, 2)]), NeighborMap::new()])
+                .unwrap_err();
+        assert!(
+            matches!(conflict, TopologyError::RingConflict { rank: 2, .. }),
+            "{conflict}"
+        );
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for dir in Dir::ALL {
+            assert_eq!(Dir::parse(dir.name()).unwrap(), dir);
+            assert_eq!(dir.opposite().opposite(), dir);
+        }
+        assert!(Builtin::parse("hypercube").is_err());
+        assert_eq!(Builtin::parse("torus_2d").unwrap().name(), "torus_2d");
+    }
+}
