@@ -4,8 +4,8 @@
 //!
 //! This module may use every layer below it; nothing below may use it.
 
-pub mod launcher;
+pub mod ranks;
 pub mod worker;
 
-pub use launcher::{RankError, spawn};
+pub use ranks::{RankError, spawn};
 pub use worker::{current_device, get_rank, in_worker, scope_rank, set_device};
