@@ -3,8 +3,14 @@
 //! The layers, from what a user touches down to the bedrock (dependencies
 //! point downwards only):
 //!
-//! - [`runtime`]: host-side API for PyTorch-DDP-like code. Today the
-//!   per-worker rank and device registry (task-local storage).
+//! - [`workloads`]: the named runs of `kernbench run --bench NAME`
+//!   (`gemm_single_pe`, `va_offset_verify`) and their reports.
+//! - [`runtime`]: host-side API for PyTorch-DDP-like code: the [`runtime::Torch`]
+//!   facade, tensors and their placement ([`runtime::DPPolicy`]), kernel
+//!   launch, and the per-worker rank and device registry (task-local storage).
+//! - [`tl`]: the kernel-side API: the [`tl::Tl`] context of one PE
+//!   program (`load`, `store`, `dot`, `composite`, math, reductions),
+//!   [`tl::Kernel`]s and their registry.
 //! - [`ccl`]: collective communication. Today the typed `ccl.yaml`
 //!   ([`ccl::CclConfig`]): default algorithm and per-algorithm entries.
 //! - [`device`]: the timed hardware joined with the bytes it moves: DMA
@@ -12,7 +18,8 @@
 //! - [`mem`]: allocators (physical and virtual), the byte store and the op
 //!   log whose replay verifies the final memory.
 //! - [`hw`]: hardware components and their latency models: links and
-//!   packetised transfers, HBM, SRAM/TCM, DMA engines, M_CPU, IO_CPU.
+//!   packetised transfers, HBM, SRAM/TCM, DMA engines, M_CPU, IO_CPU,
+//!   PE_GEMM and PE_MATH.
 //! - [`topology`]: the machine description: the validated `topology.yaml`
 //!   ([`topology::TopologySpec`]), the compiled node/edge graph
 //!   ([`topology::Machine`]) and its routes ([`topology::PathRouter`]).
@@ -35,8 +42,10 @@ pub mod mem;
 pub mod probe;
 pub mod runtime;
 pub mod sim;
+pub mod tl;
 pub mod topology;
 pub mod trace;
+pub mod workloads;
 
 /// The README's code examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]

@@ -7,6 +7,7 @@
 //! file only wires it to the terminal.
 
 use std::io::{self, Write};
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -19,6 +20,7 @@ use kernbench::ccl::CclConfig;
 use kernbench::config::{ConfigError, ConfigSource, Overrides};
 use kernbench::topology::{GraphView, Machine, Scope, TopologyError, TopologySpec, ViewError};
 use kernbench::trace::{ChromeTraceLayer, TraceFileGuard};
+use kernbench::workloads::{self, GemmDims, Options, WorkloadError};
 
 /// Deterministic discrete-event simulator of the multi-device AHBM accelerator.
 #[derive(Debug, Parser)]
@@ -54,6 +56,57 @@ enum Command {
     /// sweeps): closed-form formula beside simulated time, with PASS/FAIL
     /// invariant checks (a FAIL exits with code 1).
     Probe(ProbeArgs),
+    /// Run a named workload on a fresh simulation and print its simulated
+    /// time, figures and checks (a failed check exits with code 1).
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// The workload: gemm_single_pe or va_offset_verify.
+    #[arg(long, value_name = "NAME")]
+    bench: String,
+
+    /// Keep and move real bytes, check the results and replay the op log
+    /// (without it: timing only, same simulated times).
+    #[arg(long)]
+    verify_data: bool,
+
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+
+    /// GEMM dimensions MxKxN (gemm_single_pe; default 512x512x512).
+    #[arg(long, value_name = "MxKxN", conflicts_with_all = ["m", "k", "n"])]
+    shape: Option<GemmDims>,
+
+    /// GEMM M (rows of A and C); the others keep their defaults.
+    #[arg(long)]
+    m: Option<NonZeroUsize>,
+
+    /// GEMM K (columns of A, rows of B).
+    #[arg(long)]
+    k: Option<NonZeroUsize>,
+
+    /// GEMM N (columns of B and C).
+    #[arg(long)]
+    n: Option<NonZeroUsize>,
+}
+
+impl RunArgs {
+    /// The GEMM dimensions asked for, if any.
+    fn dims(&self) -> Option<GemmDims> {
+        if self.shape.is_some() || (self.m, self.k, self.n) == (None, None, None) {
+            return self.shape;
+        }
+        let default = workloads::gemm_single_pe::DEFAULT_DIMS;
+        let pick = |given: Option<NonZeroUsize>, default| given.map_or(default, NonZeroUsize::get);
+        Some(GemmDims {
+            m: pick(self.m, default.m),
+            k: pick(self.k, default.k),
+            n: pick(self.n, default.n),
+        })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -126,6 +179,10 @@ enum CliError {
     Probe(#[from] kernbench::probe::ProbeError),
     #[error("probe: {0} check(s) failed")]
     ProbeFailed(usize),
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+    #[error("{bench}: {failed} check(s) failed")]
+    ChecksFailed { bench: &'static str, failed: usize },
 }
 
 impl CliError {
@@ -134,12 +191,17 @@ impl CliError {
             CliError::Config(_)
             | CliError::Topology(_)
             | CliError::View(_)
-            | CliError::DotWithoutView => ExitCode::from(2),
+            | CliError::DotWithoutView
+            | CliError::Workload(
+                WorkloadError::Unknown { .. } | WorkloadError::UnusedOption { .. },
+            ) => ExitCode::from(2),
             CliError::Output(_)
             | CliError::Json(_)
             | CliError::Trace { .. }
             | CliError::Probe(_)
-            | CliError::ProbeFailed(_) => ExitCode::FAILURE,
+            | CliError::ProbeFailed(_)
+            | CliError::Workload(_)
+            | CliError::ChecksFailed { .. } => ExitCode::FAILURE,
         }
     }
 }
@@ -247,6 +309,7 @@ fn run(cli: &Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Topo(ref args) => topo(&topology, args),
         Command::Probe(ref args) => probe(&topology, args),
+        Command::Run(ref args) => bench(&topology, args),
     }
 }
 
@@ -267,6 +330,30 @@ fn probe(topology: &TopologySpec, args: &ProbeArgs) -> Result<(), CliError> {
     {
         0 => Ok(()),
         failed => Err(CliError::ProbeFailed(failed)),
+    }
+}
+
+/// Runs one workload and prints its report.
+fn bench(topology: &TopologySpec, args: &RunArgs) -> Result<(), CliError> {
+    let workload = workloads::find(&args.bench)?;
+    let machine = std::sync::Arc::new(Machine::build(topology)?);
+    let options = Options {
+        verify_data: args.verify_data,
+        shape: args.dims(),
+    };
+    let report = workload.run(machine, &options)?;
+    let text = if args.json {
+        serde_json::to_string_pretty(&report)? + "\n"
+    } else {
+        report.to_string()
+    };
+    print_out(&text)?;
+    match report.checks_failed {
+        0 => Ok(()),
+        failed => Err(CliError::ChecksFailed {
+            bench: workload.name,
+            failed,
+        }),
     }
 }
 

@@ -160,7 +160,9 @@ impl Device {
         Ok(self.oplog.borrow_mut().apply(&mut store, node, now, op)?)
     }
 
-    fn complete(&self, id: crate::mem::OpId) -> Result<(), DeviceError> {
+    /// Marks op `id` (from [`apply`](Self::apply)) complete now: a unit
+    /// that applies an op when it starts calls this when it ends.
+    pub fn complete(&self, id: crate::mem::OpId) -> Result<(), DeviceError> {
         Ok(self.oplog.borrow_mut().complete(id, sim::now())?)
     }
 

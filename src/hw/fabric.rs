@@ -4,9 +4,10 @@
 //! It binds every directed edge of the topology graph to a [`Link`] (one
 //! serial resource per direction of every physical link), and owns every
 //! cube's HBM controller, SRAM port, M_CPU (with its DMA engine), every PE's
-//! PE_DMA engine and TCM port, and every SIP's IO_CPU. Routes come from the
-//! topology's [`PathRouter`]; the fabric turns a route into the links to
-//! cross and times moves over it, with the closed form beside each.
+//! PE_DMA engine, TCM port, PE_GEMM and PE_MATH, and every SIP's IO_CPU.
+//! Routes come from the topology's [`PathRouter`]; the fabric turns a route
+//! into the links to cross and times moves over it, with the closed form
+//! beside each.
 //!
 //! Cost ownership, so nothing is charged twice: a path's hops carry the
 //! bandwidth and first-flit latency of every link crossed, including the
@@ -23,8 +24,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::{
-    DmaEngine, HbmController, HopParams, HwError, IoCpu, Link, Mcpu, MemoryPort, TransferReport,
-    hbm_formula, memory_formula, transfer, transfer_formula,
+    DmaEngine, GemmEngine, HbmController, HopParams, HwError, IoCpu, Link, MathEngine, Mcpu,
+    MemoryPort, TransferReport, hbm_formula, memory_formula, transfer, transfer_formula,
 };
 use crate::sim::{self, SimDuration};
 use crate::topology::{EdgeId, Machine, MemSpace, Path, PathRouter, TopologySpec, naming};
@@ -39,6 +40,8 @@ pub struct Fabric {
     mcpu: Vec<Rc<Mcpu>>,
     pe_dma: Vec<Rc<DmaEngine>>,
     tcm: Vec<Rc<MemoryPort>>,
+    pe_gemm: Vec<Rc<GemmEngine>>,
+    pe_math: Vec<Rc<MathEngine>>,
     io_cpu: Vec<Rc<IoCpu>>,
 }
 
@@ -79,6 +82,20 @@ impl Fabric {
             tcm: pes
                 .iter()
                 .map(|&(s, c, p)| Rc::new(MemoryPort::new(&naming::tcm(s, c, p), &spec.pe.tcm)))
+                .collect(),
+            pe_gemm: pes
+                .iter()
+                .map(|&(s, c, p)| {
+                    let name = format!("{}.gemm", naming::pe(s, c, p));
+                    Rc::new(GemmEngine::new(&name, &spec.pe))
+                })
+                .collect(),
+            pe_math: pes
+                .iter()
+                .map(|&(s, c, p)| {
+                    let name = format!("{}.math", naming::pe(s, c, p));
+                    Rc::new(MathEngine::new(&name, &spec.pe))
+                })
                 .collect(),
             io_cpu: (0..machine.sip_count())
                 .map(|s| Rc::new(IoCpu::new(&naming::io_cpu(s), &spec.sip.io_cpu)))
@@ -209,6 +226,16 @@ impl Fabric {
     /// A PE's TCM port (for direct PE access, not DMA paths).
     pub fn tcm(&self, sip: u32, cube: u32, pe: u32) -> &Rc<MemoryPort> {
         &self.tcm[self.pe_index(sip, cube, pe)]
+    }
+
+    /// A PE's matrix engine (PE_GEMM).
+    pub fn pe_gemm(&self, sip: u32, cube: u32, pe: u32) -> &Rc<GemmEngine> {
+        &self.pe_gemm[self.pe_index(sip, cube, pe)]
+    }
+
+    /// A PE's vector unit (PE_MATH).
+    pub fn pe_math(&self, sip: u32, cube: u32, pe: u32) -> &Rc<MathEngine> {
+        &self.pe_math[self.pe_index(sip, cube, pe)]
     }
 
     /// A SIP's IO_CPU.

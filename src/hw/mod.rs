@@ -15,6 +15,8 @@
 //! - [`memory`]: on-chip SRAM and TCM ports.
 //! - [`dma`]: DMA engines (PE_DMA, M_CPU.DMA).
 //! - [`mcpu`], [`io_cpu`]: the command processors of a cube and of a SIP.
+//! - [`pe`]: a PE's compute units, PE_GEMM and PE_MATH, and the pipeline
+//!   that streams GEMM output tiles through a math epilogue.
 //! - [`fabric`]: all of the above instantiated for one compiled machine,
 //!   one [`Link`] per directed edge of its graph ([`Fabric`]).
 //!
@@ -31,6 +33,7 @@ pub mod io_cpu;
 pub mod link;
 pub mod mcpu;
 pub mod memory;
+pub mod pe;
 pub mod server;
 pub mod transit;
 
@@ -41,6 +44,10 @@ pub use io_cpu::{CubeFanout, IoCpu, LaunchReport};
 pub use link::{HopParams, Link};
 pub use mcpu::{CubeCompletion, Mcpu, PeCommand};
 pub use memory::{MemoryPort, memory_formula};
+pub use pe::{
+    GemmEngine, GemmShape, MATH_PIPELINE_CYCLES, MathEngine, PipelineJob, PipelineRun,
+    gemm_formula, math_formula, pipeline_formula,
+};
 pub use server::{AccessReport, Activity, Reservation, SerialServer, ServerStats};
 pub use transit::{Bottleneck, PacketPlan, TransferReport, transfer, transfer_formula};
 

@@ -38,6 +38,10 @@ pub enum Activity {
     DmaIssue,
     /// A CPU handling a command.
     Dispatch,
+    /// PE_GEMM working on one output tile.
+    Gemm,
+    /// PE_MATH running one op (or one tile's epilogue).
+    Math,
 }
 
 impl Activity {
@@ -49,6 +53,8 @@ impl Activity {
             Activity::MemoryAccess => tracing::trace_span!("mem_access", component, bytes),
             Activity::DmaIssue => tracing::trace_span!("dma_issue", component),
             Activity::Dispatch => tracing::trace_span!("dispatch", component),
+            Activity::Gemm => tracing::trace_span!("gemm", component, bytes),
+            Activity::Math => tracing::trace_span!("math", component),
         }
     }
 }

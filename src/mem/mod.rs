@@ -20,6 +20,7 @@
 //! (`BTreeMap`s, no hashing, no clocks).
 
 mod alloc;
+mod compute;
 mod device;
 mod op;
 mod oplog;
@@ -28,7 +29,7 @@ mod virt;
 
 pub use alloc::{AllocError, FirstFitAllocator};
 pub use device::{DeviceAllocError, DeviceAllocators};
-pub use op::{AddrRange, BinaryFn, DType, Op, Payload};
+pub use op::{AddrRange, BinaryFn, DType, Op, Payload, ReduceFn, Scalar, UnaryFn};
 pub use oplog::{OpId, OpLog, OpLogError, OpRecord, ReplayError, VerifyError};
 pub use store::{DataMode, MemoryStore, RegionView, StoreDiff, StoreError};
 pub use virt::{DEFAULT_PAGE_SIZE, Extent, Segment, VaError, VirtualAllocator};

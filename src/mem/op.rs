@@ -4,19 +4,21 @@
 //! Each kind of op is a variant with typed parameters; [`Op::apply`]
 //! carries out its effect on a [`MemoryStore`], and [`Op::inputs`] /
 //! [`Op::outputs`] name the address ranges it reads and writes. New kinds
-//! (GEMM, reductions, more elementwise functions) are new variants (or new
-//! [`BinaryFn`]s) with their own `apply` arm, never an untyped catch-all.
+//! are new variants (or new [`BinaryFn`]s, [`UnaryFn`]s, [`ReduceFn`]s)
+//! with their own `apply` arm, never an untyped catch-all.
 //!
 //! Elements are little-endian. Elementwise math computes in `f32` and
-//! rounds once to the element type; for the functions here that is the
-//! correctly rounded result for `f16` and `bf16` too (`f32` has more than
-//! twice their precision plus two bits).
+//! rounds once to the element type; for the binary functions here that is
+//! the correctly rounded result for `f16` and `bf16` too (`f32` has more
+//! than twice their precision plus two bits). GEMMs and reductions
+//! accumulate in `f32` in a fixed order and round once (see `compute`).
 
 use std::fmt;
 
 use half::{bf16, f16};
 use serde::{Deserialize, Serialize};
 
+use super::compute::{self, GemmOperands, ReduceOperands, byte_len};
 use super::store::{DataMode, MemoryStore, StoreError};
 
 /// A range of device addresses.
@@ -85,6 +87,92 @@ impl BinaryFn {
             BinaryFn::Mul => a * b,
             BinaryFn::Max => a.max(b),
             BinaryFn::Min => a.min(b),
+        }
+    }
+}
+
+/// An `f32` parameter of an op, compared and hashed by its bits (so `NaN`
+/// equals itself and the log stays `Eq`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Scalar(pub f32);
+
+impl PartialEq for Scalar {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+impl Eq for Scalar {}
+
+/// A function of one element, applied elementwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnaryFn {
+    /// `e^x` (`libm::expf`).
+    Exp,
+    /// `max(x, 0)`; `NaN` stays `NaN`.
+    Relu,
+    /// `x × factor`.
+    Scale {
+        /// The factor.
+        factor: Scalar,
+    },
+    /// `x` unchanged: with different element types, a conversion.
+    Cast,
+}
+
+impl UnaryFn {
+    /// The op name the log records.
+    pub const fn name(self) -> &'static str {
+        match self {
+            UnaryFn::Exp => "exp",
+            UnaryFn::Relu => "relu",
+            UnaryFn::Scale { .. } => "scale",
+            UnaryFn::Cast => "cast",
+        }
+    }
+
+    pub(super) fn eval(self, x: f32) -> f32 {
+        match self {
+            UnaryFn::Exp => libm::expf(x),
+            UnaryFn::Relu if x <= 0.0 => 0.0,
+            UnaryFn::Relu | UnaryFn::Cast => x,
+            UnaryFn::Scale { factor } => x * factor.0,
+        }
+    }
+}
+
+/// How a reduction combines the elements along its axis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReduceFn {
+    /// The sum (from `0`, in axis order).
+    Sum,
+    /// The largest element (`NaN`s are skipped, as by `f32::max`).
+    Max,
+}
+
+impl ReduceFn {
+    /// The op name the log records.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ReduceFn::Sum => "reduce_sum",
+            ReduceFn::Max => "reduce_max",
+        }
+    }
+
+    pub(super) fn identity(self) -> f32 {
+        match self {
+            ReduceFn::Sum => 0.0,
+            ReduceFn::Max => f32::NEG_INFINITY,
+        }
+    }
+
+    pub(super) fn combine(self, acc: f32, x: f32) -> f32 {
+        match self {
+            ReduceFn::Sum => acc + x,
+            ReduceFn::Max => acc.max(x),
         }
     }
 }
@@ -199,6 +287,63 @@ pub enum Op {
         /// Elements.
         elems: u64,
     },
+    /// `out = a × b` (or `out += a × b` with `accumulate`): `a` is
+    /// `[m, k]`, `b` is `[k, n]`, `out` is `[m, n]`, all row-major;
+    /// accumulation in `f32`, one rounding to `out_dtype`.
+    Gemm {
+        /// First operand.
+        a: u64,
+        /// Second operand.
+        b: u64,
+        /// Result.
+        out: u64,
+        /// Rows of `a` and `out`.
+        m: u64,
+        /// Columns of `b` and `out`.
+        n: u64,
+        /// Columns of `a`, rows of `b`.
+        k: u64,
+        /// Element type of `a` and `b`.
+        dtype: DType,
+        /// Element type of `out`.
+        out_dtype: DType,
+        /// Whether `out` is added to rather than overwritten.
+        accumulate: bool,
+    },
+    /// `out[i] = func(src[i])` for `elems` elements, read as `from` and
+    /// written as `to`. `out` may be `src`.
+    Unary {
+        /// The function.
+        func: UnaryFn,
+        /// Element type of `src`.
+        from: DType,
+        /// Element type of `out`.
+        to: DType,
+        /// Operand.
+        src: u64,
+        /// Result.
+        out: u64,
+        /// Elements.
+        elems: u64,
+    },
+    /// `src` seen as `[outer, len, inner]` reduced along `len` into `out`
+    /// (`[outer, inner]`), accumulating in `f32`.
+    Reduce {
+        /// The reduction.
+        func: ReduceFn,
+        /// Element type of `src` and `out`.
+        dtype: DType,
+        /// Operand.
+        src: u64,
+        /// Result.
+        out: u64,
+        /// Product of the dimensions before the axis.
+        outer: u64,
+        /// Length of the axis.
+        len: u64,
+        /// Product of the dimensions after the axis.
+        inner: u64,
+    },
 }
 
 impl Op {
@@ -211,6 +356,9 @@ impl Op {
             Op::Copy { .. } => "copy",
             Op::Fill { .. } => "fill",
             Op::Elementwise { func, .. } => func.name(),
+            Op::Gemm { .. } => "gemm",
+            Op::Unary { func, .. } => func.name(),
+            Op::Reduce { func, .. } => func.name(),
         }
     }
 
@@ -228,6 +376,40 @@ impl Op {
                 let len = dtype.size().saturating_mul(elems);
                 vec![range(lhs, len), range(rhs, len)]
             }
+            Op::Gemm {
+                a,
+                b,
+                out,
+                m,
+                n,
+                k,
+                dtype,
+                out_dtype,
+                accumulate,
+            } => {
+                let mut inputs = vec![
+                    range(a, byte_len(dtype, m.saturating_mul(k))),
+                    range(b, byte_len(dtype, k.saturating_mul(n))),
+                ];
+                if accumulate {
+                    inputs.push(range(out, byte_len(out_dtype, m.saturating_mul(n))));
+                }
+                inputs
+            }
+            Op::Unary {
+                from, src, elems, ..
+            } => vec![range(src, byte_len(from, elems))],
+            Op::Reduce {
+                dtype,
+                src,
+                outer,
+                len,
+                inner,
+                ..
+            } => {
+                let elems = outer.saturating_mul(len).saturating_mul(inner);
+                vec![range(src, byte_len(dtype, elems))]
+            }
             Op::Map { .. } | Op::Unmap { .. } | Op::HostWrite { .. } | Op::Fill { .. } => {
                 Vec::new()
             }
@@ -243,6 +425,21 @@ impl Op {
             Op::Elementwise {
                 out, dtype, elems, ..
             } => vec![range(*out, dtype.size().saturating_mul(*elems))],
+            Op::Gemm {
+                out,
+                m,
+                n,
+                out_dtype,
+                ..
+            } => vec![range(*out, byte_len(*out_dtype, m.saturating_mul(*n)))],
+            Op::Unary { to, out, elems, .. } => vec![range(*out, byte_len(*to, *elems))],
+            Op::Reduce {
+                dtype,
+                out,
+                outer,
+                inner,
+                ..
+            } => vec![range(*out, byte_len(*dtype, outer.saturating_mul(*inner)))],
             Op::Unmap { .. } => Vec::new(),
         }
     }
@@ -266,6 +463,57 @@ impl Op {
             } => {
                 let len = dtype.size().saturating_mul(*elems);
                 elementwise(store, *func, *dtype, [*lhs, *rhs, *out], len)
+            }
+            Op::Gemm {
+                a,
+                b,
+                out,
+                m,
+                n,
+                k,
+                dtype,
+                out_dtype,
+                accumulate,
+            } => {
+                let operands = GemmOperands {
+                    a: *a,
+                    b: *b,
+                    out: *out,
+                    m: *m,
+                    n: *n,
+                    k: *k,
+                    dtype: *dtype,
+                    out_dtype: *out_dtype,
+                    accumulate: *accumulate,
+                };
+                compute::gemm(store, &operands)
+            }
+            Op::Unary {
+                func,
+                from,
+                to,
+                src,
+                out,
+                elems,
+            } => compute::unary(store, *func, [*from, *to], [*src, *out], *elems),
+            Op::Reduce {
+                func,
+                dtype,
+                src,
+                out,
+                outer,
+                len,
+                inner,
+            } => {
+                let operands = ReduceOperands {
+                    src: *src,
+                    out: *out,
+                    dtype: *dtype,
+                    outer: *outer,
+                    len: *len,
+                    inner: *inner,
+                };
+                compute::reduce(store, *func, &operands)
             }
         }
     }

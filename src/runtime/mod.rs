@@ -1,11 +1,24 @@
-//! Host-side API: what PyTorch-DDP-like host code calls. For now, the
-//! per-worker rank and device registry; the torch facade, tensors,
-//! placement and launch build on it.
+//! Host-side API: what PyTorch-DDP-like host code calls.
+//!
+//! - [`worker`]: the per-worker rank and device registry (task-local).
+//! - [`torch`]: the [`Torch`] facade (`torch.zeros`, `torch.ahbm.set_device`,
+//!   `torch.accelerator.set_device_index`) and the tensors' VA space.
+//! - [`placement`]: [`DPPolicy`] → [`ShardSpec`]s in structural
+//!   `(sip, cube, pe)` coordinates (record 0026).
+//! - [`tensor`]: [`Tensor`]s in HBM, H2D / D2H through M_CPU.DMA.
+//! - [`launch`], [`ranks`]: kernel launch and the rank = SIP launcher.
 //!
 //! This module may use every layer below it; nothing below may use it.
 
+pub mod launch;
+pub mod placement;
 pub mod ranks;
+pub mod tensor;
+pub mod torch;
 pub mod worker;
 
+pub use placement::{DPPolicy, PlacementError, ShardSpec, Split};
 pub use ranks::{RankError, spawn};
+pub use tensor::{Element, Shard, Tensor, TensorError};
+pub use torch::{Accelerator, Ahbm, TENSOR_PAGE_SIZE, Torch};
 pub use worker::{current_device, get_rank, in_worker, scope_rank, set_device};

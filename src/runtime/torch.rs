@@ -1,0 +1,196 @@
+//! [`Torch`]: the facade host code holds, as PyTorch host code holds
+//! `torch`.
+//!
+//! ```ignore
+//! let torch = Torch::new(device);
+//! torch.ahbm.set_device(rank);                 // or torch.accelerator.set_device_index(rank)
+//! let dp = DPPolicy::new(Split::RowWise, Split::Replicate, 4, 1);
+//! let t = torch.zeros(&[1024, 64], DType::F16, &dp)?;
+//! t.copy_from(&array).await?;                  // H2D, timed
+//! let back = t.to_ndarray::<f16>().await?;     // D2H, timed
+//! t.free()?;
+//! ```
+//!
+//! Host code runs as a task of a [`Simulation`](crate::sim::Simulation);
+//! everything that moves bytes is `async` and advances virtual time.
+//! Creating a tensor is untimed bookkeeping (allocation).
+//!
+//! The SIP a tensor lands on is the caller's device: the one bound with
+//! `torch.ahbm.set_device` / `torch.accelerator.set_device_index` (one shared
+//! task-local registry, [`super::worker`]), or SIP 0 when none is bound
+//! (single driver, record 0024 D4).
+//!
+//! The facade also owns the virtual address space tensors live in
+//! ([`VirtualAllocator`], pages of [`TENSOR_PAGE_SIZE`]): each tensor is one
+//! VA range over its shards (see [`Tensor`]).
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use ndarray::{ArrayBase, Data, Dimension};
+
+use super::placement::{DPPolicy, MachineBounds, PlacementError};
+use super::tensor::{Element, Tensor, TensorError};
+use super::worker;
+use crate::device::Device;
+use crate::mem::{DType, DataMode, Segment, VaError, VirtualAllocator};
+
+/// Bytes per page of the tensors' virtual address space: 4 KiB, record
+/// 0048's runtime page.
+pub const TENSOR_PAGE_SIZE: u64 = 4 << 10;
+
+/// `torch.ahbm`: binds the calling worker to a SIP.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Ahbm;
+
+impl Ahbm {
+    /// Binds the calling worker (or the single driver) to SIP `device`.
+    pub fn set_device(&self, device: usize) {
+        worker::set_device(device);
+    }
+
+    /// The SIP the caller bound, if any.
+    pub fn current_device(&self) -> Option<usize> {
+        worker::current_device()
+    }
+}
+
+/// `torch.accelerator`: the device-agnostic names of [`Ahbm`]'s calls, on
+/// the same registry.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Accelerator;
+
+impl Accelerator {
+    /// Same as [`Ahbm::set_device`].
+    pub fn set_device_index(&self, device: usize) {
+        worker::set_device(device);
+    }
+
+    /// Same as [`Ahbm::current_device`].
+    pub fn current_device_index(&self) -> Option<usize> {
+        worker::current_device()
+    }
+}
+
+/// The host-side handle on one simulated machine. Cheap to clone; clones
+/// share the device and the address space.
+#[derive(Clone)]
+pub struct Torch {
+    runtime: Rc<Runtime>,
+    /// `torch.ahbm`.
+    pub ahbm: Ahbm,
+    /// `torch.accelerator`.
+    pub accelerator: Accelerator,
+}
+
+/// What tensors share: the device and the VA space.
+pub(super) struct Runtime {
+    pub(super) device: Rc<Device>,
+    pub(super) va: RefCell<VirtualAllocator>,
+    next_id: Cell<u64>,
+}
+
+impl Runtime {
+    /// A fresh default tensor name: `tensor0`, `tensor1`, ...
+    pub(super) fn next_name(&self) -> String {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        format!("tensor{id}")
+    }
+
+    /// The counts placements are checked against.
+    pub(super) fn bounds(&self) -> MachineBounds {
+        MachineBounds::from(&**self.device.fabric().machine())
+    }
+}
+
+impl Torch {
+    /// A facade over `device`.
+    pub fn new(device: Rc<Device>) -> Torch {
+        let map = device.fabric().machine().address_map().clone();
+        let va = VirtualAllocator::with_page_size(map, TENSOR_PAGE_SIZE)
+            .expect("TENSOR_PAGE_SIZE is a power of two");
+        Torch {
+            runtime: Rc::new(Runtime {
+                device,
+                va: RefCell::new(va),
+                next_id: Cell::new(0),
+            }),
+            ahbm: Ahbm,
+            accelerator: Accelerator,
+        }
+    }
+
+    /// The simulated machine.
+    pub fn device(&self) -> &Rc<Device> {
+        &self.runtime.device
+    }
+
+    /// Whether bytes are kept (data verification) or only timed.
+    pub fn data_mode(&self) -> DataMode {
+        self.runtime.device.data_mode()
+    }
+
+    /// The SIP new tensors go to: the caller's bound device, else 0.
+    pub fn target_sip(&self) -> Result<u32, PlacementError> {
+        let device = self.ahbm.current_device().unwrap_or(0);
+        let sips = self.runtime.bounds().sips;
+        u32::try_from(device)
+            .ok()
+            .filter(|&sip| sip < sips)
+            .ok_or(PlacementError::NoSuchSip {
+                sip: u32::try_from(device).unwrap_or(u32::MAX),
+                sips,
+            })
+    }
+
+    /// A tensor of zeros placed by `dp` on the caller's SIP (untimed:
+    /// fresh device memory reads as zeros).
+    pub fn zeros(
+        &self,
+        shape: &[usize],
+        dtype: DType,
+        dp: &DPPolicy,
+    ) -> Result<Tensor, TensorError> {
+        self.empty(shape, dtype, dp)
+    }
+
+    /// A tensor placed by `dp` on the caller's SIP whose contents are not
+    /// to be relied on (untimed).
+    pub fn empty(
+        &self,
+        shape: &[usize],
+        dtype: DType,
+        dp: &DPPolicy,
+    ) -> Result<Tensor, TensorError> {
+        let sip = self.target_sip()?;
+        Tensor::allocate(self.runtime.clone(), shape, dtype, *dp, sip)
+    }
+
+    /// A tensor placed by `dp` holding `array` (allocation, then a timed
+    /// H2D copy; see [`Tensor::copy_from`]).
+    pub async fn from_ndarray<T, S, D>(
+        &self,
+        array: &ArrayBase<S, D>,
+        dp: &DPPolicy,
+    ) -> Result<Tensor, TensorError>
+    where
+        T: Element,
+        S: Data<Elem = T>,
+        D: Dimension,
+    {
+        let tensor = self.empty(array.shape(), T::DTYPE, dp)?;
+        tensor.copy_from(array).await?;
+        Ok(tensor)
+    }
+
+    /// The device address of the byte at virtual address `va`.
+    pub fn translate(&self, va: u64) -> Result<u64, VaError> {
+        self.runtime.va.borrow().translate(va)
+    }
+
+    /// The device-contiguous pieces of `[va, va + len)`.
+    pub fn segments(&self, va: u64, len: u64) -> Result<Vec<Segment>, VaError> {
+        self.runtime.va.borrow().segments(va, len)
+    }
+}

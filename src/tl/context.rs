@@ -1,0 +1,248 @@
+//! [`Tl`]: one program's view of its PE — who it is in the grid, and the
+//! PE's units (PE_DMA, PE_GEMM, PE_MATH, its TCM) it drives.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::future::Future;
+use std::rc::Rc;
+
+use crate::device::Device;
+use crate::hw::{DmaEngine, GemmEngine, MathEngine};
+use crate::mem::DType;
+use crate::sim::Event;
+use crate::topology::{MemSpace, NodeId, naming};
+
+use super::gemm::PendingJob;
+use super::handle::checked_bytes;
+use super::scratch::Scratch;
+use super::{Address, KernelError, TensorHandle};
+
+/// A PE's structural coordinates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PeCoord {
+    /// SIP index.
+    pub sip: u32,
+    /// Cube index within the SIP.
+    pub cube: u32,
+    /// PE index within the cube.
+    pub pe: u32,
+}
+
+impl fmt::Display for PeCoord {
+    /// The PE's node name, e.g. `sip0.cube1.pe2`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&naming::pe(self.sip, self.cube, self.pe))
+    }
+}
+
+/// A launch grid on one SIP: `pes` programs per cube (axis 0) on cubes
+/// `0..cubes` (axis 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Grid {
+    /// Programs per cube: PEs `0..pes` (axis 0).
+    pub pes: u32,
+    /// Cubes `0..cubes` (axis 1).
+    pub cubes: u32,
+}
+
+impl Grid {
+    /// Number of programs.
+    pub fn programs(&self) -> u64 {
+        u64::from(self.pes) * u64::from(self.cubes)
+    }
+}
+
+impl fmt::Display for Grid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "({}, {})", self.pes, self.cubes)
+    }
+}
+
+/// The `tl` context of one program: cheap to clone (all clones are the same
+/// program). See the [module docs](super) for the API.
+#[derive(Clone)]
+pub struct Tl {
+    pub(super) program: Rc<Program>,
+}
+
+/// What a program owns and drives.
+pub(super) struct Program {
+    pub(super) device: Rc<Device>,
+    pub(super) coord: PeCoord,
+    grid: Grid,
+    pub(super) node: NodeId,
+    pub(super) dma: Rc<DmaEngine>,
+    pub(super) gemm: Rc<GemmEngine>,
+    pub(super) math: Rc<MathEngine>,
+    scratch: Scratch,
+    /// Pipeline jobs submitted and not yet drained.
+    pub(super) jobs: RefCell<Vec<Rc<PendingJob>>>,
+    /// Set when the launch is cancelled: pipeline jobs stop.
+    pub(super) cancel: Event,
+}
+
+impl Tl {
+    /// The context of the program at `coord` in `grid`, whose pipeline jobs
+    /// stop when `cancel` is set; `None` if the machine has no such PE.
+    pub(crate) fn new(device: Rc<Device>, coord: PeCoord, grid: Grid, cancel: Event) -> Option<Tl> {
+        let PeCoord { sip, cube, pe } = coord;
+        let node = device.fabric().machine().pe(sip, cube, pe)?;
+        let fabric = device.fabric().clone();
+        let program = Program {
+            coord,
+            grid,
+            node,
+            dma: fabric.pe_dma(sip, cube, pe).clone(),
+            gemm: fabric.pe_gemm(sip, cube, pe).clone(),
+            math: fabric.pe_math(sip, cube, pe).clone(),
+            scratch: Scratch::new(MemSpace::Tcm { sip, cube, pe }),
+            jobs: RefCell::new(Vec::new()),
+            cancel,
+            device,
+        };
+        Some(Tl {
+            program: Rc::new(program),
+        })
+    }
+
+    /// This program's index along `axis`: 0 → its PE within the cube,
+    /// 1 → its cube. Higher axes have extent 1 (Triton's third grid
+    /// dimension), so they give 0.
+    pub fn program_id(&self, axis: u32) -> u32 {
+        match axis {
+            0 => self.program.coord.pe,
+            1 => self.program.coord.cube,
+            _ => 0,
+        }
+    }
+
+    /// The grid's extent along `axis` (topology slots, not a collective's
+    /// world size): 0 → PEs per cube, 1 → cubes; 1 beyond.
+    pub fn num_programs(&self, axis: u32) -> u32 {
+        match axis {
+            0 => self.program.grid.pes,
+            1 => self.program.grid.cubes,
+            _ => 1,
+        }
+    }
+
+    /// The PE this program runs on.
+    pub fn coord(&self) -> PeCoord {
+        self.program.coord
+    }
+
+    /// This PE's TCM.
+    pub fn tcm(&self) -> MemSpace {
+        let PeCoord { sip, cube, pe } = self.program.coord;
+        MemSpace::Tcm { sip, cube, pe }
+    }
+
+    /// A handle on a tensor already in memory at `addr`, without moving it
+    /// (record 0046's `ref`). Errors if the address is not on the machine.
+    pub fn view(
+        &self,
+        addr: impl Address,
+        shape: &[usize],
+        dtype: DType,
+    ) -> Result<TensorHandle, KernelError> {
+        let addr = addr.address();
+        let map = self.program.device.fabric().machine().address_map();
+        let (space, _) = map.decode(addr).map_err(crate::device::DeviceError::from)?;
+        TensorHandle::new("view", (addr, space), shape, dtype)
+    }
+
+    /// A zero-filled scratch tensor in this PE's TCM (untimed: allocation
+    /// is bookkeeping), freed at the latest when the kernel ends.
+    pub fn alloc(&self, shape: &[usize], dtype: DType) -> Result<TensorHandle, KernelError> {
+        self.scratch_tensor("alloc", shape, dtype)
+    }
+
+    /// Frees a scratch tensor early.
+    pub fn free(&self, handle: &TensorHandle) -> Result<(), KernelError> {
+        let p = &self.program;
+        match p.scratch.free(&p.device, handle.addr())? {
+            true => Ok(()),
+            false => Err(KernelError::NotScratch {
+                addr: handle.addr(),
+                pe: p.coord,
+            }),
+        }
+    }
+
+    /// Copies `shape` elements of `dtype` at `src` into new scratch in this
+    /// PE's TCM with PE_DMA ([`Device::dma_copy`]: timed, moved, logged);
+    /// the future ends when the last byte has landed. The scratch is
+    /// allocated at the call; the future borrows neither `self` nor
+    /// `shape`, so loads can be joined (`futures::try_join!`).
+    pub fn load<S: Address>(
+        &self,
+        src: S,
+        shape: &[usize],
+        dtype: DType,
+    ) -> impl Future<Output = Result<TensorHandle, KernelError>> + use<S> {
+        let (tl, src) = (self.clone(), src.address());
+        let dst = self.scratch_tensor("load", shape, dtype);
+        async move {
+            let dst = dst?;
+            tl.copy(src, dst.addr(), dst.bytes()).await?;
+            Ok(dst)
+        }
+    }
+
+    /// Copies `value` to `dst` with PE_DMA; returns when the last byte has
+    /// landed.
+    pub async fn store(&self, dst: impl Address, value: &TensorHandle) -> Result<(), KernelError> {
+        self.copy(value.addr(), dst.address(), value.bytes()).await
+    }
+
+    async fn copy(&self, src: u64, dst: u64, len: u64) -> Result<(), KernelError> {
+        let p = &self.program;
+        p.device.dma_copy(&p.dma, p.node, src, dst, len).await?;
+        Ok(())
+    }
+
+    /// A new scratch tensor for `op`.
+    pub(super) fn scratch_tensor(
+        &self,
+        op: &'static str,
+        shape: &[usize],
+        dtype: DType,
+    ) -> Result<TensorHandle, KernelError> {
+        let len = checked_bytes(op, shape, dtype)?;
+        let p = &self.program;
+        let addr = p.scratch.alloc(&p.device, len)?;
+        TensorHandle::new(op, (addr, self.tcm()), shape, dtype)
+    }
+
+    /// Errors unless `handle` is in this PE's TCM (where PE_GEMM and
+    /// PE_MATH work).
+    pub(super) fn check_local(
+        &self,
+        op: &'static str,
+        handle: &TensorHandle,
+    ) -> Result<(), KernelError> {
+        if handle.space() == self.tcm() {
+            return Ok(());
+        }
+        Err(KernelError::NotInTcm {
+            op,
+            addr: handle.addr(),
+            space: handle.space(),
+            pe: self.program.coord,
+        })
+    }
+
+    /// Ends the program: waits for its pipeline jobs (failing with the
+    /// first error none waited for), then frees its scratch.
+    pub(crate) async fn finish(&self) -> Result<(), KernelError> {
+        let drained = self.drain_jobs().await;
+        self.release()?;
+        drained
+    }
+
+    /// Frees every scratch tensor still live.
+    pub(crate) fn release(&self) -> Result<(), KernelError> {
+        let p = &self.program;
+        Ok(p.scratch.release(&p.device)?)
+    }
+}

@@ -1,0 +1,123 @@
+//! [`TensorHandle`]: where a tensor is and what it holds; [`Address`]:
+//! anything `load` and `store` accept as a device address.
+
+use crate::mem::DType;
+use crate::topology::MemSpace;
+
+use super::KernelError;
+
+/// A tensor in device memory: its address, memory, shape (row-major) and
+/// element type. It carries no values: with data on they are in the
+/// device's store (read them with `Device::read_untimed`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorHandle {
+    addr: u64,
+    space: MemSpace,
+    shape: Vec<usize>,
+    dtype: DType,
+}
+
+impl TensorHandle {
+    /// A handle; errors (naming `op`) for a shape of no elements or one
+    /// whose size does not fit in 64 bits.
+    pub(super) fn new(
+        op: &'static str,
+        (addr, space): (u64, MemSpace),
+        shape: &[usize],
+        dtype: DType,
+    ) -> Result<Self, KernelError> {
+        checked_bytes(op, shape, dtype)?;
+        Ok(TensorHandle {
+            addr,
+            space,
+            shape: shape.to_vec(),
+            dtype,
+        })
+    }
+
+    /// Device address of the first element.
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    /// The memory holding it.
+    pub fn space(&self) -> MemSpace {
+        self.space
+    }
+
+    /// Dimensions, outermost first.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Number of elements.
+    pub fn elements(&self) -> u64 {
+        self.shape.iter().map(|&d| d as u64).product()
+    }
+
+    /// Size in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.elements() * self.dtype.size()
+    }
+
+    /// This tensor with another element type (same address and shape).
+    pub(super) fn retyped(&self, dtype: DType) -> TensorHandle {
+        TensorHandle {
+            dtype,
+            ..self.clone()
+        }
+    }
+}
+
+/// The size of a `shape` tensor of `dtype`; errors (naming `op`) for no
+/// elements or more bytes than 64 bits count.
+pub(super) fn checked_bytes(
+    op: &'static str,
+    shape: &[usize],
+    dtype: DType,
+) -> Result<u64, KernelError> {
+    let bytes = shape
+        .iter()
+        .try_fold(dtype.size(), |n, &d| n.checked_mul(d as u64));
+    match bytes {
+        Some(0) => Err(KernelError::operands(
+            op,
+            format!("shape {shape:?} has no elements"),
+        )),
+        None => Err(KernelError::operands(
+            op,
+            format!("shape {shape:?} is too large"),
+        )),
+        Some(bytes) => Ok(bytes),
+    }
+}
+
+/// A device address: a plain `u64` or a [`TensorHandle`] (its first
+/// element).
+pub trait Address {
+    /// The device address.
+    fn address(&self) -> u64;
+}
+
+impl Address for u64 {
+    fn address(&self) -> u64 {
+        *self
+    }
+}
+
+impl Address for TensorHandle {
+    fn address(&self) -> u64 {
+        self.addr
+    }
+}
+
+impl<T: Address + ?Sized> Address for &T {
+    fn address(&self) -> u64 {
+        (**self).address()
+    }
+}

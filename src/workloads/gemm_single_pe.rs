@@ -1,0 +1,178 @@
+//! `gemm_single_pe`: `C = A × B` on one PE.
+//!
+//! The host places `A` (`M×K`), `B` (`K×N`) and `C` (`M×N`), all f16, whole
+//! in the HBM of cube 0 of its SIP (one shard each), uploads `A` and `B`,
+//! and launches one program on PE 0 of cube 0. The kernel loads `A` and `B`
+//! into TCM (both in flight on PE_DMA at once), `tl.dot`s them on PE_GEMM
+//! (f32 accumulation), casts the product to f16 on PE_MATH and stores it
+//! to `C`; the host reads `C` back. Everything must fit in the TCM at once:
+//! `2MK + 2KN + 6MN` bytes (8 MiB by default).
+//!
+//! Figures: the phases' times, `achieved_tflops = 2MKN / program time`
+//! (the program on its PE, from its start to its last store) and the PE's
+//! `peak_tflops` (`2 × rows × cols × clock`). With `--verify-data`, `C`
+//! is checked against an f32 `ndarray` product of the same f16 inputs,
+//! within f16 rounding: `|C − ref| ≤ 2⁻¹⁰ (|ref| + 1)`. The inputs are
+//! multiples of ½ in `[-1, 1]`, so the reference is exact in f32.
+
+use futures::future::LocalBoxFuture;
+use half::f16;
+use ndarray::{Array2, ArrayD};
+
+use super::{Check, Figure, GemmDims, Options, Outcome, WorkloadError};
+use crate::mem::DType;
+use crate::runtime::launch::launch;
+use crate::runtime::{DPPolicy, Tensor, Torch};
+use crate::sim::{self, SimDuration};
+use crate::tl::{Grid, Kernel, KernelError, Tl};
+use crate::topology::naming;
+
+/// The workload's name.
+pub const NAME: &str = "gemm_single_pe";
+
+/// Dimensions when none are given.
+pub const DEFAULT_DIMS: GemmDims = GemmDims {
+    m: 512,
+    k: 512,
+    n: 512,
+};
+
+/// The host code, for the registry.
+pub(super) fn host(
+    torch: Torch,
+    options: Options,
+) -> LocalBoxFuture<'static, Result<Outcome, WorkloadError>> {
+    Box::pin(run(torch, options.shape.unwrap_or(DEFAULT_DIMS)))
+}
+
+/// The kernel's arguments: device addresses of the operands.
+#[derive(Debug, Clone, Copy)]
+struct GemmArgs {
+    a: u64,
+    b: u64,
+    c: u64,
+    dims: GemmDims,
+}
+
+/// The PE program: load, dot, cast, store.
+async fn gemm(tl: Tl, args: GemmArgs) -> Result<(), KernelError> {
+    let GemmDims { m, k, n } = args.dims;
+    let (a_shape, b_shape) = ([m, k], [k, n]);
+    let (a, b) = futures::try_join!(
+        tl.load(args.a, &a_shape, DType::F16),
+        tl.load(args.b, &b_shape, DType::F16)
+    )?;
+    let product = tl.dot(&a, &b).await?;
+    let c = tl.cast(&product, DType::F16).await?;
+    tl.store(args.c, &c).await
+}
+
+async fn run(torch: Torch, dims: GemmDims) -> Result<Outcome, WorkloadError> {
+    let GemmDims { m, k, n } = dims;
+    let (a_host, b_host) = (operand(m, k, 1), operand(k, n, 2));
+    let start = sim::now();
+    let a = upload(&torch, "A", &a_host).await?;
+    let b = upload(&torch, "B", &b_host).await?;
+    let c = torch
+        .zeros(&[m, n], DType::F16, &DPPolicy::single())?
+        .named("C");
+    let uploaded = sim::now();
+    let args = GemmArgs {
+        a: address(&a)?,
+        b: address(&b)?,
+        c: address(&c)?,
+        dims,
+    };
+    let sip = a.shards()?[0].spec.sip;
+    let kernel = Kernel::new(NAME, gemm);
+    let report = launch(
+        torch.device(),
+        &kernel,
+        sip,
+        Grid { pes: 1, cubes: 1 },
+        args,
+    )
+    .await?;
+    let launched = sim::now();
+    let result = c.to_ndarray::<f16>().await?;
+    let read = sim::now() - launched;
+    for tensor in [&a, &b, &c] {
+        tensor.free()?;
+    }
+    let program = report
+        .programs
+        .iter()
+        .map(|p| p.end - p.start)
+        .max()
+        .unwrap_or_default();
+    let peak = torch.device().fabric().machine().spec().pe.peak_flops();
+    let flops = 2 * (m * k * n) as u64;
+    let figures = vec![
+        Figure::text("shape", dims.to_string()),
+        Figure::text("dtype", "f16"),
+        Figure::text("pe", naming::pe(sip, 0, 0)),
+        Figure::time("h2d_ps", uploaded - start),
+        Figure::time("launch_ps", report.end - report.start),
+        Figure::time("program_ps", program),
+        Figure::time("d2h_ps", read),
+        Figure::int("flops", flops),
+        Figure::real("achieved_tflops", tflops(flops, program)),
+        Figure::real("peak_tflops", peak as f64 / 1e12),
+    ];
+    let checks = result
+        .map(|c| vec![compare(&a_host, &b_host, &c)])
+        .unwrap_or_default();
+    Ok(Outcome { checks, figures })
+}
+
+/// A deterministic `rows × cols` f16 operand of multiples of ½ in `[-1, 1]`.
+fn operand(rows: usize, cols: usize, salt: u64) -> Array2<f16> {
+    Array2::from_shape_fn((rows, cols), |(r, c)| {
+        let i = (r * cols + c) as u64;
+        let mixed = i.wrapping_mul(2_654_435_761).wrapping_add(salt * 40_503) >> 13;
+        f16::from_f32(((mixed % 5) as f32 - 2.0) * 0.5)
+    })
+}
+
+/// A single-shard tensor named `name` holding `array`, on cube 0.
+async fn upload(torch: &Torch, name: &str, array: &Array2<f16>) -> Result<Tensor, WorkloadError> {
+    let tensor = torch
+        .empty(array.shape(), DType::F16, &DPPolicy::single())?
+        .named(name);
+    tensor.copy_from(array).await?;
+    Ok(tensor)
+}
+
+/// The device address of a single-shard tensor.
+fn address(tensor: &Tensor) -> Result<u64, WorkloadError> {
+    Ok(tensor.shards()?[0].addr)
+}
+
+/// `flops / time` in TFLOP/s (0 for no time).
+fn tflops(flops: u64, time: SimDuration) -> f64 {
+    if time == SimDuration::ZERO {
+        return 0.0;
+    }
+    flops as f64 / time.as_secs_f64() / 1e12
+}
+
+/// `C` against the f32 product of the same inputs.
+fn compare(a: &Array2<f16>, b: &Array2<f16>, c: &ArrayD<f16>) -> Check {
+    let reference = a.mapv(f16::to_f32).dot(&b.mapv(f16::to_f32));
+    let tolerance = f16::EPSILON.to_f32();
+    let (mut worst, mut outside) = (0.0f32, 0usize);
+    for (&got, &want) in c.iter().zip(reference.iter()) {
+        let error = (got.to_f32() - want).abs();
+        worst = worst.max(error);
+        outside += usize::from(error.is_nan() || error > tolerance * (want.abs() + 1.0));
+    }
+    let detail = format!(
+        "max |C - ref| = {worst:e} over {} elements; {outside} outside 2^-10 (|ref| + 1)",
+        reference.len()
+    );
+    Check::new(
+        "c_matches_reference",
+        outside == 0 && c.len() == reference.len(),
+        detail,
+    )
+}

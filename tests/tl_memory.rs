@@ -1,0 +1,214 @@
+//! `tl.load` / `tl.store`: PE_DMA copies through `Device::dma_copy` whose
+//! time is `Device::dma_copy_formula`; scratch allocation and its errors;
+//! unmapped addresses named in the error.
+
+mod tl_common;
+
+use kernbench::mem::{DType, DataMode};
+use kernbench::runtime::launch::LaunchError;
+use kernbench::sim::{self, SimDuration};
+use kernbench::tl::{Kernel, KernelError, Tl};
+use kernbench::topology::MemSpace;
+use tl_common::*;
+
+const LEN: usize = 4096;
+
+#[derive(Clone, Copy)]
+struct Copy {
+    src: u64,
+    dst: u64,
+}
+
+/// Loads `src` (far HBM) into TCM and stores it to `dst`; the TCM address
+/// and the two copies' times.
+async fn round_trip(tl: Tl, c: Copy) -> Result<(u64, SimDuration, SimDuration), KernelError> {
+    let start = sim::now();
+    let x = tl.load(c.src, &[LEN], DType::F16).await?;
+    let loaded = sim::now();
+    tl.store(c.dst, &x).await?;
+    let stored = sim::now();
+    assert_eq!(x.space(), tl.tcm());
+    assert_eq!((x.shape(), x.bytes()), (&[LEN][..], 2 * LEN as u64));
+    Ok((x.addr(), loaded - start, stored - loaded))
+}
+
+fn round_trip_case(data: DataMode) -> ((SimDuration, SimDuration), Option<Vec<u8>>) {
+    let spec = spec(&[]);
+    let device = device(&spec, data);
+    let len = (2 * LEN) as u64;
+    let src = device
+        .alloc(MemSpace::Hbm { sip: 0, cube: 5 }, len)
+        .unwrap();
+    let dst = device
+        .alloc(MemSpace::Hbm { sip: 0, cube: 0 }, len)
+        .unwrap();
+    let pattern = f16_bytes(&values(LEN, 7));
+    device.write_untimed("host", src, &pattern).unwrap();
+    let kernel = Kernel::new("round_trip", round_trip);
+    let report = run(&device, kernel, ONE, Copy { src, dst }).unwrap();
+    let (tcm, load, store) = report.programs[0].output;
+    let pe = device.fabric().machine().pe(0, 0, 0).unwrap();
+    let issue = spec.pe.dma.issue_overhead;
+    let formula = |from, to| device.dma_copy_formula(issue, pe, from, to, len).unwrap();
+    assert_eq!(load, formula(src, tcm));
+    assert_eq!(store, formula(tcm, dst));
+    let copies: Vec<_> = device
+        .oplog()
+        .records()
+        .iter()
+        .map(|r| (r.name(), r.node().to_owned()))
+        .filter(|(n, _)| *n == "copy")
+        .collect();
+    assert_eq!(copies.len(), 2, "both copies are logged");
+    assert!(copies.iter().all(|(_, node)| node == "sip0.cube0.pe0.dma"));
+    assert!(device.oplog().verify(&device.store()).is_ok());
+    let back = device.read_untimed(dst, len).ok();
+    if let Some(back) = &back {
+        assert_eq!(back, &pattern);
+    }
+    ((load, store), back)
+}
+
+#[test]
+fn load_and_store_move_the_bytes_in_their_formula_time() {
+    let (times, back) = round_trip_case(DataMode::On);
+    assert!(back.is_some());
+    let (off, none) = round_trip_case(DataMode::Off);
+    assert_eq!(off, times, "data off gives the same times");
+    assert!(none.is_none());
+}
+
+#[test]
+fn scratch_is_freed_when_the_kernel_ends() {
+    let spec = spec(&[]);
+    let device = device(&spec, DataMode::On);
+    let kernel = Kernel::new("scratch", |tl: Tl, _: ()| async move {
+        let a = tl.alloc(&[1024], DType::F32)?;
+        let b = tl.alloc(&[16, 16], DType::BF16)?;
+        tl.free(&a)?;
+        let twice = tl.free(&a).unwrap_err().to_string();
+        let view = tl.view(b.addr(), &[256], DType::BF16)?;
+        assert_eq!(view.space(), b.space());
+        Ok(twice)
+    });
+    let report = run(&device, kernel, ONE, ()).unwrap();
+    assert!(
+        report.programs[0]
+            .output
+            .contains("is not a live scratch allocation of sip0.cube0.pe0"),
+        "{}",
+        report.programs[0].output
+    );
+    let tcm = MemSpace::Tcm {
+        sip: 0,
+        cube: 0,
+        pe: 0,
+    };
+    let store = device.store();
+    let in_tcm = store
+        .regions()
+        .filter(|r| store.address_map().decode(r.addr).map(|(space, _)| space) == Ok(tcm));
+    assert_eq!(in_tcm.count(), 0, "no scratch left in the TCM");
+}
+
+#[test]
+fn a_load_from_an_unmapped_address_names_the_address() {
+    let spec = spec(&[]);
+    let device = device(&spec, DataMode::On);
+    let hbm = MemSpace::Hbm { sip: 0, cube: 3 };
+    let nowhere = device
+        .fabric()
+        .machine()
+        .address_map()
+        .encode(hbm, 0x4000)
+        .unwrap();
+    let kernel = Kernel::new("wild", |tl: Tl, addr: u64| async move {
+        tl.load(addr, &[64], DType::F32).await.map(|_| ())
+    });
+    let error = run(&device, kernel, ONE, nowhere).unwrap_err();
+    assert!(matches!(
+        error,
+        LaunchError::Program {
+            source: KernelError::Device(_),
+            ..
+        }
+    ));
+    let message = error.to_string();
+    assert!(message.contains(&format!("{nowhere:#018x}")), "{message}");
+    assert!(message.contains("is not mapped"), "{message}");
+    assert!(
+        message.contains("sip0.cube0.pe0 (sip 0, cube 0, pe 0)"),
+        "{message}"
+    );
+}
+
+#[test]
+fn an_address_off_the_machine_is_an_error_too() {
+    let spec = spec(&[]);
+    let device = device(&spec, DataMode::On);
+    let kernel = Kernel::new("off_machine", |tl: Tl, _: ()| async move {
+        let error = tl
+            .view(0x0900_0000_0000_0000u64, &[4], DType::F32)
+            .unwrap_err();
+        Ok(error.to_string())
+    });
+    let report = run(&device, kernel, ONE, ()).unwrap();
+    let message = &report.programs[0].output;
+    assert!(message.contains("0x0900000000000000"), "{message}");
+}
+
+/// Two loads joined: both in flight on PE_DMA at once.
+async fn joined(tl: Tl, c: Copy) -> Result<SimDuration, KernelError> {
+    let start = sim::now();
+    let (a, b) = futures::try_join!(
+        tl.load(c.src, &[LEN / 2], DType::F16),
+        tl.load(c.src + LEN as u64, &[LEN / 2], DType::F16)
+    )?;
+    let took = sim::now() - start;
+    tl.store(c.dst, &a).await?;
+    tl.store(c.dst + a.bytes(), &b).await?;
+    Ok(took)
+}
+
+#[test]
+fn loads_can_be_joined_and_overlap_on_pe_dma() {
+    let spec = spec(&[]);
+    let device = device(&spec, DataMode::On);
+    let len = (2 * LEN) as u64;
+    let src = device
+        .alloc(MemSpace::Hbm { sip: 0, cube: 5 }, len)
+        .unwrap();
+    let dst = device
+        .alloc(MemSpace::Hbm { sip: 0, cube: 0 }, len)
+        .unwrap();
+    let pattern = f16_bytes(&values(LEN, 9));
+    device.write_untimed("host", src, &pattern).unwrap();
+    let report = run(
+        &device,
+        Kernel::new("joined", joined),
+        ONE,
+        Copy { src, dst },
+    )
+    .unwrap();
+    let pe = device.fabric().machine().pe(0, 0, 0).unwrap();
+    let issue = spec.pe.dma.issue_overhead;
+    let tcm = MemSpace::Tcm {
+        sip: 0,
+        cube: 0,
+        pe: 0,
+    };
+    let tcm = device
+        .fabric()
+        .machine()
+        .address_map()
+        .encode(tcm, 0)
+        .unwrap();
+    let one = device
+        .dma_copy_formula(issue, pe, src, tcm, len / 2)
+        .unwrap();
+    assert!(
+        report.programs[0].output < one * 2,
+        "the two loads overlapped"
+    );
+    assert_eq!(device.read_untimed(dst, len).unwrap(), pattern);
+}
