@@ -4,10 +4,11 @@
 //! point downwards only):
 //!
 //! - [`workloads`]: the named runs of `kernbench run --bench NAME`
-//!   (`gemm_single_pe`, `va_offset_verify`) and their reports.
+//!   (`ccl_allreduce`, `gemm_single_pe`, `va_offset_verify`) and their reports.
 //! - [`runtime`]: host-side API for PyTorch-DDP-like code: the [`runtime::Torch`]
 //!   facade, tensors and their placement ([`runtime::DPPolicy`]), kernel
-//!   launch, and the per-worker rank and device registry (task-local storage).
+//!   launch, the per-worker rank and device registry (task-local storage),
+//!   and `torch.distributed` ([`runtime::Distributed`], the `ahbm` process group).
 //! - [`tl`]: the kernel-side API: the [`tl::Tl`] context of one PE
 //!   program (`load`, `store`, `dot`, `composite`, math, reductions),
 //!   [`tl::Kernel`]s and their registry.
@@ -33,6 +34,10 @@
 //!
 //! `docs/ARCHITECTURE.md` gives one paragraph per module with what it owns
 //! and what it must not know.
+
+// Lets the files of `algorithms/` (compiled into this crate, ADR-0009) name
+// the library `kernbench::`, as code outside it does.
+extern crate self as kernbench;
 
 pub mod ccl;
 pub mod config;

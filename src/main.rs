@@ -63,7 +63,7 @@ enum Command {
 
 #[derive(Debug, Args)]
 struct RunArgs {
-    /// The workload: gemm_single_pe or va_offset_verify.
+    /// The workload: ccl_allreduce, gemm_single_pe or va_offset_verify.
     #[arg(long, value_name = "NAME")]
     bench: String,
 
@@ -91,6 +91,15 @@ struct RunArgs {
     /// GEMM N (columns of B and C).
     #[arg(long)]
     n: Option<NonZeroUsize>,
+
+    /// The ccl.yaml algorithm entry to run (ccl_allreduce; default:
+    /// defaults.algorithm).
+    #[arg(long, value_name = "NAME")]
+    algorithm: Option<String>,
+
+    /// Bytes per rank (ccl_allreduce; default: ccl.yaml's n_elem per cube tile).
+    #[arg(long, value_name = "BYTES")]
+    size: Option<u64>,
 }
 
 impl RunArgs {
@@ -193,7 +202,9 @@ impl CliError {
             | CliError::View(_)
             | CliError::DotWithoutView
             | CliError::Workload(
-                WorkloadError::Unknown { .. } | WorkloadError::UnusedOption { .. },
+                WorkloadError::Unknown { .. }
+                | WorkloadError::UnusedOption { .. }
+                | WorkloadError::BadOption(_),
             ) => ExitCode::from(2),
             CliError::Output(_)
             | CliError::Json(_)
@@ -305,11 +316,11 @@ fn print_out(text: &str) -> Result<(), CliError> {
 }
 
 fn run(cli: &Cli) -> Result<(), CliError> {
-    let (topology, _ccl) = load_config(cli)?;
+    let (topology, ccl) = load_config(cli)?;
     match cli.command {
         Command::Topo(ref args) => topo(&topology, args),
         Command::Probe(ref args) => probe(&topology, args),
-        Command::Run(ref args) => bench(&topology, args),
+        Command::Run(ref args) => bench(&topology, ccl, args),
     }
 }
 
@@ -334,12 +345,15 @@ fn probe(topology: &TopologySpec, args: &ProbeArgs) -> Result<(), CliError> {
 }
 
 /// Runs one workload and prints its report.
-fn bench(topology: &TopologySpec, args: &RunArgs) -> Result<(), CliError> {
+fn bench(topology: &TopologySpec, ccl: CclConfig, args: &RunArgs) -> Result<(), CliError> {
     let workload = workloads::find(&args.bench)?;
     let machine = std::sync::Arc::new(Machine::build(topology)?);
     let options = Options {
         verify_data: args.verify_data,
         shape: args.dims(),
+        algorithm: args.algorithm.clone(),
+        size: args.size,
+        ccl: Some(ccl),
     };
     let report = workload.run(machine, &options)?;
     let text = if args.json {

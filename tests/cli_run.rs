@@ -135,8 +135,9 @@ fn usage_errors_exit_with_code_2() {
     let unknown = kernbench(dir.path(), &["run", "--bench", "nope"]);
     assert_eq!(unknown.status.code(), Some(2));
     assert!(
-        stderr(&unknown)
-            .contains("no workload named `nope` (known: gemm_single_pe, va_offset_verify)"),
+        stderr(&unknown).contains(
+            "no workload named `nope` (known: ccl_allreduce, gemm_single_pe, va_offset_verify)"
+        ),
         "{}",
         stderr(&unknown)
     );

@@ -18,7 +18,11 @@ fn machine() -> Arc<Machine> {
 }
 
 fn run(name: &str, verify_data: bool, shape: Option<GemmDims>) -> Result<Report, WorkloadError> {
-    let options = Options { verify_data, shape };
+    let options = Options {
+        verify_data,
+        shape,
+        ..Options::default()
+    };
     workloads::find(name)?.run(machine(), &options)
 }
 
@@ -132,7 +136,7 @@ fn misuse_is_reported() {
     let unknown = run("nope", false, None).unwrap_err().to_string();
     assert_eq!(
         unknown,
-        "no workload named `nope` (known: gemm_single_pe, va_offset_verify)"
+        "no workload named `nope` (known: ccl_allreduce, gemm_single_pe, va_offset_verify)"
     );
     let shape = run("va_offset_verify", false, Some(SMALL))
         .unwrap_err()

@@ -21,7 +21,8 @@
 //! A launch completes when every program has finished. The first program
 //! to fail cancels the others (and their pipeline jobs) at once, and the
 //! launch returns its error, naming the program's `(sip, cube, pe)`;
-//! scratch left in TCM is freed either way.
+//! scratch left in TCM is freed either way. [`launch_with_ipcq`] attaches an
+//! installed IPCQ network to every program's `Tl`.
 
 use std::cell::RefCell;
 use std::pin::pin;
@@ -33,7 +34,7 @@ use futures::future::{Either, select};
 use crate::device::{Device, DeviceError};
 use crate::hw::{CubeFanout, HwError, Mcpu, PeCommand};
 use crate::sim::{self, Event, SimDuration, SimTime};
-use crate::tl::{Grid, Kernel, KernelError, PeCoord, Tl};
+use crate::tl::{Grid, IpcqNetwork, Kernel, KernelError, PeCoord, Tl};
 use crate::topology::{Machine, NodeId, Path, View};
 
 /// Bytes of one kernel command, and of one completion message.
@@ -175,9 +176,32 @@ pub async fn launch<A: Clone + 'static, T: 'static>(
     grid: Grid,
     args: A,
 ) -> Result<LaunchReport<T>, LaunchError> {
+    launch_on(device, kernel, (sip, grid), args, None).await
+}
+
+/// [`launch`] with `network` attached to every program's `Tl`, so the
+/// kernel can `send` and `recv` on its installed IPCQ rings. Slots a
+/// program still holds when it ends are released.
+pub async fn launch_with_ipcq<A: Clone + 'static, T: 'static>(
+    device: &Rc<Device>,
+    kernel: &Kernel<A, T>,
+    (sip, grid): (u32, Grid),
+    args: A,
+    network: &Rc<IpcqNetwork>,
+) -> Result<LaunchReport<T>, LaunchError> {
+    launch_on(device, kernel, (sip, grid), args, Some(network.clone())).await
+}
+
+async fn launch_on<A: Clone + 'static, T: 'static>(
+    device: &Rc<Device>,
+    kernel: &Kernel<A, T>,
+    (sip, grid): (u32, Grid),
+    args: A,
+    network: Option<Rc<IpcqNetwork>>,
+) -> Result<LaunchReport<T>, LaunchError> {
     let plan = DispatchPlan::new(device, sip, grid)?;
     let failure = Rc::new(Failure::new(kernel.name()));
-    let programs = programs(device, sip, grid, &failure.cancel)?;
+    let programs = programs(device, (sip, grid), &failure.cancel, network)?;
     let start = sim::now();
     let context = LaunchContext {
         device,
@@ -204,18 +228,23 @@ pub async fn launch<A: Clone + 'static, T: 'static>(
     })
 }
 
-/// One `Tl` per program, cube by cube.
+/// One `Tl` per program, cube by cube, each attached to `network`.
 fn programs(
     device: &Rc<Device>,
-    sip: u32,
-    grid: Grid,
+    (sip, grid): (u32, Grid),
     cancel: &Event,
+    network: Option<Rc<IpcqNetwork>>,
 ) -> Result<Vec<Tl>, LaunchError> {
     let machine = device.fabric().machine();
     coords(sip, grid)
         .map(|coord| {
-            Tl::new(device.clone(), coord, grid, cancel.clone())
-                .ok_or_else(|| no_such_pe(machine, coord))
+            Tl::new(
+                device.clone(),
+                (coord, grid),
+                cancel.clone(),
+                network.clone(),
+            )
+            .ok_or_else(|| no_such_pe(machine, coord))
         })
         .collect()
 }
@@ -266,7 +295,7 @@ impl Failure {
     /// The recorded failure, after freeing the programs' scratch.
     fn cancelled(&self, programs: &[Tl]) -> LaunchError {
         for tl in programs {
-            if let Err(error) = tl.release() {
+            if let Err(error) = tl.release_all() {
                 tracing::warn!(
                     "freeing scratch of {} after a failed launch: {error}",
                     tl.coord()

@@ -7,9 +7,12 @@
 //!   `(sip, cube, pe)` coordinates (record 0026).
 //! - [`tensor`]: [`Tensor`]s in HBM, H2D / D2H through M_CPU.DMA.
 //! - [`launch`], [`ranks`]: kernel launch and the rank = SIP launcher.
+//! - [`distributed`]: `torch.distributed`, the `ahbm` process group
+//!   (`init_process_group`, `all_reduce`, `barrier`).
 //!
 //! This module may use every layer below it; nothing below may use it.
 
+pub mod distributed;
 pub mod launch;
 pub mod placement;
 pub mod ranks;
@@ -17,6 +20,7 @@ pub mod tensor;
 pub mod torch;
 pub mod worker;
 
+pub use distributed::{DistError, Distributed, ReduceOp};
 pub use placement::{DPPolicy, PlacementError, ShardSpec, Split};
 pub use ranks::{RankError, spawn};
 pub use tensor::{Element, Shard, Tensor, TensorError};

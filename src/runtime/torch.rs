@@ -29,9 +29,11 @@ use std::rc::Rc;
 
 use ndarray::{ArrayBase, Data, Dimension};
 
+use super::distributed::Distributed;
 use super::placement::{DPPolicy, MachineBounds, PlacementError};
 use super::tensor::{Element, Tensor, TensorError};
 use super::worker;
+use crate::ccl::CclConfig;
 use crate::device::Device;
 use crate::mem::{DType, DataMode, Segment, VaError, VirtualAllocator};
 
@@ -81,6 +83,8 @@ pub struct Torch {
     pub ahbm: Ahbm,
     /// `torch.accelerator`.
     pub accelerator: Accelerator,
+    /// `torch.distributed`: the `ahbm` process group, shared by all clones.
+    pub distributed: Distributed,
 }
 
 /// What tensors share: the device and the VA space.
@@ -105,8 +109,19 @@ impl Runtime {
 }
 
 impl Torch {
-    /// A facade over `device`.
+    /// A facade over `device`; `torch.distributed` reads the embedded
+    /// ccl.yaml.
     pub fn new(device: Rc<Device>) -> Torch {
+        Torch::build(device, None)
+    }
+
+    /// A facade over `device` whose `torch.distributed` reads `ccl`.
+    pub fn with_ccl(device: Rc<Device>, ccl: CclConfig) -> Torch {
+        Torch::build(device, Some(ccl))
+    }
+
+    fn build(device: Rc<Device>, ccl: Option<CclConfig>) -> Torch {
+        let distributed = Distributed::new(device.clone(), ccl);
         let map = device.fabric().machine().address_map().clone();
         let va = VirtualAllocator::with_page_size(map, TENSOR_PAGE_SIZE)
             .expect("TENSOR_PAGE_SIZE is a power of two");
@@ -118,6 +133,7 @@ impl Torch {
             }),
             ahbm: Ahbm,
             accelerator: Accelerator,
+            distributed,
         }
     }
 

@@ -14,6 +14,7 @@ use crate::topology::{MemSpace, NodeId, naming};
 
 use super::gemm::PendingJob;
 use super::handle::checked_bytes;
+use super::ipcq::{IpcqNetwork, IpcqPort};
 use super::scratch::Scratch;
 use super::{Address, KernelError, TensorHandle};
 
@@ -79,12 +80,20 @@ pub(super) struct Program {
     pub(super) jobs: RefCell<Vec<Rc<PendingJob>>>,
     /// Set when the launch is cancelled: pipeline jobs stop.
     pub(super) cancel: Event,
+    /// The IPCQ network the program was launched with, and its slots.
+    pub(super) ipcq: Option<IpcqPort>,
 }
 
 impl Tl {
     /// The context of the program at `coord` in `grid`, whose pipeline jobs
-    /// stop when `cancel` is set; `None` if the machine has no such PE.
-    pub(crate) fn new(device: Rc<Device>, coord: PeCoord, grid: Grid, cancel: Event) -> Option<Tl> {
+    /// stop when `cancel` is set, attached to `ipcq` if given; `None` if the
+    /// machine has no such PE.
+    pub(crate) fn new(
+        device: Rc<Device>,
+        (coord, grid): (PeCoord, Grid),
+        cancel: Event,
+        ipcq: Option<Rc<IpcqNetwork>>,
+    ) -> Option<Tl> {
         let PeCoord { sip, cube, pe } = coord;
         let node = device.fabric().machine().pe(sip, cube, pe)?;
         let fabric = device.fabric().clone();
@@ -98,6 +107,7 @@ impl Tl {
             scratch: Scratch::new(MemSpace::Tcm { sip, cube, pe }),
             jobs: RefCell::new(Vec::new()),
             cancel,
+            ipcq: ipcq.map(IpcqPort::new),
             device,
         };
         Some(Tl {
@@ -236,12 +246,14 @@ impl Tl {
     /// first error none waited for), then frees its scratch.
     pub(crate) async fn finish(&self) -> Result<(), KernelError> {
         let drained = self.drain_jobs().await;
-        self.release()?;
+        self.release_all()?;
         drained
     }
 
-    /// Frees every scratch tensor still live.
-    pub(crate) fn release(&self) -> Result<(), KernelError> {
+    /// Releases every IPCQ slot the program holds and frees every scratch
+    /// tensor still live.
+    pub(crate) fn release_all(&self) -> Result<(), KernelError> {
+        self.release_slots();
         let p = &self.program;
         Ok(p.scratch.release(&p.device)?)
     }

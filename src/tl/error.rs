@@ -44,6 +44,10 @@ pub enum KernelError {
         /// The PE running the kernel.
         pe: PeCoord,
     },
+    /// An IPCQ misuse: a direction not installed, a mismatch under strict
+    /// validation, a message larger than a slot, ...
+    #[error(transparent)]
+    Ipcq(#[from] super::IpcqError),
     /// The launch was cancelled because another of its programs failed.
     #[error("cancelled: another program of the launch failed")]
     Cancelled,

@@ -23,13 +23,19 @@
 //! PE's TCM. Scratch still live when the kernel ends is freed then, after
 //! any composite nobody waited for has finished.
 //!
+//! IPCQ ([`ipcq`]): `send(dir, &h)` / `send_raw` (PE_DMA into the peer's
+//! slot plus a doorbell), `recv` (the slot itself), `recv_into`,
+//! `recv_any`, `recv_async` / `wait`, `release`, on the network the launch
+//! attached ([`IpcqNetwork`]).
+//!
 //! Knows the PE side only: nothing of torch, host tensors or placement, and
-//! nothing of collectives.
+//! nothing of collective algorithms or neighbour tables.
 
 mod context;
 mod error;
 mod gemm;
 mod handle;
+pub mod ipcq;
 mod kernel;
 mod math;
 mod scratch;
@@ -38,4 +44,8 @@ pub use context::{Grid, PeCoord, Tl};
 pub use error::KernelError;
 pub use gemm::{CompositeToken, Epilogue};
 pub use handle::{Address, TensorHandle};
+pub use ipcq::{
+    Backpressure, Dir, IpcqError, IpcqNetwork, IpcqParams, RecvFuture, RingSpec, SendArgs,
+    pointer_dump,
+};
 pub use kernel::{Kernel, KernelRegistry, RegistryError};

@@ -11,11 +11,13 @@
 //!
 //! | name | what |
 //! |---|---|
+//! | `ccl_allreduce` | `torch.distributed.all_reduce` on every rank (rank = SIP); time, algbw, busbw, results checked |
 //! | `gemm_single_pe` | `C = A × B` (f16, `M×K×N`) on one PE; achieved vs peak TFLOP/s |
 //! | `va_offset_verify` | windows at odd VA offsets across pages and cubes, copied by kernels; every byte checked |
 //!
 //! Knows the runtime and kernel APIs; nothing below uses it.
 
+pub mod ccl_allreduce;
 pub mod gemm_single_pe;
 mod report;
 pub mod va_offset_verify;
@@ -28,10 +30,11 @@ use futures::future::LocalBoxFuture;
 
 pub use report::{Check, Figure, Outcome, Report, Value};
 
+use crate::ccl::CclConfig;
 use crate::device::{Device, DeviceError};
 use crate::mem::{DataMode, VaError};
 use crate::runtime::launch::LaunchError;
-use crate::runtime::{TensorError, Torch, scope_rank};
+use crate::runtime::{DistError, TensorError, Torch, scope_rank};
 use crate::sim::{JoinError, SimError, SimTime, Simulation};
 use crate::topology::Machine;
 
@@ -78,6 +81,12 @@ pub struct Options {
     pub verify_data: bool,
     /// GEMM dimensions, for workloads that take them.
     pub shape: Option<GemmDims>,
+    /// The ccl.yaml entry to run instead of the default (collectives).
+    pub algorithm: Option<String>,
+    /// Bytes per rank (collectives).
+    pub size: Option<u64>,
+    /// The ccl.yaml `torch.distributed` reads (the embedded one if `None`).
+    pub ccl: Option<CclConfig>,
 }
 
 /// Why a run could not complete (a failed check is not an error: it is in
@@ -100,9 +109,18 @@ pub enum WorkloadError {
         /// The option.
         option: &'static str,
     },
+    /// An option value the workload cannot use.
+    #[error("{0}")]
+    BadOption(String),
     /// A tensor operation failed.
     #[error(transparent)]
     Tensor(#[from] TensorError),
+    /// A `torch.distributed` call failed.
+    #[error(transparent)]
+    Dist(Box<DistError>),
+    /// A rank worker failed (the others were cancelled).
+    #[error("rank {0} failed: {1}")]
+    Rank(usize, Box<WorkloadError>),
     /// A kernel launch failed.
     #[error(transparent)]
     Launch(#[from] LaunchError),
@@ -120,6 +138,12 @@ pub enum WorkloadError {
     Join(#[from] JoinError),
 }
 
+impl From<DistError> for WorkloadError {
+    fn from(error: DistError) -> Self {
+        WorkloadError::Dist(Box::new(error))
+    }
+}
+
 /// A workload's host code.
 type Host = fn(Torch, Options) -> LocalBoxFuture<'static, Result<Outcome, WorkloadError>>;
 
@@ -129,19 +153,29 @@ pub struct Workload {
     pub name: &'static str,
     /// Whether it takes `--shape` / `--m --k --n`.
     pub takes_shape: bool,
+    /// Whether it takes `--algorithm` and `--size`.
+    pub takes_collective: bool,
     host: Host,
 }
 
 /// Every workload, by name.
-pub static WORKLOADS: [Workload; 2] = [
+pub static WORKLOADS: [Workload; 3] = [
+    Workload {
+        name: ccl_allreduce::NAME,
+        takes_shape: false,
+        takes_collective: true,
+        host: ccl_allreduce::host,
+    },
     Workload {
         name: gemm_single_pe::NAME,
         takes_shape: true,
+        takes_collective: false,
         host: gemm_single_pe::host,
     },
     Workload {
         name: va_offset_verify::NAME,
         takes_shape: false,
+        takes_collective: false,
         host: va_offset_verify::host,
     },
 ];
@@ -171,6 +205,12 @@ impl Workload {
                 option: "--shape / --m --k --n",
             });
         }
+        if (options.algorithm.is_some() || options.size.is_some()) && !self.takes_collective {
+            return Err(WorkloadError::UnusedOption {
+                workload: self.name,
+                option: "--algorithm / --size",
+            });
+        }
         let data = if options.verify_data {
             DataMode::On
         } else {
@@ -178,7 +218,11 @@ impl Workload {
         };
         let device = Device::from_machine(machine, data)?;
         let mut simulation = Simulation::new();
-        let host = (self.host)(Torch::new(device.clone()), options.clone());
+        let torch = match &options.ccl {
+            Some(ccl) => Torch::with_ccl(device.clone(), ccl.clone()),
+            None => Torch::new(device.clone()),
+        };
+        let host = (self.host)(torch, options.clone());
         let handle = simulation.spawn("host.rank0", scope_rank(0, host));
         simulation.run()?;
         let mut outcome = handle.output()??;

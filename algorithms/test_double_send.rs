@@ -1,0 +1,35 @@
+//! `test_double_send`: the proof that an algorithm is one file here plus
+//! one ccl.yaml entry (ADR-0009; exercised by `tests/ccl_algorithm_file.rs`).
+//! Every endpoint sends its tile east twice and ends holding its own tile
+//! plus both copies it received from the west: `t(e) + 2 t(e − 1)`.
+
+use kernbench::ccl::topology::Dir;
+use kernbench::ccl::{CclAlgorithm, KernelArgs, add_received};
+use kernbench::mem::DType;
+use kernbench::tl::{Kernel, KernelError, Tl};
+
+struct TestDoubleSend;
+
+/// Registers the algorithm (ADR-0009).
+pub fn algorithm() -> Box<dyn CclAlgorithm> {
+    Box::new(TestDoubleSend)
+}
+
+impl CclAlgorithm for TestDoubleSend {
+    fn kernel(&self) -> Kernel<KernelArgs, ()> {
+        Kernel::new("test_double_send", double_send)
+    }
+}
+
+async fn double_send(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
+    let addr = args.tile_addr(tl.program_id(1))?;
+    let shape = [args.tile.n_elem];
+    let acc = tl.load(addr, &shape, DType::F16).await?;
+    let tile = tl.load(addr, &shape, DType::F16).await?;
+    for _ in 0..2 {
+        tl.send(Dir::E, &tile).await?;
+        let received = tl.recv(Dir::W, &shape, DType::F16).await?;
+        add_received(&tl, &acc, &received).await?;
+    }
+    tl.store(addr, &acc).await
+}

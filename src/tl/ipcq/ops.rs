@@ -1,0 +1,361 @@
+//! The IPCQ calls of [`Tl`]: `send`, `send_raw`, `recv`, `recv_into`,
+//! `recv_any`, `recv_async` / `wait`, `release` (see the `ipcq` module
+//! docs for timing and the slot-release rule).
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use crate::mem::DType;
+use crate::sim::{self, SimDuration};
+use crate::tl::handle::checked_bytes;
+use crate::tl::{Address, KernelError, TensorHandle, Tl};
+use crate::topology::MemSpace;
+
+use super::ring::{Message, Ring};
+use super::{Backpressure, Dir, IpcqError, IpcqNetwork, Mismatch, ns_one_decimal};
+
+/// The keyword form of a send (`tl.send(dir, src_addr=..., nbytes=...,
+/// shape=..., dtype=..., space=...)`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendArgs {
+    /// Where the message starts.
+    pub src_addr: u64,
+    /// Its size; must be `shape × dtype`.
+    pub nbytes: u64,
+    /// Its shape.
+    pub shape: Vec<usize>,
+    /// Its element type.
+    pub dtype: DType,
+    /// The memory `src_addr` is in (checked).
+    pub space: MemSpace,
+}
+
+/// A receive in flight ([`Tl::recv_async`]); await it or pass it to
+/// [`Tl::wait`].
+#[must_use = "a receive does nothing unless waited for"]
+pub struct RecvFuture(Pin<Box<dyn Future<Output = Result<TensorHandle, KernelError>>>>);
+
+impl Future for RecvFuture {
+    type Output = Result<TensorHandle, KernelError>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+/// A program's attachment to a network: the slots it holds.
+pub(crate) struct IpcqPort {
+    network: Rc<IpcqNetwork>,
+    held: RefCell<Vec<(Rc<Ring>, u64)>>,
+}
+
+impl IpcqPort {
+    pub(crate) fn new(network: Rc<IpcqNetwork>) -> Self {
+        IpcqPort {
+            network,
+            held: RefCell::new(Vec::new()),
+        }
+    }
+}
+
+impl Tl {
+    /// The IPCQ network this program was launched with.
+    pub fn ipcq(&self) -> Option<&Rc<IpcqNetwork>> {
+        self.program.ipcq.as_ref().map(|port| &port.network)
+    }
+
+    /// Sends `src` to the peer in `dir`: waits for a free slot, copies it
+    /// with PE_DMA into the peer's slot, rings the doorbell; returns when
+    /// the doorbell has landed.
+    pub async fn send(&self, dir: Dir, src: &TensorHandle) -> Result<(), KernelError> {
+        let args = SendArgs {
+            src_addr: src.addr(),
+            nbytes: src.bytes(),
+            shape: src.shape().to_vec(),
+            dtype: src.dtype(),
+            space: src.space(),
+        };
+        self.send_raw(dir, args).await
+    }
+
+    /// [`send`](Self::send) in keyword form.
+    pub async fn send_raw(&self, dir: Dir, args: SendArgs) -> Result<(), KernelError> {
+        let ring = self.ring(dir, "send")?;
+        self.check_send(&ring, &args)?;
+        let seq = self.claim(&ring).await?;
+        let p = &self.program;
+        tracing::debug!(
+            target: "kernbench::ccl",
+            "[ccl t={} send] {} dir={} nbytes={} seq={}",
+            ns_one_decimal(sim::now()), p.coord, dir, args.nbytes, seq
+        );
+        let (src, len) = (args.src_addr, args.nbytes);
+        ring.set_message(seq, message(args));
+        let slot = ring.slot(seq);
+        p.device.dma_copy(&p.dma, p.node, src, slot, len).await?;
+        p.device.fabric().send(&ring.doorbell, 0).await?;
+        ring.doorbell_landed(seq);
+        Ok(())
+    }
+
+    /// Claims a slot, waiting for a credit as the backpressure mode says.
+    async fn claim(&self, ring: &Rc<Ring>) -> Result<u64, KernelError> {
+        let params = *self.network("send")?.params();
+        let blocked = sim::now();
+        let seq = ring.claim().await?;
+        let waited = sim::now().saturating_since(blocked);
+        if params.backpressure == Backpressure::Poll && waited > SimDuration::ZERO {
+            let period = params.poll_interval.as_ps().max(1);
+            let ticks = waited.as_ps().div_ceil(period);
+            sim::sleep(SimDuration::from_ps(ticks * period - waited.as_ps())).await;
+        }
+        Ok(seq)
+    }
+
+    fn check_send(&self, ring: &Ring, args: &SendArgs) -> Result<(), KernelError> {
+        let bytes = checked_bytes("send", &args.shape, args.dtype)?;
+        if bytes != args.nbytes {
+            let reason = format!(
+                "nbytes {} is not shape {:?} of {:?} ({bytes} B)",
+                args.nbytes, args.shape, args.dtype
+            );
+            return Err(KernelError::Operands { op: "send", reason });
+        }
+        let space = self.view(args.src_addr, &args.shape, args.dtype)?.space();
+        if space != args.space {
+            let reason = format!(
+                "src_addr {:#018x} is in {space}, not {}",
+                args.src_addr, args.space
+            );
+            return Err(KernelError::Operands { op: "send", reason });
+        }
+        fits("send", ring, args.nbytes)
+    }
+
+    /// Receives from `dir` (`return_slot`: the handle is the slot; see the
+    /// module docs for when it is released).
+    pub async fn recv(
+        &self,
+        dir: Dir,
+        shape: &[usize],
+        dtype: DType,
+    ) -> Result<TensorHandle, KernelError> {
+        self.recv_async(dir, shape, dtype).await
+    }
+
+    /// Starts a receive from `dir`: its slot is the next one of the ring,
+    /// in call order, whenever it is waited for.
+    pub fn recv_async(&self, dir: Dir, shape: &[usize], dtype: DType) -> RecvFuture {
+        let ticket = self.ring(dir, "receive").map(|ring| {
+            self.release_held(|r| Rc::ptr_eq(r, &ring));
+            let ticket = ring.ticket();
+            (ring, ticket)
+        });
+        let (tl, shape) = (self.clone(), shape.to_vec());
+        RecvFuture(Box::pin(async move {
+            let (ring, ticket) = ticket?;
+            tl.take_slot(&ring, ticket, &shape, dtype).await
+        }))
+    }
+
+    /// Waits for a receive started with [`recv_async`](Self::recv_async).
+    pub async fn wait(&self, receive: RecvFuture) -> Result<TensorHandle, KernelError> {
+        receive.await
+    }
+
+    /// Receives from whichever installed direction has a message first,
+    /// looking round-robin (releases every slot this program holds).
+    pub async fn recv_any(
+        &self,
+        shape: &[usize],
+        dtype: DType,
+    ) -> Result<(Dir, TensorHandle), KernelError> {
+        let network = self.network("recv_any")?;
+        let coord = self.program.coord;
+        let endpoint = network
+            .endpoint_of(coord)
+            .filter(|e| !e.receives.is_empty());
+        let Some(endpoint) = endpoint else {
+            return Err(IpcqError::NoReceiveRings { pe: coord }.into());
+        };
+        self.release_held(|_| true);
+        let (ring, ticket) = endpoint.any().await;
+        let handle = self.take_slot(&ring, ticket, shape, dtype).await?;
+        Ok((ring.spec.label, handle))
+    }
+
+    /// Receives from `dir` into `dst` (`copy_to_dst`: PE_DMA slot → `dst`,
+    /// then the slot is released); the handle is at `dst`.
+    pub async fn recv_into(
+        &self,
+        dir: Dir,
+        shape: &[usize],
+        dtype: DType,
+        dst: impl Address,
+    ) -> Result<TensorHandle, KernelError> {
+        let dst = self.view(dst.address(), shape, dtype)?;
+        let slot = self.recv(dir, shape, dtype).await?;
+        let p = &self.program;
+        let copied = p
+            .device
+            .dma_copy(&p.dma, p.node, slot.addr(), dst.addr(), dst.bytes());
+        copied.await?;
+        self.release(&slot)?;
+        Ok(dst)
+    }
+
+    /// Releases a slot from `recv` early (its credit goes back to the
+    /// sender).
+    pub fn release(&self, slot: &TensorHandle) -> Result<(), KernelError> {
+        let port = self.port("release")?;
+        let index = port.held.borrow().iter().position(|(ring, ticket)| {
+            ring.spec.space == slot.space() && ring.slot(*ticket) == slot.addr()
+        });
+        let Some(index) = index else {
+            let (addr, pe) = (slot.addr(), self.program.coord);
+            return Err(IpcqError::NotHeld { addr, pe }.into());
+        };
+        let (ring, ticket) = port.held.borrow_mut().remove(index);
+        ring.release(self.program.device.fabric(), ticket);
+        Ok(())
+    }
+
+    /// Releases every slot this program holds (its end).
+    pub(crate) fn release_slots(&self) {
+        self.release_held(|_| true);
+    }
+
+    /// Waits for `ticket`, checks it, holds it; the handle on its slot.
+    async fn take_slot(
+        &self,
+        ring: &Rc<Ring>,
+        ticket: u64,
+        shape: &[usize],
+        dtype: DType,
+    ) -> Result<TensorHandle, KernelError> {
+        let sent = ring.delivered(ticket).await;
+        self.port("recv")?
+            .held
+            .borrow_mut()
+            .push((ring.clone(), ticket));
+        let bytes = checked_bytes("recv", shape, dtype)?;
+        fits("recv", ring, bytes)?;
+        self.check_strict(ring, &sent, shape, dtype)?;
+        tracing::debug!(
+            target: "kernbench::ccl",
+            "[ccl t={} recv] {} dir={} nbytes={}",
+            ns_one_decimal(sim::now()), self.program.coord, ring.spec.label, sent.nbytes
+        );
+        TensorHandle::new("recv", (ring.slot(ticket), ring.spec.space), shape, dtype)
+    }
+
+    fn check_strict(
+        &self,
+        ring: &Ring,
+        sent: &Message,
+        shape: &[usize],
+        dtype: DType,
+    ) -> Result<(), KernelError> {
+        let strict = self.network("recv")?.params().strict_validation;
+        if !strict || (sent.shape == shape && sent.dtype == dtype) {
+            return Ok(());
+        }
+        let s = &ring.spec;
+        Err(IpcqError::Mismatch(Box::new(Mismatch {
+            sender: s.sender,
+            send_dir: s.send_dir,
+            sent_shape: sent.shape.clone(),
+            sent_dtype: sent.dtype,
+            receiver: s.receiver,
+            label: s.label,
+            recv_shape: shape.to_vec(),
+            recv_dtype: dtype,
+        }))
+        .into())
+    }
+
+    fn release_held(&self, which: impl Fn(&Rc<Ring>) -> bool) {
+        let Some(port) = &self.program.ipcq else {
+            return;
+        };
+        let fabric = self.program.device.fabric();
+        let held = std::mem::take(&mut *port.held.borrow_mut());
+        let (release, keep): (Vec<_>, Vec<_>) = held.into_iter().partition(|(r, _)| which(r));
+        *port.held.borrow_mut() = keep;
+        for (ring, ticket) in release {
+            ring.release(fabric, ticket);
+        }
+    }
+
+    fn port(&self, op: &'static str) -> Result<&IpcqPort, IpcqError> {
+        let pe = self.program.coord;
+        self.program
+            .ipcq
+            .as_ref()
+            .ok_or(IpcqError::NoNetwork { op, pe })
+    }
+
+    fn network(&self, op: &'static str) -> Result<&IpcqNetwork, IpcqError> {
+        Ok(&self.port(op)?.network)
+    }
+
+    /// This PE's ring in `dir`: its send ring (`side` = `send`) or its
+    /// receive ring labelled `dir`.
+    fn ring(&self, dir: Dir, side: &'static str) -> Result<Rc<Ring>, IpcqError> {
+        let network = self.network(side)?;
+        let coord = self.program.coord;
+        let endpoint = network.endpoint_of(coord);
+        let rings = endpoint.map(|e| {
+            if side == "send" {
+                &e.sends
+            } else {
+                &e.receives
+            }
+        });
+        let ring = rings.and_then(|rings| rings.get(&dir)).cloned();
+        ring.ok_or_else(|| invalid(network, coord, side, dir))
+    }
+}
+
+/// The error for `pe` using `dir` on its `side`, naming what it has.
+fn invalid(
+    network: &IpcqNetwork,
+    pe: crate::tl::PeCoord,
+    side: &'static str,
+    dir: Dir,
+) -> IpcqError {
+    let installed = match side {
+        "send" => network.send_dirs(pe),
+        _ => network.recv_dirs(pe),
+    };
+    IpcqError::InvalidDirection {
+        pe,
+        side,
+        dir,
+        installed,
+    }
+}
+
+fn fits(op: &'static str, ring: &Ring, nbytes: u64) -> Result<(), KernelError> {
+    if nbytes <= ring.slot_bytes {
+        return Ok(());
+    }
+    let (slot_bytes, ring) = (ring.slot_bytes, ring.name());
+    Err(IpcqError::TooLarge {
+        op,
+        nbytes,
+        slot_bytes,
+        ring,
+    }
+    .into())
+}
+
+fn message(args: SendArgs) -> Message {
+    Message {
+        shape: args.shape,
+        dtype: args.dtype,
+        nbytes: args.nbytes,
+    }
+}

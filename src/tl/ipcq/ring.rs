@@ -1,0 +1,337 @@
+//! One IPCQ ring (slots, pointers, doorbells, credits) and one PE's
+//! endpoint (its send and receive rings).
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::{Future, poll_fn};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Poll, Waker};
+
+use crate::device::{Device, DeviceError};
+use crate::hw::Fabric;
+use crate::mem::DType;
+use crate::sim::{self, Describe};
+use crate::tl::PeCoord;
+use crate::topology::{NodeId, Path};
+
+use super::{ConnectError, Dir, IpcqError, IpcqParams, RingSpec};
+
+/// Tasks to wake when something changes; they re-check their condition.
+#[derive(Default)]
+pub(super) struct Wakers(RefCell<Vec<Waker>>);
+
+impl Wakers {
+    fn register(&self, waker: &Waker) {
+        let mut wakers = self.0.borrow_mut();
+        if !wakers.iter().any(|w| w.will_wake(waker)) {
+            wakers.push(waker.clone());
+        }
+    }
+
+    fn wake_all(&self) {
+        let wakers = std::mem::take(&mut *self.0.borrow_mut());
+        wakers.into_iter().for_each(Waker::wake);
+    }
+}
+
+/// Waits until `check` gives a value, woken through `wakers`; while
+/// pending, a deadlock report shows `op` on `what`.
+pub(super) fn wait_until<T>(
+    op: &'static str,
+    what: Rc<dyn Describe>,
+    wakers: Rc<Wakers>,
+    mut check: impl FnMut() -> Option<T>,
+) -> impl Future<Output = T> {
+    poll_fn(move |cx| match check() {
+        Some(value) => Poll::Ready(value),
+        None => {
+            wakers.register(cx.waker());
+            sim::waiting_on(op, what.clone());
+            Poll::Pending
+        }
+    })
+}
+
+/// What a sender put in a slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Message {
+    pub shape: Vec<usize>,
+    pub dtype: DType,
+    pub nbytes: u64,
+}
+
+/// The pointers of one ring (see the module docs of `ipcq`).
+#[derive(Default)]
+struct Pointers {
+    my_tail: u64,
+    peer_head_cache: u64,
+    my_head: u64,
+    peer_tail_cache: u64,
+    /// Receive tickets handed out.
+    claimed: u64,
+    /// Doorbells landed beyond `peer_tail_cache` (out of order).
+    landed: BTreeSet<u64>,
+    /// Releases beyond `my_head` (out of order).
+    released: BTreeSet<u64>,
+    /// A credit message that failed, reported to the sender's next send.
+    failure: Option<String>,
+}
+
+/// One ring: `K` slots at the receiver, one sender.
+pub(super) struct Ring {
+    pub spec: RingSpec,
+    slots: Vec<u64>,
+    pub slot_bytes: u64,
+    pub doorbell: Arc<Path>,
+    credit: Arc<Path>,
+    pointers: RefCell<Pointers>,
+    messages: RefCell<Vec<Option<Message>>>,
+    /// The sender waiting for a credit.
+    credits: Rc<Wakers>,
+    /// Every receive of the receiving PE (shared by its rings).
+    arrivals: Rc<Wakers>,
+}
+
+impl Ring {
+    /// Allocates the slots in `spec.space` and finds the routes.
+    pub fn new(
+        device: &Device,
+        spec: RingSpec,
+        params: &IpcqParams,
+        arrivals: Rc<Wakers>,
+    ) -> Result<Ring, ConnectError> {
+        let stride = params.slot_bytes.div_ceil(crate::device::GRANULE) * crate::device::GRANULE;
+        let base = device.alloc(spec.space, stride * params.slots as u64)?;
+        let node = |pe: PeCoord| pe_node(device.fabric(), pe);
+        let (sender_node, receiver_node) = (node(spec.sender)?, node(spec.receiver)?);
+        let router = device.fabric().router();
+        Ok(Ring {
+            spec,
+            slots: (0..params.slots as u64)
+                .map(|i| base + i * stride)
+                .collect(),
+            slot_bytes: params.slot_bytes,
+            doorbell: router
+                .find_path(sender_node, receiver_node)
+                .map_err(DeviceError::from)?,
+            credit: router
+                .find_path(receiver_node, sender_node)
+                .map_err(DeviceError::from)?,
+            pointers: RefCell::default(),
+            messages: RefCell::new(vec![None; params.slots]),
+            credits: Rc::default(),
+            arrivals,
+        })
+    }
+
+    /// `receiver:label`, e.g. `sip0.cube0.pe1:W`.
+    pub fn name(&self) -> String {
+        format!("{}:{}", self.spec.receiver, self.spec.label)
+    }
+
+    pub fn slot_addrs(&self) -> Vec<u64> {
+        self.slots.clone()
+    }
+
+    /// The slot of sequence number `seq`.
+    pub fn slot(&self, seq: u64) -> u64 {
+        self.slots[(seq % self.slots.len() as u64) as usize]
+    }
+
+    /// Sender: claims the next slot if a credit is free, else `None`.
+    /// Errors with a failed credit message.
+    pub fn try_claim(&self) -> Option<Result<u64, IpcqError>> {
+        let mut p = self.pointers.borrow_mut();
+        if let Some(reason) = p.failure.take() {
+            let (what, ring) = ("credit", self.name());
+            return Some(Err(IpcqError::Transfer { what, ring, reason }));
+        }
+        let free = p.my_tail - p.peer_head_cache < self.slots.len() as u64;
+        free.then(|| {
+            p.my_tail += 1;
+            Ok(p.my_tail - 1)
+        })
+    }
+
+    /// Sender: waits for a credit and claims a slot (see `try_claim`).
+    pub async fn claim(self: &Rc<Self>) -> Result<u64, IpcqError> {
+        let ring = self.clone();
+        let what: Rc<dyn Describe> = self.clone();
+        wait_until("send", what, self.credits.clone(), move || ring.try_claim()).await
+    }
+
+    /// Sender: what the slot of `seq` holds, set when its DMA is issued.
+    pub fn set_message(&self, seq: u64, message: Message) {
+        let index = (seq % self.slots.len() as u64) as usize;
+        self.messages.borrow_mut()[index] = Some(message);
+    }
+
+    /// The doorbell of `seq` has landed: the slot is receivable once every
+    /// earlier one is.
+    pub fn doorbell_landed(&self, seq: u64) {
+        {
+            let p = &mut *self.pointers.borrow_mut();
+            p.landed.insert(seq);
+            while p.landed.remove(&p.peer_tail_cache) {
+                p.peer_tail_cache += 1;
+            }
+        }
+        self.arrivals.wake_all();
+    }
+
+    /// Receiver: the next ticket, whether or not it has landed.
+    pub fn ticket(&self) -> u64 {
+        let mut p = self.pointers.borrow_mut();
+        p.claimed += 1;
+        p.claimed - 1
+    }
+
+    /// Receiver: a ticket for a slot that has landed and is not yet
+    /// claimed, if there is one.
+    pub fn try_ticket(&self) -> Option<u64> {
+        let ready = {
+            let p = self.pointers.borrow();
+            p.claimed < p.peer_tail_cache
+        };
+        ready.then(|| self.ticket())
+    }
+
+    /// Whether `ticket`'s doorbell has landed.
+    pub fn has_landed(&self, ticket: u64) -> bool {
+        ticket < self.pointers.borrow().peer_tail_cache
+    }
+
+    /// Receiver: waits until `ticket` has landed; returns its message.
+    pub async fn delivered(self: &Rc<Self>, ticket: u64) -> Message {
+        let ring = self.clone();
+        let what: Rc<dyn Describe> = self.clone();
+        let arrivals = self.arrivals.clone();
+        wait_until("recv", what, arrivals, move || {
+            ring.has_landed(ticket).then(|| ring.message(ticket))
+        })
+        .await
+    }
+
+    fn message(&self, seq: u64) -> Message {
+        let index = (seq % self.slots.len() as u64) as usize;
+        self.messages.borrow()[index]
+            .clone()
+            .expect("a landed slot has its message")
+    }
+
+    /// Receiver: releases slot `ticket`; when `my_head` moves, a credit
+    /// message (header only) goes back to the sender.
+    pub fn release(self: &Rc<Self>, fabric: &Rc<Fabric>, ticket: u64) {
+        let head = {
+            let p = &mut *self.pointers.borrow_mut();
+            p.released.insert(ticket);
+            let before = p.my_head;
+            while p.released.remove(&p.my_head) {
+                p.my_head += 1;
+            }
+            (p.my_head > before).then_some(p.my_head)
+        };
+        if let Some(head) = head {
+            self.send_credit(fabric.clone(), head);
+        }
+    }
+
+    fn send_credit(self: &Rc<Self>, fabric: Rc<Fabric>, head: u64) {
+        let ring = self.clone();
+        let name = format!("ipcq credit {} -> {}", self.name(), self.spec.sender);
+        let path = self.credit.clone();
+        // The task ends when the credit lands; nobody joins it.
+        drop(sim::spawn(&name, async move {
+            let sent = fabric.send(&path, 0).await;
+            ring.credit_landed(head, sent.err().map(|e| e.to_string()));
+        }));
+    }
+
+    fn credit_landed(&self, head: u64, failure: Option<String>) {
+        let mut p = self.pointers.borrow_mut();
+        p.peer_head_cache = p.peer_head_cache.max(head);
+        p.failure = p.failure.take().or(failure);
+        drop(p);
+        self.credits.wake_all();
+    }
+
+    /// One line of the pointer dump.
+    pub fn dump(&self) -> String {
+        let p = self.pointers.borrow();
+        let s = &self.spec;
+        format!(
+            "ring {} <- {} dir={} [{} x {} B in {}]: sender my_tail={} peer_head_cache={}; \
+             receiver my_head={} peer_tail_cache={}",
+            self.name(),
+            s.sender,
+            s.send_dir,
+            self.slots.len(),
+            self.slot_bytes,
+            s.space,
+            p.my_tail,
+            p.peer_head_cache,
+            p.my_head,
+            p.peer_tail_cache
+        )
+    }
+}
+
+impl Describe for Ring {
+    fn describe(&self) -> String {
+        format!("IPCQ {}", self.dump())
+    }
+}
+
+/// A PE's node, or an install error naming the missing PE.
+fn pe_node(fabric: &Fabric, pe: PeCoord) -> Result<NodeId, IpcqError> {
+    let machine = fabric.machine();
+    machine
+        .pe(pe.sip, pe.cube, pe.pe)
+        .ok_or_else(|| IpcqError::Install(format!("{pe} is not a PE of this machine")))
+}
+
+/// One PE's rings.
+#[derive(Default)]
+pub(super) struct Endpoint {
+    pub sends: BTreeMap<Dir, Rc<Ring>>,
+    pub receives: BTreeMap<Dir, Rc<Ring>>,
+    /// Woken by a doorbell on any receive ring.
+    pub arrivals: Rc<Wakers>,
+    /// Where `recv_any` starts looking next.
+    pub next_any: Cell<usize>,
+}
+
+impl Endpoint {
+    /// Waits for a landed slot on any receive ring, looking round-robin
+    /// from where the last `recv_any` left off; the ring and its ticket.
+    pub async fn any(&self) -> (Rc<Ring>, u64) {
+        let rings: Vec<Rc<Ring>> = self.receives.values().cloned().collect();
+        let what: Rc<dyn Describe> = Rc::new(RingSet(rings.clone()));
+        wait_until("recv_any", what, self.arrivals.clone(), || {
+            self.try_any(&rings)
+        })
+        .await
+    }
+
+    fn try_any(&self, rings: &[Rc<Ring>]) -> Option<(Rc<Ring>, u64)> {
+        let start = self.next_any.get();
+        (0..rings.len())
+            .map(|i| (start + i) % rings.len())
+            .find_map(|i| {
+                let ticket = rings[i].try_ticket()?;
+                self.next_any.set(i + 1);
+                Some((rings[i].clone(), ticket))
+            })
+    }
+}
+
+/// The receive rings one `recv_any` waits on.
+struct RingSet(Vec<Rc<Ring>>);
+
+impl Describe for RingSet {
+    fn describe(&self) -> String {
+        let rings: Vec<String> = self.0.iter().map(|r| r.dump()).collect();
+        format!("IPCQ receive rings:\n  {}", rings.join("\n  "))
+    }
+}

@@ -1,0 +1,126 @@
+//! `ccl_allreduce` end to end: ring_allreduce and intercube_allreduce give
+//! the global sum on every rank for every SIP topology (and a single-cube,
+//! single-SIP machine), through the library and through
+//! `kernbench run --bench ccl_allreduce --verify-data --json`; the same run
+//! twice gives identical simulated times.
+
+use std::process::Command;
+use std::sync::Arc;
+
+use kernbench::ccl::CclConfig;
+use kernbench::config::Overrides;
+use kernbench::topology::{Machine, TopologySpec};
+use kernbench::workloads::{self, Options, Report, Value};
+
+/// The machines of the matrix, as `--set` arguments.
+const MACHINES: [&[&str]; 5] = [
+    &[],
+    &["system.sips.count=4", "system.sips.topology=torus_2d"],
+    &[
+        "system.sips.count=6",
+        "system.sips.topology=torus_2d",
+        "system.sips.w=3",
+        "system.sips.h=2",
+    ],
+    &[
+        "system.sips.count=4",
+        "system.sips.topology=mesh_2d_no_wrap",
+    ],
+    &[
+        "system.sips.count=1",
+        "sip.cube_mesh.w=1",
+        "sip.cube_mesh.h=1",
+    ],
+];
+
+const ALGORITHMS: [&str; 2] = ["ring_allreduce", "intercube_allreduce"];
+
+fn run(set: &[&str], algorithm: &str, verify_data: bool) -> Report {
+    let overrides = Overrides::parse(set).unwrap();
+    let spec = TopologySpec::load(&TopologySpec::default_source(), &overrides.topology).unwrap();
+    let machine = Arc::new(Machine::build(&spec).unwrap());
+    let options = Options {
+        verify_data,
+        algorithm: Some(algorithm.to_owned()),
+        ccl: Some(CclConfig::load(&CclConfig::default_source(), &[]).unwrap()),
+        ..Options::default()
+    };
+    workloads::find("ccl_allreduce")
+        .unwrap()
+        .run(machine, &options)
+        .unwrap()
+}
+
+fn figure(report: &Report, name: &str) -> Value {
+    let figure = report.figures.iter().find(|f| f.name == name);
+    figure.unwrap_or_else(|| panic!("no {name}")).value.clone()
+}
+
+#[test]
+fn every_algorithm_sums_on_every_machine() {
+    for set in MACHINES {
+        let sips = set
+            .iter()
+            .find_map(|s| s.strip_prefix("system.sips.count="))
+            .map_or(2, |n| n.parse().unwrap());
+        for algorithm in ALGORITHMS {
+            let report = run(set, algorithm, true);
+            let what = format!("{algorithm} on {set:?}");
+            assert_eq!(report.checks_failed, 0, "{what}: {:?}", report.checks);
+            // One check per rank plus the op-log replay.
+            assert_eq!(report.checks_passed, sips + 1, "{what}");
+            assert_eq!(figure(&report, "ranks"), Value::Int(sips as u64), "{what}");
+        }
+    }
+}
+
+#[test]
+fn same_run_twice_gives_identical_times_with_and_without_data() {
+    for algorithm in ALGORITHMS {
+        let first = run(MACHINES[1], algorithm, true);
+        let second = run(MACHINES[1], algorithm, true);
+        let timing_only = run(MACHINES[1], algorithm, false);
+        assert_eq!(first.simulated_ps, second.simulated_ps);
+        assert_eq!(first.figures, second.figures);
+        assert_eq!(first.simulated_ps, timing_only.simulated_ps);
+    }
+}
+
+#[test]
+fn the_cli_runs_it_as_json() {
+    for algorithm in ALGORITHMS {
+        let output = Command::new(env!("CARGO_BIN_EXE_kernbench"))
+            .args([
+                "--set",
+                "system.sips.count=4",
+                "--set",
+                "system.sips.topology=torus_2d",
+            ])
+            .args(["run", "--bench", "ccl_allreduce", "--verify-data", "--json"])
+            .args(["--algorithm", algorithm, "--size", "4096"])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(json["checks_failed"], 0);
+        assert_eq!(json["checks_passed"], 5);
+    }
+}
+
+#[test]
+fn a_size_that_does_not_split_into_tiles_is_a_usage_error() {
+    let output = Command::new(env!("CARGO_BIN_EXE_kernbench"))
+        .args(["run", "--bench", "ccl_allreduce", "--size", "100"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--size 100: must be a positive multiple of 32 B"),
+        "{stderr}"
+    );
+}
