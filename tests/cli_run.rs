@@ -112,19 +112,35 @@ fn data_off_gives_the_same_simulated_time() {
 #[test]
 fn the_same_run_writes_a_byte_identical_trace() {
     let dir = TempDir::new("run-trace");
-    let traces: Vec<Vec<u8>> = ["a.json", "b.json"]
-        .iter()
-        .map(|file| {
-            let args = [&["--trace", file, "run", "--verify-data"], &VA[..]].concat();
-            let output = kernbench(dir.path(), &args);
-            assert!(output.status.success(), "{}", stderr(&output));
-            std::fs::read(dir.path().join(file)).unwrap()
-        })
-        .collect();
+    let traces = twice(&dir, &VA);
     assert_eq!(traces[0], traces[1]);
     let trace: Value = serde_json::from_slice(&traces[0]).unwrap();
     let text = trace.to_string();
     for track in ["host.rank0", "sip0.cube0.pe0", "sip0.cube0.mcpu.dma"] {
+        assert!(text.contains(track), "no {track} track");
+    }
+}
+
+/// The trace files of two identical runs of `run --verify-data <args>`.
+fn twice(dir: &TempDir, args: &[&str]) -> Vec<Vec<u8>> {
+    ["a.json", "b.json"]
+        .iter()
+        .map(|file| {
+            let args = [&["--trace", file, "run", "--verify-data"], args].concat();
+            let output = kernbench(dir.path(), &args);
+            assert!(output.status.success(), "{}", stderr(&output));
+            std::fs::read(dir.path().join(file)).unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn the_same_all_reduce_writes_a_byte_identical_trace_with_pe_tracks() {
+    let dir = TempDir::new("run-trace-ccl");
+    let traces = twice(&dir, &["--bench", "ccl_allreduce"]);
+    assert_eq!(traces[0], traces[1]);
+    let text = String::from_utf8_lossy(&traces[0]);
+    for track in ["sip0.cube0.pe0", "sip1.cube15.pe0"] {
         assert!(text.contains(track), "no {track} track");
     }
 }
