@@ -2,45 +2,13 @@
 //! checks pass, the same simulated time with data off, byte-identical
 //! traces run after run, and usage errors.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod cli_common;
+
+use std::path::Path;
+
+use cli_common::{TempDir, kernbench, stderr};
 
 use serde_json::Value;
-
-/// A fresh empty directory, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let path = std::env::temp_dir().join(format!("kernbench-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn kernbench(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kernbench"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8(output.stderr.clone()).unwrap()
-}
 
 /// Runs a workload with `--json` and returns its summary.
 fn summary(dir: &Path, args: &[&str]) -> Value {

@@ -1,47 +1,9 @@
 //! The `kernbench topo` command as a user runs it: from an empty directory,
 //! with only the embedded configuration, and with bad input.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod cli_common;
 
-/// A fresh empty directory, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let path = std::env::temp_dir().join(format!("kernbench-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn kernbench(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kernbench"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8(output.stdout.clone()).unwrap()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8(output.stderr.clone()).unwrap()
-}
+use cli_common::{TempDir, kernbench, stderr, stdout};
 
 #[test]
 fn topo_runs_from_an_empty_directory() {

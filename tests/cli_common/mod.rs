@@ -1,0 +1,51 @@
+//! Shared by the CLI tests: run the built `kernbench` binary in a fresh
+//! empty directory, as a user would.
+
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A fresh empty directory, removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// `<tmp>/kernbench-<name>-<pid>`, emptied.
+    pub fn new(name: &str) -> Self {
+        let path = std::env::temp_dir().join(format!("kernbench-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `kernbench args...` in `dir` with no `RUST_LOG`.
+pub fn kernbench(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kernbench"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+/// The command's standard output.
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+/// The command's standard error.
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).unwrap()
+}
