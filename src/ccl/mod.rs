@@ -10,6 +10,8 @@
 //! (seed ADR-0050) and [`registry`] finds those files by ccl.yaml's
 //! `module:` name. [`install`] turns tables and a rank → PE map into an
 //! installed `tl::IpcqNetwork` (and builds ADR-0032 D3's intercube tables).
+//! The mock runtime for algorithm unit tests launches kernels, so it lives
+//! above, in `runtime::testing`.
 //!
 //! This module may use `topology` (e.g. the SIP count as the fallback
 //! world size) and `tl` (kernels) but knows nothing of the runtime or torch

@@ -17,6 +17,7 @@ pub mod launch;
 pub mod placement;
 pub mod ranks;
 pub mod tensor;
+pub mod testing;
 pub mod torch;
 pub mod worker;
 
