@@ -124,3 +124,46 @@ fn a_size_that_does_not_split_into_tiles_is_a_usage_error() {
         "{stderr}"
     );
 }
+
+/// Runs the default ccl_allreduce case with ccl.yaml overrides.
+fn run_with_ccl(ccl_sets: &[&str], algorithm: &str) -> Result<Report, String> {
+    let overrides = Overrides::parse(ccl_sets).unwrap();
+    let spec = TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap();
+    let options = Options {
+        verify_data: true,
+        algorithm: Some(algorithm.to_owned()),
+        ccl: Some(CclConfig::load(&CclConfig::default_source(), &overrides.ccl).unwrap()),
+        ..Options::default()
+    };
+    workloads::find("ccl_allreduce")
+        .unwrap()
+        .run(Arc::new(Machine::build(&spec).unwrap()), &options)
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn ccl_yaml_ipcq_settings_reach_the_rings() {
+    // Two slots are enough for the guide's ring; sleep and poll agree when
+    // nobody waits for a credit.
+    let sleep = run_with_ccl(&["ccl.defaults.ipcq.slots=2"], "ring_allreduce").unwrap();
+    let poll = run_with_ccl(
+        &[
+            "ccl.defaults.ipcq.slots=2",
+            "ccl.defaults.ipcq.backpressure=poll",
+        ],
+        "ring_allreduce",
+    )
+    .unwrap();
+    assert_eq!(sleep.checks_failed, 0);
+    assert_eq!(sleep.simulated_ps, poll.simulated_ps);
+    // With one slot every rank holds its only slot (the tile it forwards)
+    // while sending into its neighbour's: a real circular wait, reported as
+    // a deadlock whose pointer dump shows the one-slot rings.
+    let error = run_with_ccl(&["ccl.defaults.ipcq.slots=1"], "ring_allreduce").unwrap_err();
+    assert!(error.contains("deadlock"), "{error}");
+    assert!(
+        error.contains("[1 x 65536 B in sip0.cube1.pe0.tcm]"),
+        "{error}"
+    );
+    assert!(error.contains("my_tail=1 peer_head_cache=0"), "{error}");
+}

@@ -17,8 +17,10 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
-use crate::config::units::Count;
+use crate::config::units::{Count, NonZeroSize};
 use crate::config::{ConfigError, ConfigSource, Document, Override};
+use crate::sim::SimDuration;
+use crate::tl::{Backpressure, IpcqParams};
 
 use super::topology::Builtin;
 
@@ -85,11 +87,73 @@ impl<'de> Deserialize<'de> for ParamValue {
     }
 }
 
+/// How blocked IPCQ senders wait (`ipcq.backpressure`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case", expecting = "poll or sleep")]
+pub enum BackpressureMode {
+    /// Re-check every `poll_interval`.
+    Poll,
+    /// Sleep until the credit arrives.
+    Sleep,
+}
+
+/// `ipcq:` — the shape and protocol of the IPCQ rings; every key optional
+/// (defaults: 4 slots of 64 KiB, sleep, 100 ns poll interval, no strict
+/// validation). An algorithm entry's keys override the defaults' keys.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "an ipcq mapping (slots, slot_size, backpressure, poll_interval, strict_validation)"
+)]
+pub struct IpcqSettings {
+    /// Slots per ring.
+    pub slots: Option<Count>,
+    /// Bytes per slot: the largest message a ring carries.
+    pub slot_size: Option<NonZeroSize>,
+    /// How blocked senders wait.
+    pub backpressure: Option<BackpressureMode>,
+    /// The poll period of `backpressure: poll`.
+    pub poll_interval: Option<SimDuration>,
+    /// Check that every receive names the shape and dtype that was sent.
+    pub strict_validation: Option<bool>,
+}
+
+impl IpcqSettings {
+    /// These settings with `base`'s filling the keys left out.
+    fn or(self, base: IpcqSettings) -> IpcqSettings {
+        IpcqSettings {
+            slots: self.slots.or(base.slots),
+            slot_size: self.slot_size.or(base.slot_size),
+            backpressure: self.backpressure.or(base.backpressure),
+            poll_interval: self.poll_interval.or(base.poll_interval),
+            strict_validation: self.strict_validation.or(base.strict_validation),
+        }
+    }
+
+    /// The network parameters, defaults for the keys left out.
+    pub fn params(&self) -> IpcqParams {
+        let default = IpcqParams::default();
+        IpcqParams {
+            slots: self.slots.map_or(default.slots, |n| n.get() as usize),
+            slot_bytes: self
+                .slot_size
+                .map_or(default.slot_bytes, |s| s.get().bytes()),
+            backpressure: match self.backpressure {
+                Some(BackpressureMode::Poll) => Backpressure::Poll,
+                Some(BackpressureMode::Sleep) => Backpressure::Sleep,
+                None => default.backpressure,
+            },
+            poll_interval: self.poll_interval.unwrap_or(default.poll_interval),
+            strict_validation: self.strict_validation.unwrap_or(default.strict_validation),
+        }
+    }
+}
+
 /// `defaults:` — what runs unless an algorithm entry says otherwise.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a defaults mapping (algorithm, buffer_kind, n_elem, optional world_size)"
+    expecting = "a defaults mapping (algorithm, buffer_kind, n_elem, optional world_size and ipcq)"
 )]
 pub struct CclDefaults {
     /// The entry of `algorithms` that `all_reduce` runs.
@@ -100,13 +164,16 @@ pub struct CclDefaults {
     pub n_elem: Count,
     /// Rank count; `None` falls back to the topology's SIP count.
     pub world_size: Option<Count>,
+    /// IPCQ ring shape and protocol.
+    #[serde(default)]
+    pub ipcq: IpcqSettings,
 }
 
 /// `algorithms.<name>:` as written.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "an algorithm mapping (module, topology, optional buffer_kind, n_elem, world_size, root_cube, params)"
+    expecting = "an algorithm mapping (module, topology, optional buffer_kind, n_elem, world_size, root_cube, ipcq, params)"
 )]
 pub struct AlgorithmEntry {
     /// The algorithm's name in the algorithm registry.
@@ -121,6 +188,9 @@ pub struct AlgorithmEntry {
     pub world_size: Option<Count>,
     /// The cube that gathers a SIP's partial result.
     pub root_cube: Option<u32>,
+    /// Overrides keys of `defaults.ipcq`.
+    #[serde(default)]
+    pub ipcq: IpcqSettings,
     /// Algorithm-specific extras.
     #[serde(default)]
     pub params: BTreeMap<String, ParamValue>,
@@ -143,6 +213,8 @@ pub struct Algorithm<'a> {
     pub world_size: Option<Count>,
     /// The cube that gathers a SIP's partial result.
     pub root_cube: Option<u32>,
+    /// IPCQ ring shape and protocol.
+    pub ipcq: IpcqParams,
     /// Algorithm-specific extras.
     pub params: &'a BTreeMap<String, ParamValue>,
 }
@@ -231,6 +303,7 @@ impl CclConfig {
             n_elem: entry.n_elem.unwrap_or(self.defaults.n_elem),
             world_size: entry.world_size.or(self.defaults.world_size),
             root_cube: entry.root_cube,
+            ipcq: entry.ipcq.or(self.defaults.ipcq).params(),
             params: &entry.params,
         })
     }
@@ -320,5 +393,35 @@ mod tests {
             error.contains("algorithms.r.params.f: expected an integer"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn ipcq_settings_merge_key_by_key_over_the_defaults() {
+        let config = load(
+            "defaults:\n  algorithm: a\n  buffer_kind: tcm\n  n_elem: 8\n  \
+             ipcq: {slots: 2, backpressure: poll, poll_interval: \"50 ns\"}\n\
+             algorithms:\n  a: {module: m, topology: ring_1d, ipcq: {slots: 8, strict_validation: true}}\n  \
+             b: {module: m, topology: ring_1d}\n",
+        )
+        .unwrap();
+        let a = config.algorithm("a").unwrap().ipcq;
+        assert_eq!(a.slots, 8);
+        assert_eq!(a.backpressure, Backpressure::Poll);
+        assert_eq!(a.poll_interval, SimDuration::from_ns(50));
+        assert!(a.strict_validation);
+        assert_eq!(a.slot_bytes, IpcqParams::default().slot_bytes);
+        let b = config.algorithm("b").unwrap().ipcq;
+        assert_eq!((b.slots, b.strict_validation), (2, false));
+        let embedded = CclConfig::load(&CclConfig::default_source(), &[]).unwrap();
+        assert_eq!(embedded.default_algorithm().ipcq, IpcqParams::default());
+    }
+
+    #[test]
+    fn bad_ipcq_settings_are_positioned() {
+        let text = "defaults: {algorithm: r, buffer_kind: tcm, n_elem: 8, ipcq: {backpressure: spin}}\n\
+                    algorithms:\n  r: {module: r, topology: ring_1d}\n";
+        let error = load(text).unwrap_err().to_string();
+        assert!(error.contains("defaults.ipcq.backpressure"), "{error}");
+        assert!(error.contains("`poll`, `sleep`"), "{error}");
     }
 }

@@ -28,4 +28,7 @@ pub use algorithm::{
     CclAlgorithm, Endpoints, KernelArgs, SIP_TOPO_MESH, SIP_TOPO_RING, SIP_TOPO_TORUS,
     TOPO_NAME_TO_KIND, TileArgs, WorldShape, add_received, wired_endpoints,
 };
-pub use config::{Algorithm, AlgorithmEntry, BufferKind, CclConfig, CclDefaults, ParamValue};
+pub use config::{
+    Algorithm, AlgorithmEntry, BackpressureMode, BufferKind, CclConfig, CclDefaults, IpcqSettings,
+    ParamValue,
+};

@@ -375,7 +375,7 @@ impl Backend {
         let shape = world_shape(machine, world_size, config.topology);
         let sip_topo_kind = topo_kind(entry, algorithm.as_ref(), &shape)?;
         let endpoints = wired_endpoints(algorithm.as_ref(), &shape, machine.spec())?;
-        let network = install_network(device, &endpoints, config.buffer_kind)?;
+        let network = install_network(device, &endpoints, config.buffer_kind, config.ipcq)?;
         tracing::debug!(target: "kernbench::ccl", "process group: {entry}, world_size {world_size}");
         Ok(Backend {
             entry: entry.to_owned(),
@@ -486,9 +486,9 @@ fn install_network(
     device: &Device,
     endpoints: &Endpoints,
     buffer_kind: BufferKind,
+    params: IpcqParams,
 ) -> Result<Rc<IpcqNetwork>, DistError> {
     let wiring = Wiring::install(&endpoints.tables)?;
-    let params = IpcqParams::default();
     install(device, &wiring, &endpoints.coords, buffer_kind, params)
         .map_err(|e| DistError::Install(e.to_string()))
 }
