@@ -36,39 +36,18 @@ fn run() -> TransferReport {
     done.output().unwrap().unwrap()
 }
 
-fn packets(doc: &serde_json::Value, track: &str) -> Vec<(u64, u64)> {
-    let events = doc["traceEvents"].as_array().unwrap();
-    let tid = events
-        .iter()
-        .find(|e| e["name"] == "thread_name" && e["args"]["name"] == track)
-        .map(|e| e["tid"].clone())
-        .unwrap_or_else(|| panic!("no track {track}"));
-    events
-        .iter()
-        .filter(|e| e["name"] == "packet" && e["tid"] == tid)
-        .map(|e| {
-            let args = &e["args"];
-            (
-                args["start_ps"].as_u64().unwrap(),
-                args["dur_ps"].as_u64().unwrap(),
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn packets_are_spans_on_their_links_tracks_and_tracing_changes_no_time() {
     let (layer, handle) = ChromeTraceLayer::with_sim_clock();
     let subscriber = tracing_subscriber::registry().with(layer);
     let traced = tracing::subscriber::with_default(subscriber, run);
-    let doc = handle.to_value();
     // 100 B at 1 GB/s = 100 ns per packet, 5 ns latency per hop.
     assert_eq!(
-        packets(&doc, "link0"),
+        handle.spans("link0", "packet"),
         vec![(0, 100_000), (100_000, 100_000)]
     );
     assert_eq!(
-        packets(&doc, "link1"),
+        handle.spans("link1", "packet"),
         vec![(105_000, 100_000), (205_000, 100_000)]
     );
     assert_eq!(traced.end, SimTime::from_ps(310_000));

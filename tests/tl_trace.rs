@@ -23,46 +23,26 @@ fn launch_once() -> LaunchReport<()> {
     run(&device, Kernel::new("dot_relu", dot_relu), ONE, ()).unwrap()
 }
 
-/// `(start_ps, dur_ps)` of the spans called `name` on `track`.
-fn spans(doc: &serde_json::Value, track: &str, name: &str) -> Vec<(u64, u64)> {
-    let events = doc["traceEvents"].as_array().unwrap();
-    let tid = events
-        .iter()
-        .find(|e| e["name"] == "thread_name" && e["args"]["name"] == track)
-        .map(|e| e["tid"].clone())
-        .unwrap_or_else(|| panic!("no track {track}"));
-    events
-        .iter()
-        .filter(|e| e["name"] == name && e["tid"] == tid)
-        .map(|e| {
-            let args = &e["args"];
-            let field = |f: &str| args[f].as_u64().unwrap();
-            (field("start_ps"), field("dur_ps"))
-        })
-        .collect()
-}
-
 #[test]
 fn units_and_programs_are_spans_on_their_tracks_and_tracing_changes_no_time() {
     let (layer, handle) = ChromeTraceLayer::with_sim_clock();
     let subscriber = tracing_subscriber::registry().with(layer);
     let traced = tracing::subscriber::with_default(subscriber, launch_once);
-    let doc = handle.to_value();
     let program = &traced.programs[0];
     let start = program.start.as_ps();
     // Two 128 x 128 tiles, each moving 98 304 B of TCM traffic (more
     // than 64 cycles); fill 254 cycles; then the relu.
     let tile = 98_304;
     assert_eq!(
-        spans(&doc, "sip0.cube0.pe0.gemm", "gemm"),
+        handle.spans("sip0.cube0.pe0.gemm", "gemm"),
         [(start, tile), (start + tile, tile)]
     );
     let relu = (256 * 128u64).div_ceil(1024) + 4;
     assert_eq!(
-        spans(&doc, "sip0.cube0.pe0.math", "math"),
+        handle.spans("sip0.cube0.pe0.math", "math"),
         [(start + 2 * tile + 254_000, relu * 1000)]
     );
-    let kernel = spans(&doc, "sip0.cube0.pe0", "kernel");
+    let kernel = handle.spans("sip0.cube0.pe0", "kernel");
     assert_eq!(kernel, [(start, (program.end - program.start).as_ps())]);
     assert_eq!(launch_once(), traced, "tracing changed simulated time");
 }

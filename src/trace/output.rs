@@ -34,6 +34,31 @@ impl TraceHandle {
         serde_json::from_str(&self.to_json()).expect("the trace renderer writes valid JSON")
     }
 
+    /// `(start_ps, dur_ps)` of every span called `name` on track `track`,
+    /// in timeline order: what a test asserts on. Empty if the track does
+    /// not exist.
+    pub fn spans(&self, track: &str, name: &str) -> Vec<(u64, u64)> {
+        let doc = self.to_value();
+        let events = doc["traceEvents"].as_array().cloned().unwrap_or_default();
+        let Some(tid) = events
+            .iter()
+            .find(|e| e["name"] == "thread_name" && e["args"]["name"] == track)
+            .map(|e| e["tid"].clone())
+        else {
+            return Vec::new();
+        };
+        events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["name"] == name && e["tid"] == tid)
+            .filter_map(|e| {
+                Some((
+                    e["args"]["start_ps"].as_u64()?,
+                    e["args"]["dur_ps"].as_u64()?,
+                ))
+            })
+            .collect()
+    }
+
     /// How many spans and events were dropped because the clock read `None`.
     pub fn untimed_dropped(&self) -> u64 {
         timeline::lock(&self.timeline).untimed_dropped()
