@@ -132,6 +132,17 @@ impl Device {
         Ok(addr)
     }
 
+    /// Like [`alloc`](Self::alloc), at a multiple of `align` bytes (a power
+    /// of two, at least [`GRANULE`]).
+    pub fn alloc_aligned(&self, space: MemSpace, len: u64, align: u64) -> Result<u64, DeviceError> {
+        let addr = self
+            .allocators
+            .borrow_mut()
+            .alloc_aligned(space, len, align)?;
+        self.apply("allocator", Op::Map { addr, len })?;
+        Ok(addr)
+    }
+
     /// Frees an allocation made by [`alloc`](Self::alloc).
     pub fn free(&self, addr: u64) -> Result<(), DeviceError> {
         self.allocators.borrow_mut().free(addr)?;

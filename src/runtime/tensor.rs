@@ -8,10 +8,8 @@
 //! `data_ptr() + Σ_{j<i} pages(j)`, so when every shard is a whole number of
 //! pages (say 2 KiB × 2 f16 rows) shard `i` of equal shards is at
 //! `data_ptr() + i × shard_bytes`, the seeds' `t_ptr + cube × nbytes`. A VA
-//! page must be backed by a page-aligned physical page and `Device::alloc`
-//! aligns to 64 B only, so each shard allocates `pages + 4 KiB − 64 B` and
-//! uses its first page-aligned `pages` bytes (at most 4032 B of slack per
-//! shard). [`Shard::addr`] is the device address kernels' DMAs use;
+//! page must be backed by a page-aligned physical page, so each shard is
+//! allocated page-aligned ([`Device::alloc_aligned`]). [`Shard::addr`] is the device address kernels' DMAs use;
 //! [`Torch::translate`](super::Torch::translate) maps any VA of the tensor.
 //!
 //! **H2D** ([`Tensor::copy_from`]): per shard, in shard order (one in-order
@@ -48,7 +46,7 @@ use tracing::Instrument;
 use super::placement::{DPPolicy, PlacementError, ShardSpec};
 use super::torch::{Runtime, TENSOR_PAGE_SIZE};
 use super::worker;
-use crate::device::{Device, DeviceError, GRANULE};
+use crate::device::{Device, DeviceError};
 use crate::hw::Mcpu;
 use crate::mem::{DType, DataMode, Extent, VaError};
 use crate::topology::{MemSpace, NodeId, naming};
@@ -151,8 +149,6 @@ pub struct Shard {
     pub va: u64,
     /// Bytes of data (`rows × cols × dtype size`).
     pub bytes: u64,
-    /// What `Device::alloc` returned (freed with the shard).
-    allocation: u64,
 }
 
 /// The shards of a live tensor and its VA range.
@@ -445,7 +441,7 @@ fn deploy(runtime: &Runtime, specs: &[ShardSpec], dtype: DType) -> Result<Deploy
 fn release(runtime: &Runtime, shards: &[Shard], error: Unnamed) -> Unnamed {
     for shard in shards {
         // The deployment already failed; a second failure would hide the first.
-        let _ = runtime.device.free(shard.allocation);
+        let _ = runtime.device.free(shard.addr);
     }
     error
 }
@@ -462,15 +458,13 @@ fn allocate_shard(
         sip: spec.sip,
         cube: spec.cube,
     };
-    let allocation = device.alloc(space, len + TENSOR_PAGE_SIZE - GRANULE)?;
-    let addr = allocation.next_multiple_of(TENSOR_PAGE_SIZE);
+    let addr = device.alloc_aligned(space, len, TENSOR_PAGE_SIZE)?;
     let (_, offset) = device.fabric().machine().address_map().decode(addr)?;
     let shard = Shard {
         spec,
         addr,
         va: 0,
         bytes,
-        allocation,
     };
     Ok((shard, Extent { space, offset, len }))
 }
@@ -483,7 +477,7 @@ fn undeploy(runtime: &Runtime, deployment: &Deployment) -> Result<(), Unnamed> {
         .unmap(deployment.va)
         .map_err(Unnamed::Va)?;
     for shard in &deployment.shards {
-        runtime.device.free(shard.allocation)?;
+        runtime.device.free(shard.addr)?;
     }
     Ok(())
 }
