@@ -18,7 +18,9 @@ use tracing_subscriber::{EnvFilter, Layer};
 
 use kernbench::ccl::CclConfig;
 use kernbench::config::{ConfigError, ConfigSource, Overrides};
-use kernbench::topology::{GraphView, Machine, Scope, TopologyError, TopologySpec, ViewError};
+use kernbench::topology::{
+    Fidelity, GraphView, Machine, Scope, TopologyError, TopologySpec, ViewError,
+};
 use kernbench::trace::{ChromeTraceLayer, TraceFileGuard};
 use kernbench::workloads::{self, GemmDims, Options, WorkloadError};
 
@@ -42,6 +44,12 @@ struct Cli {
     /// Write a Chrome/Perfetto trace of the run to FILE.
     #[arg(long, global = true, value_name = "FILE")]
     trace: Option<PathBuf>,
+
+    /// How transfers are simulated: `packet` (every packet at every hop, the
+    /// reference) or `flow` (one reservation per hop, same uncontended times,
+    /// far fewer events). Overrides topology.yaml `simulation.fidelity`.
+    #[arg(long, global = true, value_name = "MODE", value_parser = fidelity_names())]
+    fidelity: Option<String>,
 
     #[command(subcommand)]
     command: Command,
@@ -220,7 +228,11 @@ impl CliError {
 /// Loads and checks both configuration files, so every subcommand (`topo`
 /// included) rejects a bad ccl.yaml as well as a bad topology.yaml.
 fn load_config(cli: &Cli) -> Result<(TopologySpec, CclConfig), ConfigError> {
-    let overrides = Overrides::parse(&cli.set)?;
+    let fidelity = cli
+        .fidelity
+        .iter()
+        .map(|f| format!("simulation.fidelity={f}"));
+    let overrides = Overrides::parse(&cli.set.iter().cloned().chain(fidelity).collect::<Vec<_>>())?;
     let topology_source = cli
         .topology
         .clone()
@@ -233,6 +245,11 @@ fn load_config(cli: &Cli) -> Result<(TopologySpec, CclConfig), ConfigError> {
         TopologySpec::load(&topology_source, &overrides.topology)?,
         CclConfig::load(&ccl_source, &overrides.ccl)?,
     ))
+}
+
+/// The values `--fidelity` accepts.
+fn fidelity_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(Fidelity::ALL.map(Fidelity::name))
 }
 
 /// Installs the log output: a `fmt` layer on stderr filtered by `RUST_LOG`

@@ -1,14 +1,14 @@
-//! Transfers over paths of links: the simulated time equals the closed form
-//! to the picosecond, contention shares links fairly and never pushes a
-//! link past 100 %, tracing shows every packet and changes no time.
+//! Transfers over paths of links, in both fidelities: the simulated time
+//! equals the closed form to the picosecond, contention never pushes a link
+//! past 100 %; packets share a link fairly, flows queue FIFO (ADR-0011).
 
 use std::num::NonZeroU64;
 use std::rc::Rc;
 
 use kernbench::config::units::{Bandwidth, Fraction, Size};
-use kernbench::hw::{HopParams, Link, TransferReport, transfer, transfer_formula};
+use kernbench::hw::{HopParams, Link, TransferReport, transfer, transfer_flow, transfer_formula};
 use kernbench::sim::{self, SimDuration, SimTime, Simulation};
-use kernbench::topology::TopologySpec;
+use kernbench::topology::{Fidelity, TopologySpec};
 use proptest::prelude::*;
 
 fn payload(p: u64) -> NonZeroU64 {
@@ -31,16 +31,31 @@ fn links(hops: &[HopParams]) -> Vec<Rc<Link>> {
         .collect()
 }
 
+/// Moves `bytes` over `path` with `fidelity`.
+async fn move_bytes(fidelity: Fidelity, path: &[Rc<Link>], bytes: u64, max: u64) -> TransferReport {
+    let result = match fidelity {
+        Fidelity::Packet => transfer(path, bytes, payload(max)).await,
+        Fidelity::Flow => transfer_flow(path.iter().map(|l| &**l), bytes, payload(max)).await,
+    };
+    result.unwrap()
+}
+
 /// Runs one transfer of `bytes` over `path` starting at `start`.
-fn run_one(path: &[Rc<Link>], start: SimTime, bytes: u64, max: u64) -> TransferReport {
+fn run_one(
+    fidelity: Fidelity,
+    path: &[Rc<Link>],
+    start: SimTime,
+    bytes: u64,
+    max: u64,
+) -> TransferReport {
     let mut simulation = Simulation::new();
     let path = path.to_vec();
     let done = simulation.spawn("transfer", async move {
         sim::sleep_until(start).await;
-        transfer(&path, bytes, payload(max)).await
+        move_bytes(fidelity, &path, bytes, max).await
     });
     simulation.run().unwrap();
-    done.output().unwrap().unwrap()
+    done.output().unwrap()
 }
 
 fn hop_strategy() -> impl Strategy<Value = HopParams> {
@@ -70,17 +85,19 @@ proptest! {
     fn uncontended_simulation_equals_formula_to_the_picosecond(
         (hops, bytes, max, start) in transfer_strategy()
     ) {
-        let path = links(&hops);
-        let start = SimTime::from_ps(start);
-        let report = run_one(&path, start, bytes, max);
         let formula = transfer_formula(&hops, bytes, payload(max)).unwrap();
-        prop_assert_eq!(report.start, start);
-        prop_assert_eq!(report.duration(), formula);
-        prop_assert_eq!(report.packets, bytes.div_ceil(max).max(1));
-        for link in &path {
-            let stats = link.stats(report.end);
-            prop_assert_eq!((stats.jobs, stats.bytes), (report.packets, bytes));
-            prop_assert!(stats.busy <= stats.elapsed);
+        for fidelity in Fidelity::ALL {
+            let path = links(&hops);
+            let start = SimTime::from_ps(start);
+            let report = run_one(fidelity, &path, start, bytes, max);
+            prop_assert_eq!(report.start, start);
+            prop_assert_eq!(report.duration(), formula, "{}", fidelity);
+            prop_assert_eq!(report.packets, bytes.div_ceil(max).max(1));
+            for link in &path {
+                let stats = link.stats(report.end);
+                prop_assert_eq!((stats.jobs, stats.bytes), (report.packets, bytes));
+                prop_assert!(stats.busy <= stats.elapsed);
+            }
         }
     }
 
@@ -91,6 +108,7 @@ proptest! {
             1..6,
         ),
         probes in prop::collection::vec(0u64..200_000, 1..5),
+        fidelity in prop::sample::select(Fidelity::ALL.to_vec()),
     ) {
         let hops = [hop(64_000_000_000, 900_000, 9_000, 0), hop(25_600_000_000, 1_000_000, 0, 0),
                     hop(63_000_000_000, 1_000_000, 500_000, 24), hop(1_000_000_000_000, 920_000, 2_000, 0)];
@@ -100,7 +118,7 @@ proptest! {
             let path: Vec<_> = route.iter().map(|h| all[*h].clone()).collect();
             simulation.spawn(&format!("flow{i}"), async move {
                 sim::sleep(SimDuration::from_ps(start)).await;
-                transfer(&path, bytes, payload(256)).await.unwrap();
+                move_bytes(fidelity, &path, bytes, 256).await;
             });
         }
         let mut probes = probes;
@@ -123,14 +141,16 @@ proptest! {
 #[test]
 fn zero_bytes_is_one_header_only_packet() {
     let hops = [hop(63_000_000_000, 1_000_000, 500_000, 24); 2];
-    let report = run_one(&links(&hops), SimTime::ZERO, 0, 256);
-    assert_eq!(report.packets, 1);
-    // Per hop: 500 ns latency + 24 B at 63 GB/s (381 ps).
-    assert_eq!(report.duration().as_ps(), 2 * (500_000 + 381));
-    assert_eq!(
-        transfer_formula(&hops, 0, payload(256)).unwrap(),
-        report.duration()
-    );
+    for fidelity in Fidelity::ALL {
+        let report = run_one(fidelity, &links(&hops), SimTime::ZERO, 0, 256);
+        assert_eq!(report.packets, 1);
+        // Per hop: 500 ns latency + 24 B at 63 GB/s (381 ps).
+        assert_eq!(report.duration().as_ps(), 2 * (500_000 + 381));
+        assert_eq!(
+            transfer_formula(&hops, 0, payload(256)).unwrap(),
+            report.duration()
+        );
+    }
 }
 
 #[test]
@@ -141,14 +161,16 @@ fn large_transfer_costs_latency_plus_bytes_over_the_slowest_hop() {
         hop(100_000_000_000, 1_000_000, 1_000, 0),
         hop(25_000_000_000, 1_000_000, 1_000, 0),
     ];
-    let report = run_one(&links(&hops), SimTime::ZERO, 1 << 20, 4096);
-    let slow_ps = (1u64 << 20) * 40; // 40 ps per byte at 25 GB/s
-    let first_packet_fast_ps = 4096 * 10;
-    assert_eq!(
-        report.duration().as_ps(),
-        2_000 + slow_ps + first_packet_fast_ps
-    );
-    assert_eq!(report.bottleneck.unwrap().hop, 1);
+    for fidelity in Fidelity::ALL {
+        let report = run_one(fidelity, &links(&hops), SimTime::ZERO, 1 << 20, 4096);
+        let slow_ps = (1u64 << 20) * 40; // 40 ps per byte at 25 GB/s
+        let first_packet_fast_ps = 4096 * 10;
+        assert_eq!(
+            report.duration().as_ps(),
+            2_000 + slow_ps + first_packet_fast_ps
+        );
+        assert_eq!(report.bottleneck.unwrap().hop, 1, "{fidelity}");
+    }
 }
 
 /// The worked example of docs/latency-model.md: 32 KiB from a PE's NoC
@@ -174,9 +196,11 @@ fn worked_example_from_the_latency_model() {
     let max = noc.max_payload.get().bytes();
     let formula = transfer_formula(&hops, 32 * 1024, payload(max)).unwrap();
     assert_eq!(formula.as_ps(), 605_674);
-    let report = run_one(&links(&hops), SimTime::ZERO, 32 * 1024, max);
-    assert_eq!(report.duration(), formula);
-    assert_eq!(report.packets, 64);
+    for fidelity in Fidelity::ALL {
+        let report = run_one(fidelity, &links(&hops), SimTime::ZERO, 32 * 1024, max);
+        assert_eq!(report.duration(), formula);
+        assert_eq!(report.packets, 64);
+    }
     // The fidelity dial: 1 KiB and 8 KiB packets.
     let larger = transfer_formula(&hops, 32 * 1024, payload(1024)).unwrap();
     assert_eq!(larger.as_ps(), 623_452);
@@ -191,7 +215,7 @@ fn worked_example_from_the_latency_model() {
 }
 
 /// Two flows share the middle link; each has its own first and last link.
-fn shared_link_run() -> (Vec<TransferReport>, Rc<Link>, SimTime) {
+fn shared_link_run(fidelity: Fidelity) -> (Vec<TransferReport>, Rc<Link>, SimTime) {
     let fast = hop(100_000_000_000, 1_000_000, 1_000, 0);
     let shared = Rc::new(Link::new(
         "shared",
@@ -207,7 +231,7 @@ fn shared_link_run() -> (Vec<TransferReport>, Rc<Link>, SimTime) {
                 Rc::new(Link::new(&format!("{flow}.out"), fast)),
             ];
             simulation.spawn(flow, async move {
-                transfer(&path, 64 * 1024, payload(1024)).await.unwrap()
+                move_bytes(fidelity, &path, 64 * 1024, 1024).await
             })
         })
         .collect();
@@ -218,7 +242,13 @@ fn shared_link_run() -> (Vec<TransferReport>, Rc<Link>, SimTime) {
 
 #[test]
 fn two_transfers_sharing_a_link_take_twice_its_serialisation() {
-    let (reports, shared, end) = shared_link_run();
+    for fidelity in Fidelity::ALL {
+        check_shared_link_serialises_both(fidelity);
+    }
+}
+
+fn check_shared_link_serialises_both(fidelity: Fidelity) {
+    let (reports, shared, end) = shared_link_run(fidelity);
     let alone = SimDuration::from_ps(64 * 1024 * 100); // 100 ps per byte at 10 GB/s
     let last = reports.iter().map(|r| r.end).max().unwrap();
     assert!(last.saturating_since(SimTime::ZERO) >= SimDuration::from_ps(2 * alone.as_ps()));
@@ -233,10 +263,23 @@ fn two_transfers_sharing_a_link_take_twice_its_serialisation() {
 }
 
 #[test]
-fn flows_sharing_a_link_interleave_packet_by_packet() {
-    let (reports, _, _) = shared_link_run();
+fn packets_sharing_a_link_interleave_packet_by_packet() {
+    let (reports, _, _) = shared_link_run(Fidelity::Packet);
     // Fair sharing: the two flows finish one shared-link packet apart
     // (1 KiB at 10 GB/s = 102.4 ns), not one whole transfer apart.
     let gap = reports[1].end.saturating_since(reports[0].end);
     assert_eq!(gap.as_ps(), 102_400);
+}
+
+#[test]
+fn flows_sharing_a_link_queue_fifo_and_end_with_the_packets() {
+    let (flows, _, _) = shared_link_run(Fidelity::Flow);
+    let (packets, _, _) = shared_link_run(Fidelity::Packet);
+    // FIFO reservation: the second flow waits for the whole first one on
+    // the shared link (64 KiB at 10 GB/s = 6553.6 ns) ...
+    let gap = flows[1].end.saturating_since(flows[0].end);
+    assert_eq!(gap.as_ps(), 64 * 1024 * 100);
+    // ... and the pair is done when the interleaved packets are.
+    let last = |r: &[TransferReport]| r.iter().map(|r| r.end).max().unwrap();
+    assert_eq!(last(&flows), last(&packets));
 }

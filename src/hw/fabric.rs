@@ -25,10 +25,13 @@ use std::sync::Arc;
 
 use super::{
     DmaEngine, GemmEngine, HbmController, HopParams, HwError, IoCpu, Link, MathEngine, Mcpu,
-    MemoryPort, TransferReport, hbm_formula, memory_formula, transfer, transfer_formula,
+    MemoryPort, TransferReport, hbm_formula, memory_formula, transfer, transfer_flow,
+    transfer_formula,
 };
 use crate::sim::{self, SimDuration};
-use crate::topology::{EdgeId, Machine, MemSpace, Path, PathRouter, TopologySpec, naming};
+use crate::topology::{
+    EdgeId, Fidelity, Machine, MemSpace, Path, PathRouter, TopologySpec, naming,
+};
 
 /// The instantiated hardware of one machine.
 pub struct Fabric {
@@ -153,9 +156,22 @@ impl Fabric {
             .unwrap_or(NonZeroU64::MIN)
     }
 
-    /// Moves `bytes` over `path` (see [`transfer`]).
+    /// How transfers are simulated (`simulation.fidelity`).
+    pub fn fidelity(&self) -> Fidelity {
+        self.machine.spec().simulation.fidelity
+    }
+
+    /// Moves `bytes` over `path`: packet by packet ([`transfer`]) or as one
+    /// flow ([`transfer_flow`]), as the machine's fidelity says.
     pub async fn send(&self, path: &Path, bytes: u64) -> Result<TransferReport, HwError> {
-        transfer(&self.path_links(path), bytes, self.max_payload(path)).await
+        let payload = self.max_payload(path);
+        match self.fidelity() {
+            Fidelity::Packet => transfer(&self.path_links(path), bytes, payload).await,
+            Fidelity::Flow => {
+                let links = path.edges().iter().map(|&e| &*self.links[e.index()]);
+                transfer_flow(links, bytes, payload).await
+            }
+        }
     }
 
     /// The uncontended time of [`send`](Self::send).

@@ -118,6 +118,19 @@ impl Link {
         &self.server
     }
 
+    /// Books the link for a whole flow of `packets` packets whose first
+    /// arrives at `arrives`: `busy` of occupancy for `payload` bytes (see
+    /// [`SerialServer::reserve_batch`]).
+    pub(crate) fn book(
+        &self,
+        arrives: SimTime,
+        busy: SimDuration,
+        payload: u64,
+        packets: u64,
+    ) -> Result<Reservation, HwError> {
+        self.server.reserve_batch(arrives, busy, payload, packets)
+    }
+
     /// A packet of `payload` bytes that has fully arrived at this link now,
     /// with occupancy `occupancy` (precomputed by the caller).
     pub(crate) fn carry(&self, payload: u64, occupancy: SimDuration) -> Result<PacketHop, HwError> {

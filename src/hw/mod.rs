@@ -49,7 +49,9 @@ pub use pe::{
     gemm_formula, math_formula, pipeline_formula,
 };
 pub use server::{AccessReport, Activity, Reservation, SerialServer, ServerStats};
-pub use transit::{Bottleneck, PacketPlan, TransferReport, transfer, transfer_formula};
+pub use transit::{
+    Bottleneck, PacketPlan, TransferReport, transfer, transfer_flow, transfer_formula,
+};
 
 use crate::sim::{SimDuration, SimTime, TimeError};
 

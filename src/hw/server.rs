@@ -150,12 +150,29 @@ impl SerialServer {
     /// Reserves the server for a job of `bytes` payload arriving now, for
     /// `occupancy`. Must be called from a simulation task.
     pub fn reserve(&self, occupancy: SimDuration, bytes: u64) -> Result<Reservation, HwError> {
+        self.reserve_batch(sim::now(), occupancy, bytes, 1)
+    }
+
+    /// Reserves the server for `jobs` jobs (a flow's packets) that start to
+    /// arrive at `arrives` (now or later), served back to back over
+    /// `[max(arrives, free_at), + occupancy)`. Booking ahead is what a flow
+    /// does on the hops it has not reached yet; a job booked later queues
+    /// behind it even if it arrives first, and the busy time
+    /// [`stats`](Self::stats) reports is exact once `free_at` has passed.
+    /// Must be called from a simulation task.
+    pub fn reserve_batch(
+        &self,
+        arrives: SimTime,
+        occupancy: SimDuration,
+        bytes: u64,
+        jobs: u64,
+    ) -> Result<Reservation, HwError> {
         let mut calendar = self.calendar.get();
-        let start = sim::now().max(calendar.free_at);
+        let start = arrives.max(calendar.free_at);
         let end = later(start, occupancy, &self.name)?;
         calendar.free_at = end;
         calendar.reserved += occupancy.as_ps();
-        calendar.jobs += 1;
+        calendar.jobs += jobs;
         calendar.bytes = calendar.bytes.saturating_add(bytes);
         self.calendar.set(calendar);
         let reservation = Reservation { start, end };

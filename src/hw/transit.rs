@@ -18,6 +18,22 @@
 //! [`transfer`] runs the packets as a small event loop inside the calling
 //! task (one timer per packet per hop, no task per packet).
 //!
+//! [`transfer_flow`] is the flow fidelity (ADR-0011): the same recurrence
+//! solved per hop for the whole transfer at once. Because every packet but
+//! the last has the same size, three instants per hop carry the pipeline:
+//! the first packet's arrival `A`, the last full packet's arrival `F` and
+//! the last packet's arrival `Z`. Hop `h` is booked (FIFO, on the same
+//! [`SerialServer`](super::server::SerialServer) calendar packets use) for
+//! the transfer's whole occupancy `B_h = (N−1)·S_h(P) + S_h(P_last)` from
+//! `s = max(A, free_at)`; then
+//! `X = max(F + S_h(P), s + (N−1)·S_h(P))` is when the last full packet
+//! leaves, `D = max(Z, X) + S_h(P_last)` when the last packet leaves, and
+//! the next hop sees `A' = s + S_h(P_first) + L_h`, `F' = X + L_h`,
+//! `Z' = D + L_h`. Uncontended (`s = A` everywhere) this is exactly the
+//! packet recurrence, so it equals [`transfer_formula`] to the picosecond;
+//! under contention a flow queues behind the flows booked before it on
+//! each hop. One transfer costs O(hops) arithmetic and one timer.
+//!
 //! Knows links and sizes; nothing of what the bytes are or why they move.
 
 use std::cmp::Reverse;
@@ -118,6 +134,89 @@ pub async fn transfer(
         flight.handle(event)?;
     }
     Ok(flight.report())
+}
+
+/// Moves `bytes` over `path` as one flow (module docs, ADR-0011); returns
+/// when the last byte has arrived. Uncontended it takes exactly the time of
+/// [`transfer`] and [`transfer_formula`]. An empty path takes no time.
+///
+/// Errors: a time that overflows u64 picoseconds, naming the link.
+pub async fn transfer_flow<'a>(
+    path: impl IntoIterator<Item = &'a Link>,
+    bytes: u64,
+    max_payload: NonZeroU64,
+) -> Result<TransferReport, HwError> {
+    let plan = PacketPlan::new(bytes, max_payload);
+    let start = sim::now();
+    let mut front = FlowFront::at(start);
+    let mut bottleneck: Option<Bottleneck> = None;
+    for (index, link) in path.into_iter().enumerate() {
+        let residency = front.cross(link, &plan)?;
+        if bottleneck.as_ref().is_none_or(|b| residency >= b.residency) {
+            bottleneck = Some(Bottleneck {
+                hop: index,
+                link: link.server().shared_name(),
+                residency,
+            });
+        }
+    }
+    sim::sleep_until(front.last).await;
+    Ok(TransferReport {
+        start,
+        end: front.last,
+        bytes: plan.bytes(),
+        packets: plan.packets,
+        bottleneck,
+    })
+}
+
+/// Where a flow's packets are when they reach the next hop: the first
+/// packet, the last full one and the last one (module docs: `A`, `F`, `Z`).
+struct FlowFront {
+    first: SimTime,
+    last_full: SimTime,
+    last: SimTime,
+}
+
+impl FlowFront {
+    fn at(start: SimTime) -> Self {
+        FlowFront {
+            first: start,
+            last_full: start,
+            last: start,
+        }
+    }
+
+    /// Books `link` for the flow and moves the front past it; returns the
+    /// flow's residency there (queueing before its first packet plus its
+    /// occupancy), the measure [`Bottleneck`] compares.
+    fn cross(&mut self, link: &Link, plan: &PacketPlan) -> Result<SimDuration, HwError> {
+        let name = link.name();
+        let params = link.params();
+        let occupancy = |b| params.occupancy(b).map_err(HwError::time(name));
+        let (full, tail) = (occupancy(plan.full)?, occupancy(plan.last)?);
+        let overflow = |e| HwError::time(name)(e);
+        let fulls = full.checked_mul(plan.packets - 1).map_err(overflow)?;
+        let busy = fulls.checked_add(tail).map_err(overflow)?;
+        let booked = link.book(self.first, busy, plan.bytes(), plan.packets)?;
+        let after = |t: SimTime, d: SimDuration| super::later(t, d, name);
+        let (first_size, last_full_leaves) = if plan.packets == 1 {
+            (tail, booked.start)
+        } else {
+            let paced = after(self.last_full, full)?;
+            (full, paced.max(after(booked.start, fulls)?))
+        };
+        let last_leaves = after(self.last.max(last_full_leaves), tail)?;
+        let first_leaves = after(booked.start, first_size)?;
+        let residency = booked.start.saturating_since(self.first) + busy;
+        let latency = params.latency;
+        *self = FlowFront {
+            first: after(first_leaves, latency)?,
+            last_full: after(last_full_leaves, latency)?,
+            last: after(last_leaves, latency)?,
+        };
+        Ok(residency)
+    }
 }
 
 /// The uncontended time of [`transfer`] over hops `hops`:

@@ -46,9 +46,9 @@ pub use machine::{Edge, EdgeId, EdgeKind, Machine, Node, NodeId, NodeKind};
 pub use resolver::{AddressResolver, Resolved};
 pub use routing::{Path, PathRouter, RouteError};
 pub use spec::{
-    CubeSpec, DmaSpec, GemmSpec, Grid, HbmError, HbmParams, HbmSpec, HostSpec, IoCpuSpec, LinkSpec,
-    MathSpec, McpuSpec, MemorySpec, NocSpec, PeSpec, SipLayout, SipLayoutError, SipSpec,
-    SipTopology, SipsParams, SystemSpec, TopologySpec, UcieSpec,
+    CubeSpec, DmaSpec, Fidelity, GemmSpec, Grid, HbmError, HbmParams, HbmSpec, HostSpec, IoCpuSpec,
+    LinkSpec, MathSpec, McpuSpec, MemorySpec, NocSpec, PeSpec, SimulationSpec, SipLayout,
+    SipLayoutError, SipSpec, SipTopology, SipsParams, SystemSpec, TopologySpec, UcieSpec,
 };
 pub use summary::{ComputeSummary, LinkSummary, MemorySummary, TopologySummary};
 pub use views::{Counts, GraphView, Scope, ViewError, ViewLink, ViewNode};

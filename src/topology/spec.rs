@@ -36,6 +36,52 @@ pub struct TopologySpec {
     pub cube: CubeSpec,
     /// One PE: clock, TCM, GEMM and math engines, PE_DMA.
     pub pe: PeSpec,
+    /// How the hardware is simulated (not what it is).
+    pub simulation: SimulationSpec,
+}
+
+/// `simulation:` (optional) — how the machine is simulated.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping with fidelity")]
+pub struct SimulationSpec {
+    /// How transfers cross their links (default `packet`).
+    #[serde(default)]
+    pub fidelity: Fidelity,
+}
+
+/// How a transfer crosses its path (`simulation.fidelity`, `--fidelity`;
+/// docs/latency-model.md, ADR-0011).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(expecting = "packet or flow")]
+pub enum Fidelity {
+    /// Every packet is an event at every hop (store-and-forward, FIFO per
+    /// packet): the reference model.
+    #[default]
+    #[serde(rename = "packet")]
+    Packet,
+    /// A whole transfer reserves each hop once for its occupancy, pipelined
+    /// as the closed form says: O(hops) arithmetic and one timer.
+    #[serde(rename = "flow")]
+    Flow,
+}
+
+impl Fidelity {
+    /// Every fidelity, in the order help texts list them.
+    pub const ALL: [Fidelity; 2] = [Fidelity::Packet, Fidelity::Flow];
+
+    /// The name used in topology.yaml and on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Fidelity::Packet => "packet",
+            Fidelity::Flow => "flow",
+        }
+    }
+}
+
+impl fmt::Display for Fidelity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// `system:` — the SIPs, the host and the links that join them.
@@ -595,13 +641,15 @@ fn square_grid(count: Count, topology: SipTopology) -> Result<Grid, SipLayoutErr
 #[derive(Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a topology mapping with system, sip, cube and pe"
+    expecting = "a topology mapping with system, sip, cube, pe and optionally simulation"
 )]
 struct TopologyFile {
     system: SystemFile,
     sip: SipSpec,
     cube: CubeFile,
     pe: PeSpec,
+    #[serde(default)]
+    simulation: SimulationSpec,
 }
 
 #[derive(Deserialize)]
@@ -664,6 +712,7 @@ impl TopologySpec {
                 mcpu: file.cube.mcpu,
             },
             pe: file.pe,
+            simulation: file.simulation,
         };
         spec.check_compilable(document)?;
         Ok(spec)
