@@ -11,6 +11,7 @@ use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::{LookupSpan, SpanRef};
 
+use super::CompleteEvent;
 use super::output::{TraceFileGuard, TraceHandle};
 use super::timeline::{self, Record, SharedTimeline, Stamp, Timeline};
 use crate::sim::SimTime;
@@ -64,6 +65,24 @@ impl ChromeTraceLayer {
 
     fn now(&self) -> Option<SimTime> {
         (self.clock)()
+    }
+
+    /// Adds an event whose times the caller knows, see [`super::record_complete`].
+    pub(super) fn record_complete(&self, event: &CompleteEvent<'_>) {
+        let mut timeline = self.timeline();
+        let stamp = timeline.stamp_given(event.start);
+        let args = event
+            .args
+            .iter()
+            .map(|&(key, value)| (key.to_owned(), value.into()));
+        timeline.push(Record {
+            stamp,
+            dur: Some(event.end.saturating_since(event.start)),
+            track: event.track.to_owned(),
+            name: event.name.to_owned(),
+            category: event.category,
+            args: args.collect(),
+        });
     }
 }
 
@@ -295,6 +314,58 @@ mod tests {
         assert_eq!(names, ["started", "inside"]);
         assert_eq!(events[0]["args"]["dur_ps"], 0, "ends at the last time seen");
         assert_eq!(handle.untimed_dropped(), 2);
+    }
+
+    fn complete(track: &str, start: u64, end: u64) -> CompleteEvent<'_> {
+        CompleteEvent {
+            track,
+            name: "busy",
+            category: "test",
+            start: SimTime::from_ps(start),
+            end: SimTime::from_ps(end),
+            args: &[("bytes", 64)],
+        }
+    }
+
+    #[test]
+    fn complete_events_keep_the_given_times_and_args() {
+        let (events, _) = record(|| {
+            assert!(crate::trace::is_recording());
+            set_ps(10);
+            crate::trace::record_complete(&complete("link0", 40, 45));
+            let _span = info_span!("later", component = "pe0");
+            set_ps(20);
+        });
+        let named = |name: &str| events.iter().find(|e| e["name"] == name).unwrap();
+        let busy = named("busy");
+        assert_eq!(busy["args"]["start_ps"], 40);
+        assert_eq!(busy["args"]["dur_ps"], 5);
+        assert_eq!(busy["args"]["bytes"], 64);
+        let later = named("later");
+        assert_eq!(
+            later["args"]["dur_ps"], 10,
+            "given times are not clock readings"
+        );
+    }
+
+    #[test]
+    fn complete_events_reach_the_layer_inside_a_layered_subscriber() {
+        leave_simulation();
+        let (layer, handle) = ChromeTraceLayer::new(fake_now);
+        let quiet = tracing_subscriber::fmt::layer()
+            .with_writer(std::io::sink)
+            .with_filter(tracing_subscriber::EnvFilter::new("warn"));
+        let subscriber = tracing_subscriber::registry().with(quiet).with(Some(layer));
+        tracing::subscriber::with_default(subscriber, || {
+            crate::trace::record_complete(&complete("link0", 1, 2));
+        });
+        assert_eq!(handle.spans("link0", "busy"), [(1, 1)]);
+    }
+
+    #[test]
+    fn without_a_layer_nothing_is_recorded() {
+        assert!(!crate::trace::is_recording());
+        crate::trace::record_complete(&complete("link0", 1, 2));
     }
 
     #[test]

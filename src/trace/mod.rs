@@ -51,3 +51,43 @@ mod timeline;
 
 pub use layer::{ChromeTraceLayer, Clock};
 pub use output::{TraceFileGuard, TraceHandle};
+
+use crate::sim::SimTime;
+
+/// A busy period whose start and end the caller already knows, e.g. a
+/// reservation on a server's calendar or a phase of a kernel.
+#[derive(Debug, Clone, Copy)]
+pub struct CompleteEvent<'a> {
+    /// The track (component name) it goes on.
+    pub track: &'a str,
+    /// What it is called on the timeline.
+    pub name: &'a str,
+    /// Its category (`cat`), by convention the recording module's path.
+    pub category: &'static str,
+    /// When it starts (may be in the future of the current virtual time).
+    pub start: SimTime,
+    /// When it ends (not before `start`).
+    pub end: SimTime,
+    /// Integer arguments, shown beside it (`args`).
+    pub args: &'a [(&'a str, u64)],
+}
+
+/// Records `event` in the [`ChromeTraceLayer`] of the current `tracing`
+/// dispatcher, if there is one; otherwise does nothing.
+///
+/// This is the cheap way to trace a period whose times are known up front:
+/// no span is opened and no task waits for its end, so one call costs one
+/// write, at the moment the caller knows the times.
+pub fn record_complete(event: &CompleteEvent<'_>) {
+    tracing::dispatcher::get_default(|dispatch| {
+        if let Some(layer) = dispatch.downcast_ref::<ChromeTraceLayer>() {
+            layer.record_complete(event);
+        }
+    });
+}
+
+/// Whether [`record_complete`] would record anything now: callers can skip
+/// building an event's name or arguments when it is `false`.
+pub fn is_recording() -> bool {
+    tracing::dispatcher::get_default(|dispatch| dispatch.is::<ChromeTraceLayer>())
+}

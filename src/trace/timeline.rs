@@ -57,6 +57,16 @@ impl Timeline {
         })
     }
 
+    /// Stamps an event whose time the caller gives (it is not a clock
+    /// reading, so it does not count as the last time seen).
+    pub fn stamp_given(&mut self, at: SimTime) -> Stamp {
+        self.next_seq += 1;
+        Stamp {
+            at,
+            seq: self.next_seq,
+        }
+    }
+
     /// The end of a span that started at `start`, closed when the clock read
     /// `now`; without a reading, the last time seen (never before `start`).
     pub fn end_time(&mut self, now: Option<SimTime>, start: SimTime) -> SimTime {
