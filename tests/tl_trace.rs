@@ -10,11 +10,15 @@ use kernbench::trace::ChromeTraceLayer;
 use tl_common::*;
 use tracing_subscriber::layer::SubscriberExt;
 
-/// A 256 x 128 x 64 dot (two tiles), then a relu of the product.
+/// A 256 x 128 x 64 dot (two tiles), then a relu of the product, in a
+/// phase `both` around a phase `dot`.
 async fn dot_relu(tl: Tl, _: ()) -> Result<(), KernelError> {
+    let _both = tl.phase("both");
     let a = tl.alloc(&[256, 64], DType::F16)?;
     let b = tl.alloc(&[64, 128], DType::F16)?;
+    let dot = tl.phase("dot");
     let c = tl.dot(&a, &b).await?;
+    drop(dot);
     tl.relu(&c).await.map(|_| ())
 }
 
@@ -24,7 +28,7 @@ fn launch_once() -> LaunchReport<()> {
 }
 
 #[test]
-fn units_and_programs_are_spans_on_their_tracks_and_tracing_changes_no_time() {
+fn units_programs_and_phases_are_spans_on_their_tracks_and_tracing_changes_no_time() {
     let (layer, handle) = ChromeTraceLayer::with_sim_clock();
     let subscriber = tracing_subscriber::registry().with(layer);
     let traced = tracing::subscriber::with_default(subscriber, launch_once);
@@ -38,10 +42,14 @@ fn units_and_programs_are_spans_on_their_tracks_and_tracing_changes_no_time() {
         [(start, tile), (start + tile, tile)]
     );
     let relu = (256 * 128u64).div_ceil(1024) + 4;
+    let dot = 2 * tile + 254_000;
     assert_eq!(
         handle.spans("sip0.cube0.pe0.math", "math"),
-        [(start + 2 * tile + 254_000, relu * 1000)]
+        [(start + dot, relu * 1000)]
     );
+    assert_eq!(handle.spans("sip0.cube0.pe0", "dot"), [(start, dot)]);
+    let both = handle.spans("sip0.cube0.pe0", "both");
+    assert_eq!(both, [(start, dot + relu * 1000)]);
     let kernel = handle.spans("sip0.cube0.pe0", "kernel");
     assert_eq!(kernel, [(start, (program.end - program.start).as_ps())]);
     assert_eq!(launch_once(), traced, "tracing changed simulated time");

@@ -17,6 +17,7 @@
 //! | `composite(&a, &b, &[Epilogue])` → token, `token.wait()` | PE_GEMM → PE_MATH | `hw::pipeline_formula` |
 //! | `add`, `sub`, `mul`, `maximum`, `add_assign`, `exp`, `relu`, `scale`, `cast` | PE_MATH | `hw::math_formula` |
 //! | `sum(&x, axis)`, `max(&x, axis)` | PE_MATH | `hw::math_formula` |
+//! | `phase(name)` → guard: a named span on the PE's trace track | — | — |
 //!
 //! Results of `load` and of compute calls are new scratch tensors in the
 //! PE's TCM ([`TensorHandle`]); PE_GEMM and PE_MATH work only on this
@@ -38,6 +39,7 @@ mod handle;
 pub mod ipcq;
 mod kernel;
 mod math;
+mod phase;
 mod scratch;
 
 pub use context::{Grid, PeCoord, Tl};
@@ -49,3 +51,4 @@ pub use ipcq::{
     pointer_dump,
 };
 pub use kernel::{Kernel, KernelRegistry, RegistryError};
+pub use phase::Phase;
