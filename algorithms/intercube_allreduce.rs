@@ -68,12 +68,17 @@ async fn intercube_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError
         south: Dir::S,
     };
     let acc = tl.load(addr, &[args.tile.n_elem], DType::F16).await?;
+    let reduce = tl.phase("mesh_reduce");
     mesh_reduce(&tl, &acc, cubes).await?;
+    drop(reduce);
     let mut value = acc.clone();
     if cubes.is_corner() {
+        let _exchange = tl.phase("inter_sip");
         value = inter_sip(&tl, &args, acc).await?;
     }
+    let broadcast = tl.phase("mesh_broadcast");
     let value = mesh_broadcast(&tl, value, cubes).await?;
+    drop(broadcast);
     tl.store(addr, &value).await
 }
 

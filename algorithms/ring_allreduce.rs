@@ -28,6 +28,7 @@ async fn ring_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let acc = tl.load(addr, &shape, DType::F16).await?;
     let mut current = acc.clone();
     for _ in 1..args.endpoints() {
+        let _round = tl.phase("ring_round");
         tl.send(Dir::E, &current).await?;
         let received = tl.recv(Dir::W, &shape, DType::F16).await?;
         add_received(&tl, &acc, &received).await?;
