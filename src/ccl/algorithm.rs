@@ -20,9 +20,11 @@
 
 use std::rc::Rc;
 
+use crate::sim::SimDuration;
 use crate::tl::{Grid, Kernel, KernelError, PeCoord, TensorHandle, Tl};
 use crate::topology::{SipTopology, TopologySpec};
 
+use super::cost::{CostError, Network};
 use super::install::{IntercubeTables, intercube_multisip};
 use super::topology::{Builtin, NeighborMap, TopologyError};
 
@@ -200,6 +202,14 @@ pub trait CclAlgorithm {
         _spec: &TopologySpec,
     ) -> Result<Endpoints, TopologyError> {
         Endpoints::flat(shape)
+    }
+
+    /// The α-β (Hockney) cost of one collective with `args` (any rank's)
+    /// over the endpoints of `net` ([`super::cost`]): a documented lower
+    /// bound of the simulated time. `None` (the default): the algorithm
+    /// states no model.
+    fn model(&self, _args: &KernelArgs, _net: &Network) -> Result<Option<SimDuration>, CostError> {
+        Ok(None)
     }
 
     /// The launch grid on each SIP; the default is PE 0 of every cube.

@@ -1,8 +1,29 @@
-//! Helpers that keep algorithm code short (author guide §5): split a tile
-//! into chunks, the chunk indices of a ring step, a rank's place in a
-//! binary tree. Pure arithmetic on ranks, sizes and addresses.
+//! What the algorithms of `algorithms/` share, so that a new one is short
+//! (author guide §5):
+//!
+//! - **chunks**: [`chunked`] splits a tile into pieces (for pipelining,
+//!   and for reduce-scatter / all-gather); [`chunk_count`] turns a ccl.yaml
+//!   `chunk` size into a number of pieces;
+//! - **reduce-then-broadcast trees**: an endpoint's [`TreeLinks`] (the
+//!   direction of its parent and of its children) built from a binary tree
+//!   ([`binary_tree`]) or from lines ([`Line`], [`hierarchy`]: a row of
+//!   cubes, then a column, then SIP dimensions), and [`reduce_broadcast`],
+//!   which runs any such tree chunk by chunk, pipelined;
+//! - **rings**: [`Ring`] reduce-scatter and all-gather steps
+//!   ([`ring_step`]);
+//! - **grid coordinates**: [`GridPos`].
+//!
+//! Every helper computes each element's sum exactly once, at one endpoint,
+//! and moves those bytes to the others, so every endpoint ends with the
+//! same bits (floating-point addition is commutative but not associative:
+//! two endpoints adding the same values in different orders would differ).
+
+use std::future::Future;
 
 use crate::mem::DType;
+use crate::tl::{Dir, KernelError, TensorHandle, Tl};
+
+use super::algorithm::add_received;
 
 /// A view of part of a tile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,33 +61,324 @@ pub fn chunked(base_addr: u64, n_chunks: u64, n_elem: u64, dtype: DType) -> Vec<
         .collect()
 }
 
+/// How many pieces a tile of `n_elem` elements of `dtype` is cut into so
+/// that none exceeds `chunk_bytes` (`None`: one piece, the whole tile).
+/// At least one, at most `n_elem`.
+pub fn chunk_count(n_elem: u64, dtype: DType, chunk_bytes: Option<u64>) -> u64 {
+    let Some(chunk) = chunk_bytes else {
+        return 1;
+    };
+    let per_chunk = (chunk / dtype.size()).max(1);
+    n_elem.div_ceil(per_chunk).clamp(1, n_elem.max(1))
+}
+
 /// The chunk `rank` sends and the chunk it receives at `step` of a ring
-/// reduce-scatter / all-gather over `world_size` ranks (sending east):
+/// reduce-scatter over `world_size` ranks (sending east):
 /// `send = (rank − step) mod n`, `recv = (rank − step − 1) mod n`.
+/// After `n − 1` steps rank `r` holds the sum of chunk `(r + 1) mod n`;
+/// the all-gather's step `s` is `ring_step(rank + 1, s, n)`.
 pub fn ring_step(rank: usize, step: usize, world_size: usize) -> (usize, usize) {
     let n = world_size.max(1);
     let send = (rank + n - step % n) % n;
     (send, (send + n - 1) % n)
 }
 
-/// A rank's place in a binary tree rooted at rank 0.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TreeNode {
-    /// The parent rank; `None` for the root.
-    pub parent: Option<usize>,
-    /// The child ranks (0, 1 or 2), left first.
-    pub children: Vec<usize>,
+/// Where an endpoint sits in a reduce-then-broadcast tree, as IPCQ
+/// directions: partial sums flow from children to parents, the result
+/// from parents to children. The root has no parent.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TreeLinks {
+    /// Towards the parent; `None` at the root.
+    pub parent: Option<Dir>,
+    /// Towards each child, in the order their sums are added.
+    pub children: Vec<Dir>,
 }
 
-/// Where `rank` sits in the binary tree of `world_size` ranks: parent
-/// `(rank − 1) / 2`, children `2·rank + 1` and `2·rank + 2`.
-pub fn tree_step(rank: usize, world_size: usize) -> TreeNode {
-    TreeNode {
-        parent: (rank > 0).then(|| (rank - 1) / 2),
-        children: [2 * rank + 1, 2 * rank + 2]
+/// The binary tree of `builtin: tree_binary` (rooted at rank 0, parent
+/// `(r − 1) / 2` in direction N, children `2r + 1` (W) and `2r + 2` (E)).
+pub fn binary_tree(rank: usize, world_size: usize) -> TreeLinks {
+    TreeLinks {
+        parent: (rank > 0).then_some(Dir::N),
+        children: [(Dir::W, 2 * rank + 1), (Dir::E, 2 * rank + 2)]
             .into_iter()
-            .filter(|&c| c < world_size)
+            .filter(|&(_, child)| child < world_size)
+            .map(|(dir, _)| dir)
             .collect(),
+    }
+}
+
+/// A position on a line of `len` endpoints whose partial sums flow to
+/// `root`: `lo` is the direction of position `pos − 1`, `hi` of `pos + 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Line {
+    /// This endpoint's position, `0..len`.
+    pub pos: u32,
+    /// Endpoints on the line.
+    pub len: u32,
+    /// Where the line's sum ends.
+    pub root: u32,
+    /// Direction of `pos − 1`.
+    pub lo: Dir,
+    /// Direction of `pos + 1`.
+    pub hi: Dir,
+}
+
+impl Line {
+    /// A line whose sum ends at its last position (a chain towards `hi`).
+    pub fn to_end(pos: u32, len: u32, lo: Dir, hi: Dir) -> Line {
+        Line {
+            pos,
+            len,
+            root: len.saturating_sub(1),
+            lo,
+            hi,
+        }
+    }
+
+    /// A line whose sum ends in its middle (`(len − 1) / 2`): two chains
+    /// of half the length, one from each end.
+    pub fn to_middle(pos: u32, len: u32, lo: Dir, hi: Dir) -> Line {
+        Line {
+            root: len.saturating_sub(1) / 2,
+            ..Line::to_end(pos, len, lo, hi)
+        }
+    }
+
+    /// Whether the line's sum ends here.
+    pub fn is_root(&self) -> bool {
+        self.pos == self.root
+    }
+
+    /// Towards the root; `None` at the root.
+    pub fn parent(&self) -> Option<Dir> {
+        match self.pos.cmp(&self.root) {
+            std::cmp::Ordering::Less => Some(self.hi),
+            std::cmp::Ordering::Greater => Some(self.lo),
+            std::cmp::Ordering::Equal => None,
+        }
+    }
+
+    /// The neighbours whose partial sums come here: the `lo` one on the
+    /// root's low side, the `hi` one on its high side (both at the root).
+    pub fn children(&self) -> Vec<Dir> {
+        let lo = self.pos > 0 && self.pos <= self.root;
+        let hi = self.pos >= self.root && self.pos + 1 < self.len;
+        [(lo, self.lo), (hi, self.hi)]
+            .into_iter()
+            .filter_map(|(has, dir)| has.then_some(dir))
+            .collect()
+    }
+}
+
+/// The tree of a hierarchy of lines, lowest level first (e.g. the cube
+/// row, then the column, then the SIP dimensions): an endpoint collects
+/// its children on every level where it is the root, up to the first
+/// level where it is not, whose root is its parent.
+pub fn hierarchy(levels: &[Line]) -> TreeLinks {
+    let mut links = TreeLinks::default();
+    for line in levels {
+        links.children.extend(line.children());
+        if let Some(parent) = line.parent() {
+            links.parent = Some(parent);
+            break;
+        }
+    }
+    links
+}
+
+/// All-reduce of `acc` (this endpoint's tile, in TCM) over the tree
+/// `links`, `chunks` (offsets from the tile's start) at a time: each
+/// chunk is summed up the tree (`acc += child` in `links.children` order)
+/// and the root's sum is sent back down and stored at `tile + offset` on
+/// every endpoint. Partial sums and the result travel concurrently (two
+/// tasks of this program on different rings), so chunk `c + 1` climbs
+/// while chunk `c` descends: the phases pipeline.
+pub async fn reduce_broadcast(
+    tl: &Tl,
+    links: &TreeLinks,
+    acc: &TensorHandle,
+    tile: u64,
+    chunks: &[Chunk],
+) -> Result<(), KernelError> {
+    let up = reduce_up(tl, links, acc, tile, chunks);
+    let down = broadcast_down(tl, links, tile, acc.dtype(), chunks);
+    futures::try_join!(up, down)?;
+    Ok(())
+}
+
+/// The upward half: sums children into `acc`, passes the chunk to the
+/// parent, or at the root sends the result down and stores it.
+async fn reduce_up(
+    tl: &Tl,
+    links: &TreeLinks,
+    acc: &TensorHandle,
+    tile: u64,
+    chunks: &[Chunk],
+) -> Result<(), KernelError> {
+    for chunk in chunks {
+        let part = piece(tl, acc, chunk)?;
+        for &child in &links.children {
+            let received = tl.recv(child, part.shape(), part.dtype()).await?;
+            add_received(tl, &part, &received).await?;
+            tl.release(&received)?;
+        }
+        match links.parent {
+            Some(parent) => tl.send(parent, &part).await?,
+            None => pass_down(tl, links, &part, tile + chunk.addr).await?,
+        }
+    }
+    Ok(())
+}
+
+/// The downward half below the root: receives each chunk's result from
+/// the parent, passes it on and stores it.
+async fn broadcast_down(
+    tl: &Tl,
+    links: &TreeLinks,
+    tile: u64,
+    dtype: DType,
+    chunks: &[Chunk],
+) -> Result<(), KernelError> {
+    let Some(parent) = links.parent else {
+        return Ok(());
+    };
+    for chunk in chunks {
+        let shape = [chunk.n_elem as usize];
+        let result = tl.recv(parent, &shape, dtype).await?;
+        pass_down(tl, links, &result, tile + chunk.addr).await?;
+        tl.release(&result)?;
+    }
+    Ok(())
+}
+
+/// Sends `result` to every child and stores it at `dst`.
+async fn pass_down(
+    tl: &Tl,
+    links: &TreeLinks,
+    result: &TensorHandle,
+    dst: u64,
+) -> Result<(), KernelError> {
+    for &child in &links.children {
+        tl.send(child, result).await?;
+    }
+    tl.store(dst, result).await
+}
+
+/// The view of `chunk` (an offset into the tile) inside `acc`.
+pub fn piece(tl: &Tl, acc: &TensorHandle, chunk: &Chunk) -> Result<TensorHandle, KernelError> {
+    tl.view(
+        acc.addr() + chunk.addr,
+        &[chunk.n_elem as usize],
+        acc.dtype(),
+    )
+}
+
+/// A position on a ring of `len` endpoints that sends in `send` and
+/// receives in `recv` (e.g. `E` and `W`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ring {
+    /// This endpoint's position, `0..len`.
+    pub pos: usize,
+    /// Endpoints on the ring.
+    pub len: usize,
+    /// Towards `pos + 1`.
+    pub send: Dir,
+    /// The ring from `pos − 1`.
+    pub recv: Dir,
+}
+
+impl Ring {
+    /// The `len − 1` reduce-scatter steps over `pieces` (one per position,
+    /// offsets into `acc`): afterwards piece `(pos + 1) mod len` of `acc`
+    /// holds its sum over the ring.
+    pub async fn reduce_scatter(
+        &self,
+        tl: &Tl,
+        acc: &TensorHandle,
+        pieces: &[Chunk],
+    ) -> Result<(), KernelError> {
+        self.steps(tl, acc, pieces, self.pos, |part, received| async move {
+            add_received(tl, &part, &received).await
+        })
+        .await
+    }
+
+    /// The `len − 1` all-gather steps after [`reduce_scatter`](Self::reduce_scatter):
+    /// every piece's sum is copied round the ring, so every position's
+    /// `acc` ends with the same bytes.
+    pub async fn all_gather(
+        &self,
+        tl: &Tl,
+        acc: &TensorHandle,
+        pieces: &[Chunk],
+    ) -> Result<(), KernelError> {
+        self.steps(tl, acc, pieces, self.pos + 1, |part, received| async move {
+            tl.store(&part, &received).await
+        })
+        .await
+    }
+
+    /// `len − 1` steps of "send piece `ring_step(at).0`, receive piece
+    /// `ring_step(at).1` and `merge` it".
+    async fn steps<F, Fut>(
+        &self,
+        tl: &Tl,
+        acc: &TensorHandle,
+        pieces: &[Chunk],
+        at: usize,
+        merge: F,
+    ) -> Result<(), KernelError>
+    where
+        F: Fn(TensorHandle, TensorHandle) -> Fut,
+        Fut: Future<Output = Result<(), KernelError>>,
+    {
+        for step in 0..self.len.saturating_sub(1) {
+            let (send, recv) = ring_step(at, step, self.len);
+            tl.send(self.send, &piece(tl, acc, &pieces[send])?).await?;
+            let part = piece(tl, acc, &pieces[recv])?;
+            let received = tl.recv(self.recv, part.shape(), part.dtype()).await?;
+            merge(part, received.clone()).await?;
+            tl.release(&received)?;
+        }
+        Ok(())
+    }
+}
+
+/// A position on a `w × h` grid, row-major (`index = y · w + x`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GridPos {
+    /// Column.
+    pub x: u32,
+    /// Row.
+    pub y: u32,
+    /// Width.
+    pub w: u32,
+    /// Height.
+    pub h: u32,
+}
+
+impl GridPos {
+    /// Where `index` sits on the `w × h` grid.
+    pub fn of(index: u32, w: u32, h: u32) -> GridPos {
+        let w = w.max(1);
+        GridPos {
+            x: index % w,
+            y: index / w,
+            w,
+            h,
+        }
+    }
+
+    /// The row through this position, summing towards `root` chosen by
+    /// `line` ([`Line::to_end`] or [`Line::to_middle`]); `lo`/`hi` are the
+    /// directions of west and east.
+    pub fn row(&self, line: fn(u32, u32, Dir, Dir) -> Line, lo: Dir, hi: Dir) -> Line {
+        line(self.x, self.w, lo, hi)
+    }
+
+    /// The column through this position (`lo` north, `hi` south).
+    pub fn column(&self, line: fn(u32, u32, Dir, Dir) -> Line, lo: Dir, hi: Dir) -> Line {
+        line(self.y, self.h, lo, hi)
     }
 }
 
@@ -94,6 +406,18 @@ mod tests {
     }
 
     #[test]
+    fn chunk_count_keeps_every_piece_within_the_chunk_size() {
+        assert_eq!(chunk_count(1000, DType::F16, None), 1);
+        // 4 KiB of f16 = 2048 elements: 6144 elements need 3 pieces.
+        assert_eq!(chunk_count(6144, DType::F16, Some(4096)), 3);
+        assert_eq!(chunk_count(6145, DType::F16, Some(4096)), 4);
+        // A chunk larger than the tile is the whole tile; never more
+        // pieces than elements.
+        assert_eq!(chunk_count(10, DType::F32, Some(1 << 20)), 1);
+        assert_eq!(chunk_count(3, DType::F32, Some(1)), 3);
+    }
+
+    #[test]
     fn ring_steps_visit_every_chunk_once_and_chain() {
         let n = 5;
         for rank in 0..n {
@@ -107,31 +431,73 @@ mod tests {
                 let west = (rank + n - 1) % n;
                 assert_eq!(ring_step(rank, step, n).1, ring_step(west, step, n).0);
             }
+            // The last piece received is the one the rank ends owning.
+            assert_eq!(ring_step(rank, n - 2, n).1, (rank + 1) % n);
         }
     }
 
     #[test]
-    fn tree_links_parents_and_children() {
+    fn binary_tree_links_parents_and_children() {
+        let root = binary_tree(0, 5);
+        assert_eq!(root.parent, None);
+        assert_eq!(root.children, [Dir::W, Dir::E]);
+        assert_eq!(binary_tree(1, 5).children, [Dir::W, Dir::E]);
+        let leaf = binary_tree(2, 5);
+        assert_eq!((leaf.parent, leaf.children), (Some(Dir::N), vec![]));
+    }
+
+    #[test]
+    fn lines_flow_to_their_root_from_both_sides() {
+        let end: Vec<_> = (0..4).map(|p| Line::to_end(p, 4, Dir::W, Dir::E)).collect();
+        assert_eq!(end[0].children(), []);
+        assert_eq!(end[0].parent(), Some(Dir::E));
+        assert_eq!(end[3].children(), [Dir::W]);
+        assert_eq!(end[3].parent(), None);
+        let middle: Vec<_> = (0..5)
+            .map(|p| Line::to_middle(p, 5, Dir::W, Dir::E))
+            .collect();
+        assert_eq!(middle[2].children(), [Dir::W, Dir::E]);
+        assert_eq!(middle[1].parent(), Some(Dir::E));
+        assert_eq!(middle[3].parent(), Some(Dir::W));
+        assert_eq!(middle[4].children(), []);
+        // A line of one is its own root with no children.
+        let alone = Line::to_end(0, 1, Dir::W, Dir::E);
+        assert!(alone.is_root() && alone.children().is_empty());
+    }
+
+    #[test]
+    fn a_hierarchy_climbs_while_it_is_the_root() {
+        let row = |x| Line::to_end(x, 4, Dir::W, Dir::E);
+        let col = |y| Line::to_end(y, 4, Dir::N, Dir::S);
+        // Not at the row's end: a leaf of the row.
         assert_eq!(
-            tree_step(0, 5),
-            TreeNode {
-                parent: None,
-                children: vec![1, 2]
+            hierarchy(&[row(1), col(3)]),
+            TreeLinks {
+                parent: Some(Dir::E),
+                children: vec![Dir::W]
             }
         );
+        // The row's end in the middle of the column.
         assert_eq!(
-            tree_step(1, 5),
-            TreeNode {
-                parent: Some(0),
-                children: vec![3, 4]
+            hierarchy(&[row(3), col(2)]),
+            TreeLinks {
+                parent: Some(Dir::S),
+                children: vec![Dir::W, Dir::N]
             }
         );
-        assert_eq!(
-            tree_step(2, 5),
-            TreeNode {
-                parent: Some(0),
-                children: vec![]
-            }
-        );
+        // The root of everything.
+        let root = hierarchy(&[row(3), col(3)]);
+        assert_eq!(root.parent, None);
+        assert_eq!(root.children, [Dir::W, Dir::N]);
+    }
+
+    #[test]
+    fn grid_positions_are_row_major() {
+        let p = GridPos::of(6, 4, 2);
+        assert_eq!((p.x, p.y), (2, 1));
+        let row = p.row(Line::to_end, Dir::W, Dir::E);
+        assert_eq!((row.pos, row.len, row.root), (2, 4, 3));
+        let col = p.column(Line::to_middle, Dir::N, Dir::S);
+        assert_eq!((col.pos, col.len, col.root), (1, 2, 0));
     }
 }

@@ -5,7 +5,9 @@
 //! runs, with which buffers, tile size, rank count and builtin neighbour
 //! table. [`topology`] builds those tables (ring, mesh, torus, tree, the
 //! `global_*` SIP directions) and derives the rings they install; [`helpers`]
-//! are the author guide's `chunked`, `ring_step` and `tree_step`.
+//! are what algorithms share (chunks, reduce-then-broadcast trees of lines,
+//! ring reduce-scatter / all-gather, grid positions) and [`cost`] the α-β
+//! model they state their cost in.
 //! [`CclAlgorithm`] is the contract one file in `algorithms/` implements
 //! (seed ADR-0050) and [`registry`] finds those files by ccl.yaml's
 //! `module:` name. [`install`] turns tables and a rank → PE map into an
@@ -19,6 +21,7 @@
 
 mod algorithm;
 mod config;
+pub mod cost;
 pub mod helpers;
 pub mod install;
 pub mod registry;

@@ -34,6 +34,7 @@ use std::rc::Rc;
 use super::launch::{LaunchError, launch_with_ipcq};
 use super::tensor::{Tensor, TensorError};
 use super::worker;
+use crate::ccl::cost::{CostError, Network};
 use crate::ccl::install::install;
 use crate::ccl::registry::{self, UnknownAlgorithm};
 use crate::ccl::topology::TopologyError;
@@ -44,8 +45,8 @@ use crate::ccl::{
 use crate::config::ConfigError;
 use crate::config::units::Count;
 use crate::device::Device;
-use crate::sim::Barrier;
-use crate::tl::{IpcqNetwork, IpcqParams};
+use crate::sim::{Barrier, SimDuration};
+use crate::tl::{IpcqNetwork, IpcqParams, PeCoord};
 use crate::topology::Machine;
 
 /// The only backend this machine has.
@@ -166,6 +167,9 @@ pub enum DistError {
     /// The collective's kernel failed.
     #[error(transparent)]
     Launch(#[from] LaunchError),
+    /// The algorithm's cost model could not be evaluated.
+    #[error(transparent)]
+    Cost(#[from] CostError),
     /// A `torch.distributed` call the backend does not implement.
     #[error("torch.distributed.{0} is not supported by the ahbm backend (supported: {SUPPORTED})")]
     Unsupported(&'static str),
@@ -193,6 +197,8 @@ struct Backend {
     shape: WorldShape,
     sip_topo_kind: u32,
     network: Rc<IpcqNetwork>,
+    /// Where each IPCQ endpoint runs (for the cost model).
+    coords: Vec<PeCoord>,
     barrier: Barrier,
 }
 
@@ -309,6 +315,15 @@ impl Distributed {
         Ok(())
     }
 
+    /// The algorithm's α-β cost model of `all_reduce(tensor)` on this
+    /// machine ([`CclAlgorithm::model`]), `None` when it states none.
+    pub fn all_reduce_model(&self, tensor: &Tensor) -> Result<Option<SimDuration>, DistError> {
+        let backend = self.backend("all_reduce_model")?;
+        let args = backend.kernel_args(tensor, worker::get_rank() as u32)?;
+        let net = Network::new(self.inner.device.fabric(), &backend.coords);
+        Ok(backend.algorithm.model(&args, &net)?)
+    }
+
     /// Waits until every rank of the world has called `barrier` (in virtual
     /// time, at no modelled cost; ADR-0008). Outside a worker: returns.
     pub async fn barrier(&self) -> Result<(), DistError> {
@@ -385,6 +400,7 @@ impl Backend {
             shape,
             sip_topo_kind,
             network,
+            coords: endpoints.coords,
             barrier: Barrier::new("dist.barrier", world_size),
         })
     }

@@ -13,7 +13,9 @@
 //! Checks (with `--verify-data`): every rank's tensor holds [`expected`],
 //! the sum of every tile of every rank. Figures: the algorithm, ranks,
 //! bytes per rank (`--size`, default: ccl.yaml's `n_elem` per tile), the
-//! all-reduce time and the nccl-tests bandwidths ([`bandwidths`]).
+//! all-reduce time, the algorithm's α-β cost model `model_ps` when it
+//! states one (`CclAlgorithm::model`, a lower bound of the all-reduce time)
+//! and the nccl-tests bandwidths ([`bandwidths`]).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -79,6 +81,7 @@ struct RankResult {
     rank: usize,
     time: SimDuration,
     correct: Option<bool>,
+    model: Option<SimDuration>,
 }
 
 async fn run(torch: Torch, options: Options) -> Result<Outcome, WorkloadError> {
@@ -130,6 +133,7 @@ async fn worker(torch: &Torch, cubes: usize, n_elem: usize) -> Result<RankResult
     let dp = DPPolicy::new(Split::RowWise, Split::Replicate, cubes as u32, 1);
     let tensor = torch.zeros(&[cubes, n_elem], DType::F16, &dp)?;
     tensor.copy_from(&pattern(rank, cubes, n_elem)).await?;
+    let model = dist.all_reduce_model(&tensor)?;
     dist.barrier().await?;
     let start = sim::now();
     dist.all_reduce(&tensor, ReduceOp::Sum).await?;
@@ -143,6 +147,7 @@ async fn worker(torch: &Torch, cubes: usize, n_elem: usize) -> Result<RankResult
         rank,
         time,
         correct,
+        model,
     })
 }
 
@@ -160,13 +165,16 @@ fn outcome(algorithm: &str, results: &[RankResult], bytes: u64) -> Outcome {
         .collect();
     let time = results.iter().map(|r| r.time).max().unwrap_or_default();
     let (algbw, busbw) = bandwidths(bytes, time, results.len());
-    let figures = vec![
+    let mut figures = vec![
         Figure::text("algorithm", algorithm),
         Figure::int("ranks", results.len() as u64),
         Figure::int("bytes_per_rank", bytes),
         Figure::time("allreduce_ps", time),
-        Figure::real("algbw_gbps", algbw),
-        Figure::real("busbw_gbps", busbw),
     ];
+    if let Some(model) = results.first().and_then(|r| r.model) {
+        figures.push(Figure::time("model_ps", model));
+    }
+    figures.push(Figure::real("algbw_gbps", algbw));
+    figures.push(Figure::real("busbw_gbps", busbw));
     Outcome { checks, figures }
 }
