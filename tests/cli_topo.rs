@@ -86,7 +86,9 @@ fn bad_topology_file_exits_with_the_message() {
         "unexpected stderr: {message}"
     );
     assert!(
-        message.contains(": cube.pes: expected a positive integer, found \"eight\""),
+        message.contains(
+            ": cube.pes: expected a positive integer (at most 4294967295), found \"eight\""
+        ),
         "{message}"
     );
     assert!(stdout(&output).is_empty());

@@ -192,7 +192,9 @@ fn zero_pes_and_zero_clock_are_rejected() {
     let (text, line) = edit("  pes: 8 ", "  pes: 0 ");
     assert_eq!(
         error_of(text),
-        format!("topology.yaml:{line}:3: cube.pes: expected a positive integer, found 0")
+        format!(
+            "topology.yaml:{line}:3: cube.pes: expected a positive integer (at most 4294967295), found 0"
+        )
     );
     let error = load(TOPOLOGY.to_owned(), &["pe.clock=0 GHz"])
         .unwrap_err()
@@ -310,4 +312,81 @@ fn yaml_syntax_errors_are_positioned() {
         )),
         "{error}"
     );
+}
+
+fn set_error(sets: &[&str]) -> String {
+    load(TOPOLOGY.to_owned(), sets).unwrap_err().to_string()
+}
+
+#[test]
+fn numbers_take_exponents_and_separators() {
+    let spec = load(
+        TOPOLOGY.to_owned(),
+        &[
+            "cube.hbm.capacity=16_384 MiB",
+            "pe.clock=1e9 Hz",
+            "cube.pes=8e0",
+        ],
+    )
+    .unwrap();
+    assert_eq!(spec.cube.hbm.capacity.get().bytes(), 16 << 30);
+    assert_eq!(spec.pe.clock.hz(), 1_000_000_000);
+    assert_eq!(spec.cube.pes.get(), 8);
+    let error = set_error(&["system.inter_sip.bandwidth=1e30 GB/s"]);
+    assert!(
+        error.contains("system.inter_sip.bandwidth: \"1e30 GB/s\" is too large"),
+        "{error}"
+    );
+}
+
+#[test]
+fn derived_rates_that_overflow_name_their_key() {
+    // 1e6 GHz x 2 FLOPs x 128 x 128 MACs = 3.3e19 FLOP/s > u64::MAX (1.8e19).
+    let error = set_error(&["pe.clock=1000000 GHz"]);
+    assert!(
+        error.starts_with("--set pe.clock=1000000 GHz: pe.clock: "),
+        "{error}"
+    );
+    assert!(error.contains("overflows"), "{error}");
+    // 18446744073 GHz x 64 B is past u64::MAX B/s.
+    let error = set_error(&["cube.noc.clock=18446744073 GHz"]);
+    assert!(error.contains("cube.noc.clock: "), "{error}");
+    let error = set_error(&[
+        "sip.ucie.modules_per_edge=4294967295",
+        "sip.ucie.module_bandwidth=10 TB/s",
+    ]);
+    assert!(error.contains("sip.ucie.module_bandwidth: "), "{error}");
+}
+
+#[test]
+fn address_map_limits_are_load_errors_naming_the_key() {
+    let error = set_error(&["system.sips.count=255"]);
+    assert!(error.contains("system.sips.count: "), "{error}");
+    assert!(error.contains("255 SIPs (at most 254)"), "{error}");
+    assert!(load(TOPOLOGY.to_owned(), &["system.sips.count=254"]).is_ok());
+    let error = set_error(&["cube.pes=241"]);
+    assert!(
+        error.contains("cube.pes: ") && error.contains("at most 240"),
+        "{error}"
+    );
+    let error = set_error(&["sip.cube_mesh.w=17", "sip.cube_mesh.h=16"]);
+    assert!(
+        error.contains("sip.cube_mesh: ") && error.contains("at most 256"),
+        "{error}"
+    );
+    let error = set_error(&["cube.sram.capacity=2 TiB"]);
+    assert!(error.contains("cube.sram.capacity: "), "{error}");
+}
+
+#[test]
+fn alias_bombs_are_refused_at_the_alias() {
+    let bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n\
+                b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n\
+                c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n\
+                d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n\
+                e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n\
+                f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n";
+    let error = error_of(bomb.to_owned());
+    assert!(error.starts_with("topology.yaml:5:"), "{error}");
+    assert!(error.contains("more than 100000 values"), "{error}");
 }

@@ -210,7 +210,8 @@ fn a_noc_beyond_the_router_limit_is_rejected() {
     )
     .unwrap_err()
     .to_string();
-    assert!(error.contains("cube.noc: "), "{error}");
+    assert!(error.contains("cube.noc.clock: "), "{error}");
+    assert!(error.contains("raise cube.noc.clock"), "{error}");
     assert!(error.contains("12800 HBM ports"), "{error}");
     assert!(error.contains("at most 4096"), "{error}");
 }

@@ -7,6 +7,10 @@
 //! `"1.5 us"` exactly 1 500 000 ps. A value that is not a whole number of the
 //! base unit (`"0.5 ps"`, `"0.3 B"`) is an error, never rounded.
 //!
+//! Numbers may use `_` between digits (`16_000 MiB`) and a decimal exponent
+//! (`1e9 B/s`, `2.5e-3 s`); the result must still be exact. A leading `-`
+//! is refused as negative rather than misread.
+//!
 //! Decimal prefixes are powers of ten (`GB` = 10^9 B), binary prefixes powers
 //! of two (`GiB` = 2^30 B). Units are case-sensitive, so a bit rate such as
 //! `Gb/s` is rejected rather than misread as bytes.
@@ -75,6 +79,14 @@ pub enum UnitError {
         max: u64,
         /// The base unit.
         base: &'static str,
+    },
+    /// A minus sign: no quantity here is negative.
+    #[error("{text:?} is negative: {what} must be positive")]
+    Negative {
+        /// The text as written.
+        text: String,
+        /// What was expected.
+        what: &'static str,
     },
     /// Zero (or out of range) where only positive values make sense.
     #[error("{text:?} is out of range: {what} must be {range}")]
@@ -177,11 +189,8 @@ impl UnitTable {
 
     /// Parses `text` into a whole number of this table's base unit.
     fn parse(&self, text: &str) -> Result<u64, UnitError> {
-        let trimmed = text.trim();
-        let split = trimmed
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(trimmed.len());
-        let (number, unit) = (&trimmed[..split], trimmed[split..].trim());
+        let (number, unit) = split_number(text.trim());
+        let unit = unit.trim();
         let decimal = Decimal::parse(number).map_err(|f| self.failure(text, f))?;
         if unit.is_empty() {
             return Err(UnitError::MissingUnit {
@@ -213,6 +222,10 @@ impl UnitTable {
                 max: u64::MAX,
                 base: self.base,
             },
+            Failure::Negative => UnitError::Negative {
+                text,
+                what: self.what,
+            },
         }
     }
 
@@ -231,10 +244,40 @@ impl UnitTable {
     }
 }
 
-/// A non-negative decimal number held exactly: `digits / 10^scale`.
+/// Splits `text` after its leading number: digits, `_`, `.`, a sign and an
+/// exponent (`-1_000.5e-3 GB` gives `-1_000.5e-3` and ` GB`). No unit
+/// starts with `e` or `E`, so an exponent is never part of a unit.
+fn split_number(text: &str) -> (&str, &str) {
+    let bytes = text.as_bytes();
+    let mantissa = |i: usize| {
+        bytes
+            .get(i)
+            .is_some_and(|b| b.is_ascii_digit() || matches!(b, b'.' | b'_'))
+    };
+    let digit = |i: usize| bytes.get(i).is_some_and(u8::is_ascii_digit);
+    let mut end = usize::from(matches!(bytes.first(), Some(b'-' | b'+')));
+    while mantissa(end) {
+        end += 1;
+    }
+    if end > 0 && matches!(bytes.get(end), Some(b'e' | b'E')) {
+        let mut exponent = end + 1;
+        if matches!(bytes.get(exponent), Some(b'+' | b'-')) {
+            exponent += 1;
+        }
+        if digit(exponent) {
+            end = exponent;
+            while digit(end) {
+                end += 1;
+            }
+        }
+    }
+    text.split_at(end)
+}
+
+/// A non-negative decimal number held exactly: `digits × 10^exponent`.
 struct Decimal {
     digits: u128,
-    scale: u32,
+    exponent: i64,
 }
 
 /// Why a decimal could not become a whole number of base units.
@@ -243,14 +286,28 @@ enum Failure {
     Syntax,
     Inexact,
     TooLarge,
+    Negative,
 }
 
+/// Exponents beyond this are refused outright (no quantity needs them).
+const MAX_EXPONENT: i64 = 1_000;
+
 impl Decimal {
-    /// Reads `123`, `25.6`, `.5` or `1.`: digits with at most one point.
+    /// Reads `123`, `25.6`, `.5`, `1.`, `16_000` or `1.5e-3`: digits (with
+    /// `_` between two of them) and at most one point, then optionally
+    /// `e`/`E`, a sign and decimal digits.
     fn parse(number: &str) -> Result<Decimal, Failure> {
-        let (whole, frac) = number.split_once('.').unwrap_or((number, ""));
-        let digits_only = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-        if whole.len() + frac.len() == 0 || !digits_only(whole) || !digits_only(frac) {
+        if number.starts_with('-') {
+            return Err(Failure::Negative);
+        }
+        let number = number.strip_prefix('+').unwrap_or(number);
+        let (mantissa, exponent) = match number.split_once(['e', 'E']) {
+            Some((mantissa, exponent)) => (mantissa, parse_exponent(exponent)?),
+            None => (number, 0),
+        };
+        let (whole, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+        let (whole, frac) = (without_separators(whole)?, without_separators(frac)?);
+        if whole.len() + frac.len() == 0 {
             return Err(Failure::Syntax);
         }
         let frac = frac.trim_end_matches('0');
@@ -261,8 +318,11 @@ impl Decimal {
                 .and_then(|d| d.checked_add(u128::from(b - b'0')))
                 .ok_or(Failure::TooLarge)?;
         }
-        let scale = u32::try_from(frac.len()).map_err(|_| Failure::Inexact)?;
-        Ok(Decimal { digits, scale })
+        let frac_len = i64::try_from(frac.len()).map_err(|_| Failure::Inexact)?;
+        Ok(Decimal {
+            digits,
+            exponent: exponent - frac_len,
+        })
     }
 
     /// `self × scale` as an exact whole number.
@@ -271,12 +331,58 @@ impl Decimal {
             .digits
             .checked_mul(u128::from(scale))
             .ok_or(Failure::TooLarge)?;
-        let divisor = 10u128.checked_pow(self.scale).ok_or(Failure::Inexact)?;
-        if product % divisor != 0 {
-            return Err(Failure::Inexact);
+        if product == 0 {
+            return Ok(0);
         }
-        u64::try_from(product / divisor).map_err(|_| Failure::TooLarge)
+        let power = |n: i64| u32::try_from(n).ok().and_then(|n| 10u128.checked_pow(n));
+        let whole = if self.exponent >= 0 {
+            let factor = power(self.exponent).ok_or(Failure::TooLarge)?;
+            product.checked_mul(factor).ok_or(Failure::TooLarge)?
+        } else {
+            let divisor = power(-self.exponent).ok_or(Failure::Inexact)?;
+            if product % divisor != 0 {
+                return Err(Failure::Inexact);
+            }
+            product / divisor
+        };
+        u64::try_from(whole).map_err(|_| Failure::TooLarge)
     }
+}
+
+/// `-12`, `+3`, `7`: an exponent within ±[`MAX_EXPONENT`].
+fn parse_exponent(text: &str) -> Result<i64, Failure> {
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(digits) => (true, digits),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Failure::Syntax);
+    }
+    let magnitude = digits.parse::<i64>().ok().filter(|n| *n <= MAX_EXPONENT);
+    match (magnitude, negative) {
+        (Some(n), true) => Ok(-n),
+        (Some(n), false) => Ok(n),
+        (None, true) => Err(Failure::Inexact),
+        (None, false) => Err(Failure::TooLarge),
+    }
+}
+
+/// `digits` without the `_` separators, which may only stand between two
+/// digits (`16_000`, not `_16` or `1__6`).
+fn without_separators(digits: &str) -> Result<String, Failure> {
+    let bytes = digits.as_bytes();
+    let separated = bytes.iter().enumerate().all(|(i, b)| match b {
+        b'_' => {
+            i > 0
+                && bytes[i - 1].is_ascii_digit()
+                && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)
+        }
+        b => b.is_ascii_digit(),
+    });
+    if !separated {
+        return Err(Failure::Syntax);
+    }
+    Ok(digits.replace('_', ""))
 }
 
 /// `value / scale` written exactly, without trailing zeros: `25.6`, `1`.
@@ -349,15 +455,16 @@ impl Bandwidth {
             .map_err(|_| TimeError::Overflow(format!("{bytes} B at {self}")))
     }
 
-    /// `n` links of this rate side by side (saturating at `u64::MAX` B/s).
-    pub fn saturating_mul(self, n: Count) -> Self {
-        Bandwidth(self.0.saturating_mul(NonZeroU64::from(n.0)))
+    /// `n` links of this rate side by side, or `None` past `u64::MAX` B/s.
+    pub fn checked_mul(self, n: Count) -> Option<Self> {
+        self.0.checked_mul(NonZeroU64::from(n.0)).map(Bandwidth)
     }
 
-    /// The rate of `width` bytes moved every cycle of `clock` (saturating).
-    pub fn per_cycle(width: NonZeroSize, clock: Frequency) -> Self {
-        let width = NonZeroU64::new(width.get().bytes()).unwrap_or(NonZeroU64::MIN);
-        Bandwidth(width.saturating_mul(clock.0))
+    /// The rate of `width` bytes moved every cycle of `clock`, or `None`
+    /// past `u64::MAX` B/s.
+    pub fn per_cycle(width: NonZeroSize, clock: Frequency) -> Option<Self> {
+        let width = NonZeroU64::new(width.get().bytes())?;
+        width.checked_mul(clock.0).map(Bandwidth)
     }
 }
 
@@ -588,6 +695,10 @@ impl FromStr for Fraction {
                 base: "parts per million",
             },
             Failure::TooLarge => out_of_range(),
+            Failure::Negative => UnitError::Negative {
+                text: text.to_owned(),
+                what: "a fraction",
+            },
         };
         let ppm = Decimal::parse(number)
             .and_then(|decimal| decimal.times(ppm_per_unit))
@@ -637,7 +748,7 @@ impl<'de> Deserialize<'de> for Count {
         impl Visitor<'_> for CountVisitor {
             type Value = Count;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a positive integer")
+                f.write_str("a positive integer (at most 4294967295)")
             }
             fn visit_u64<E: de::Error>(self, n: u64) -> Result<Count, E> {
                 u32::try_from(n)
@@ -650,6 +761,23 @@ impl<'de> Deserialize<'de> for Count {
                     Ok(n) => self.visit_u64(n),
                     Err(_) => Err(E::invalid_value(Unexpected::Signed(n), &self)),
                 }
+            }
+            /// `1e3`: a whole number written with an exponent.
+            fn visit_f64<E: de::Error>(self, x: f64) -> Result<Count, E> {
+                let whole = x.fract() == 0.0 && (1.0..=f64::from(u32::MAX)).contains(&x);
+                match whole {
+                    // Exact: a whole number within u32 converts without loss.
+                    true => self.visit_u64(x as u64),
+                    false => Err(E::invalid_value(Unexpected::Float(x), &self)),
+                }
+            }
+            /// `16_000`: digits grouped with `_` (also `1_0e2`).
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Count, E> {
+                let unexpected = || E::invalid_value(Unexpected::Str(text), &self);
+                let n = Decimal::parse(text.trim())
+                    .and_then(|d| d.times(1))
+                    .map_err(|_| unexpected())?;
+                self.visit_u64(n)
             }
         }
         deserializer.deserialize_u32(CountVisitor)
@@ -847,10 +975,6 @@ mod tests {
             Err(UnitError::MissingUnit { .. })
         ));
         assert!(matches!(
-            parse_duration("-8 ns"),
-            Err(UnitError::Malformed { .. })
-        ));
-        assert!(matches!(
             parse_duration("1.2.3 ns"),
             Err(UnitError::Malformed { .. })
         ));
@@ -866,6 +990,54 @@ mod tests {
         assert!(matches!(
             many_digits.parse::<Size>(),
             Err(UnitError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn exponents_and_separators_are_read_exactly() {
+        let bytes = |t: &str| t.parse::<Size>().unwrap().bytes();
+        assert_eq!(bytes("16_000 MiB"), 16_000 * MIB);
+        assert_eq!(bytes("1e3 B"), 1_000);
+        assert_eq!(bytes("1E3B"), 1_000);
+        assert_eq!(bytes("2.5e3 KB"), 2_500_000);
+        assert_eq!(bytes("1_024e-3 KB"), 1_024);
+        assert_eq!(bytes("+4 KiB"), 4 * KIB);
+        assert_eq!(parse_duration("1.5e-3 s").unwrap().as_ps(), 1_500_000_000);
+        assert_eq!(bw("1e2 GB/s"), 100_000_000_000);
+        for malformed in ["_16 B", "16_ B", "1__6 B", "1.2.3e4 B", "e3 B"] {
+            assert!(
+                matches!(malformed.parse::<Size>(), Err(UnitError::Malformed { .. })),
+                "{malformed}"
+            );
+        }
+        assert!(matches!(
+            "1e-1 B".parse::<Size>(),
+            Err(UnitError::Inexact { .. })
+        ));
+        let huge = "1e30 GB/s".parse::<Bandwidth>().unwrap_err().to_string();
+        assert!(
+            huge.contains("is too large (at most 18446744073709551615 bytes per second)"),
+            "{huge}"
+        );
+        let far = "1e99999 B".parse::<Size>().unwrap_err();
+        assert!(matches!(far, UnitError::TooLarge { .. }), "{far}");
+        assert_eq!("0e5 B".parse::<Size>().unwrap().bytes(), 0);
+    }
+
+    #[test]
+    fn negative_quantities_say_so() {
+        let error = "-256 B".parse::<Size>().unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "\"-256 B\" is negative: a size must be positive"
+        );
+        assert!(matches!(
+            parse_duration("-8 ns"),
+            Err(UnitError::Negative { .. })
+        ));
+        assert!(matches!(
+            "-0.5".parse::<Fraction>(),
+            Err(UnitError::Negative { .. })
         ));
     }
 
@@ -886,10 +1058,15 @@ mod tests {
     fn bandwidth_from_width_and_clock() {
         let width: NonZeroSize = "64 B".parse().unwrap();
         let clock: Frequency = "1 GHz".parse().unwrap();
-        assert_eq!(Bandwidth::per_cycle(width, clock).to_string(), "64 GB/s");
+        let per_cycle = Bandwidth::per_cycle(width, clock).unwrap();
+        assert_eq!(per_cycle.to_string(), "64 GB/s");
         let module: Bandwidth = "256 GB/s".parse().unwrap();
         let four = Count::new(4).unwrap();
-        assert_eq!(module.saturating_mul(four).to_string(), "1.024 TB/s");
+        assert_eq!(module.checked_mul(four).unwrap().to_string(), "1.024 TB/s");
+        let fast: Frequency = "18446744073 GHz".parse().unwrap();
+        assert_eq!(Bandwidth::per_cycle(width, fast), None);
+        let huge = Count::new(u32::MAX).unwrap();
+        assert_eq!(module.checked_mul(huge), None);
     }
 
     #[test]

@@ -7,7 +7,10 @@
 //! descends, so every error it reports says where (origin) and what
 //! (`system.sips.w`) without a second pass. Plain scalars are typed on
 //! demand: a string field receives the text as written, a number field the
-//! YAML 1.2 core-schema number. Tags are rejected; anchors and aliases work.
+//! YAML 1.2 core-schema number. Tags are rejected; anchors and aliases work,
+//! within limits: a document may nest [`MAX_DEPTH`] collections deep and
+//! hold [`MAX_VALUES`] values once aliases are expanded, so a small hostile
+//! file (an alias bomb) is an error at the alias, not gigabytes of tree.
 //!
 //! This module owns YAML syntax and positions. It knows nothing of what the
 //! keys mean.
@@ -61,6 +64,13 @@ impl fmt::Display for Origin {
         }
     }
 }
+
+/// Deepest nesting of mappings and sequences a document may have.
+pub const MAX_DEPTH: usize = 64;
+
+/// Most values (scalars, mappings, sequences) a document may hold once its
+/// aliases are expanded; the embedded configurations hold a few hundred.
+pub const MAX_VALUES: usize = 100_000;
 
 /// One YAML value with its origin.
 #[derive(Debug, Clone)]
@@ -158,16 +168,20 @@ fn scan_error(source: &Arc<str>, error: &ScanError) -> SyntaxError {
 }
 
 /// A mapping or sequence whose end event has not arrived yet.
+/// `first_value` is the value count when it opened, so the values it holds
+/// (aliases expanded) are the count at its end minus that.
 enum Open {
     Map {
         origin: Origin,
         anchor: usize,
+        first_value: usize,
         entries: Vec<Entry>,
         key: Option<(String, Origin)>,
     },
     Seq {
         origin: Origin,
         anchor: usize,
+        first_value: usize,
         items: Vec<Node>,
     },
 }
@@ -176,7 +190,10 @@ enum Open {
 struct TreeBuilder<'s> {
     source: &'s Arc<str>,
     open: Vec<Open>,
-    anchors: BTreeMap<usize, Node>,
+    /// Each anchor's node and how many values it holds.
+    anchors: BTreeMap<usize, (Node, usize)>,
+    /// Values so far, aliases counted at their expanded size.
+    values: usize,
     root: Option<Node>,
 }
 
@@ -186,6 +203,7 @@ impl<'s> TreeBuilder<'s> {
             source,
             open: Vec::new(),
             anchors: BTreeMap::new(),
+            values: 0,
             root: None,
         }
     }
@@ -195,6 +213,33 @@ impl<'s> TreeBuilder<'s> {
             origin: Origin::at(self.source, span),
             message,
         }
+    }
+
+    /// Counts `n` more values, refusing to pass [`MAX_VALUES`].
+    fn charge(&mut self, n: usize, span: Span) -> Result<(), SyntaxError> {
+        self.values = self.values.saturating_add(n);
+        if self.values > MAX_VALUES {
+            return Err(self.error(
+                span,
+                format!(
+                    "the document holds more than {MAX_VALUES} values once its aliases are \
+                     expanded (an alias bomb?): use fewer or smaller aliases"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks that one more collection may open.
+    fn deepen(&mut self, span: Span) -> Result<usize, SyntaxError> {
+        if self.open.len() >= MAX_DEPTH {
+            return Err(self.error(
+                span,
+                format!("mappings and sequences nest more than {MAX_DEPTH} deep"),
+            ));
+        }
+        self.charge(1, span)?;
+        Ok(self.values - 1)
     }
 
     fn push(&mut self, event: Event<'_>, span: Span) -> Result<(), SyntaxError> {
@@ -219,21 +264,26 @@ impl<'s> TreeBuilder<'s> {
                     text: text.into_owned(),
                     plain,
                 };
-                self.complete(Node { origin, kind }, anchor)
+                self.charge(1, span)?;
+                self.complete(Node { origin, kind }, anchor, 1)
             }
             Event::MappingStart(anchor, None) => {
+                let first_value = self.deepen(span)?;
                 self.open.push(Open::Map {
                     origin,
                     anchor,
+                    first_value,
                     entries: Vec::new(),
                     key: None,
                 });
                 Ok(())
             }
             Event::SequenceStart(anchor, None) => {
+                let first_value = self.deepen(span)?;
                 self.open.push(Open::Seq {
                     origin,
                     anchor,
+                    first_value,
                     items: Vec::new(),
                 });
                 Ok(())
@@ -249,17 +299,20 @@ impl<'s> TreeBuilder<'s> {
     }
 
     fn alias(&mut self, id: usize, span: Span) -> Result<(), SyntaxError> {
-        match self.anchors.get(&id) {
-            Some(node) => self.complete(node.clone(), 0),
-            None => Err(self.error(span, "alias to an unknown anchor".into())),
-        }
+        let Some((node, size)) = self.anchors.get(&id) else {
+            return Err(self.error(span, "alias to an unknown anchor".into()));
+        };
+        let (node, size) = (node.clone(), *size);
+        self.charge(size, span)?;
+        self.complete(node, 0, size)
     }
 
     fn close(&mut self) -> Result<(), SyntaxError> {
-        let (node, anchor) = match self.open.pop() {
+        let (node, anchor, first_value) = match self.open.pop() {
             Some(Open::Map {
                 origin,
                 anchor,
+                first_value,
                 entries,
                 ..
             }) => (
@@ -268,10 +321,12 @@ impl<'s> TreeBuilder<'s> {
                     kind: NodeKind::Map(entries),
                 },
                 anchor,
+                first_value,
             ),
             Some(Open::Seq {
                 origin,
                 anchor,
+                first_value,
                 items,
             }) => (
                 Node {
@@ -279,16 +334,18 @@ impl<'s> TreeBuilder<'s> {
                     kind: NodeKind::Seq(items),
                 },
                 anchor,
+                first_value,
             ),
             None => return Ok(()),
         };
-        self.complete(node, anchor)
+        self.complete(node, anchor, self.values - first_value)
     }
 
-    /// Attaches a finished node to its parent (or makes it the root).
-    fn complete(&mut self, node: Node, anchor: usize) -> Result<(), SyntaxError> {
+    /// Attaches a finished node of `size` values to its parent (or makes it
+    /// the root).
+    fn complete(&mut self, node: Node, anchor: usize, size: usize) -> Result<(), SyntaxError> {
         if anchor != 0 {
-            self.anchors.insert(anchor, node.clone());
+            self.anchors.insert(anchor, (node.clone(), size));
         }
         match self.open.last_mut() {
             None => self.root = Some(node),
@@ -724,5 +781,45 @@ mod tests {
         assert!(tree("--- 1\n--- 2\n").is_err());
         assert!(tree("a: !!str 1\n").unwrap_err().message.contains("tags"));
         assert!(tree("").unwrap().is_null());
+    }
+
+    #[test]
+    fn alias_bombs_stop_at_the_value_limit() {
+        let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for level in 1..9 {
+            let prev = format!("*a{}", level - 1);
+            let items = vec![prev.as_str(); 10].join(", ");
+            text.push_str(&format!("a{level}: &a{level} [{items}]\n"));
+        }
+        let error = tree(&text).unwrap_err();
+        assert!(
+            error.message.contains("more than 100000 values"),
+            "{}",
+            error.message
+        );
+        assert!(
+            error.origin.to_string().starts_with("t.yaml:5:"),
+            "{}",
+            error.origin
+        );
+        let modest = "a: &a [1, 2, 3]\nb: [*a, *a, *a]\n";
+        assert!(tree(modest).is_ok());
+    }
+
+    #[test]
+    fn deep_nesting_is_refused() {
+        let deep = format!(
+            "{}1{}",
+            "[".repeat(MAX_DEPTH + 1),
+            "]".repeat(MAX_DEPTH + 1)
+        );
+        let error = tree(&deep).unwrap_err();
+        assert!(
+            error.message.contains("nest more than 64 deep"),
+            "{}",
+            error.message
+        );
+        let fine = format!("{}1{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        assert!(tree(&fine).is_ok());
     }
 }

@@ -28,7 +28,14 @@ const HOST_SIP: u64 = 0xFF;
 const REGION_HBM: u64 = 0x00;
 const REGION_SRAM: u64 = 0x01;
 const REGION_TCM: u64 = 0x10;
-const MAX_PES: u32 = 0x100 - REGION_TCM as u32;
+/// Most SIPs: the SIP field's values but the host's.
+pub const MAX_SIPS: u64 = HOST_SIP - 1;
+/// Most cubes per SIP: the cube field's values.
+pub const MAX_CUBES: u32 = 0x100;
+/// Most PEs per cube: the TCM regions.
+pub const MAX_PES: u32 = 0x100 - REGION_TCM as u32;
+/// Largest memory: the offset field.
+pub const MAX_MEMORY: u64 = OFFSET_MASK + 1;
 
 /// One memory that holds bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -100,8 +107,23 @@ pub enum AddressError {
         capacity: u64,
     },
     /// The machine is larger than the address layout can describe.
-    #[error("the address map cannot describe this machine: {0}")]
-    MachineTooLarge(String),
+    #[error("the address map cannot describe this machine: {what}")]
+    MachineTooLarge {
+        /// The spec key to lower.
+        key: &'static str,
+        /// What is too large, and the limit.
+        what: String,
+    },
+}
+
+impl AddressError {
+    /// The spec key to blame (empty for addresses, which are not spec).
+    pub fn key(&self) -> &'static str {
+        match self {
+            AddressError::MachineTooLarge { key, .. } => key,
+            AddressError::Unmapped { .. } | AddressError::OutOfRange { .. } => "",
+        }
+    }
 }
 
 /// The address layout of one machine: counts and capacities to check
@@ -132,35 +154,42 @@ impl AddressMap {
     }
 
     fn check_limits(&self) -> Result<(), AddressError> {
-        let too_large = |what: String| Err(AddressError::MachineTooLarge(what));
-        if u64::from(self.sips) >= HOST_SIP {
-            return too_large(format!("{} SIPs (at most 254)", self.sips));
+        let too_large = |key, what: String| Err(AddressError::MachineTooLarge { key, what });
+        if u64::from(self.sips) > MAX_SIPS {
+            return too_large(
+                "system.sips.count",
+                format!("{} SIPs (at most {MAX_SIPS})", self.sips),
+            );
         }
-        if self.cubes_per_sip > 256 {
-            return too_large(format!(
-                "{} cubes per SIP (at most 256)",
-                self.cubes_per_sip
-            ));
+        if self.cubes_per_sip > MAX_CUBES {
+            return too_large(
+                "sip.cube_mesh",
+                format!("{} cubes per SIP (at most {MAX_CUBES})", self.cubes_per_sip),
+            );
         }
         if self.pes_per_cube > MAX_PES {
-            return too_large(format!(
-                "{} PEs per cube (at most {MAX_PES})",
-                self.pes_per_cube
-            ));
+            return too_large(
+                "cube.pes",
+                format!("{} PEs per cube (at most {MAX_PES})", self.pes_per_cube),
+            );
         }
-        if [self.hbm, self.sram, self.tcm]
-            .iter()
-            .any(|&c| c > OFFSET_MASK + 1)
-        {
-            return too_large("a memory larger than 1 TiB".to_owned());
+        let memories = [
+            ("cube.hbm.capacity", self.hbm),
+            ("cube.sram.capacity", self.sram),
+            ("pe.tcm.capacity", self.tcm),
+        ];
+        match memories.iter().find(|(_, c)| *c > MAX_MEMORY) {
+            Some(&(key, bytes)) => {
+                too_large(key, format!("a memory of {bytes} bytes (at most 1 TiB)"))
+            }
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Bytes in `space` (host DRAM: the whole 1 TiB window).
     pub fn capacity(&self, space: MemSpace) -> u64 {
         match space {
-            MemSpace::Host => OFFSET_MASK + 1,
+            MemSpace::Host => MAX_MEMORY,
             MemSpace::Hbm { .. } => self.hbm,
             MemSpace::Sram { .. } => self.sram,
             MemSpace::Tcm { .. } => self.tcm,

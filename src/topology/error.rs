@@ -36,9 +36,8 @@ impl TopologyError {
         match self {
             TopologyError::Layout(error) => error.key(),
             TopologyError::Link(error) => error.key,
-            TopologyError::Address(_)
-            | TopologyError::TooLarge { .. }
-            | TopologyError::DuplicateName(_) => "",
+            TopologyError::Address(error) => error.key(),
+            TopologyError::TooLarge { .. } | TopologyError::DuplicateName(_) => "",
         }
     }
 }

@@ -61,8 +61,10 @@ pub enum LayoutError {
     },
     /// More routers than [`MAX_ROUTERS`].
     #[error(
-        "the cube NoC needs at least {routers} routers ({endpoints} endpoints, \
-         {hbm_ports} HBM ports); at most {MAX_ROUTERS} are supported"
+        "the cube NoC needs at least {routers} routers ({endpoints} endpoints: cube.pes + 5; \
+         {hbm_ports} HBM ports: HBM bandwidth / NoC link bandwidth, the link being \
+         cube.noc.link_width x cube.noc.clock); at most {MAX_ROUTERS} are supported: {remedy}",
+        remedy = self.remedy()
     )]
     TooLarge {
         /// Routers the grid would have.
@@ -75,11 +77,28 @@ pub enum LayoutError {
 }
 
 impl LayoutError {
-    /// The spec key to blame.
+    /// The spec key to blame: for a NoC too large, `cube.pes` when the
+    /// endpoints outnumber the HBM ports, else the NoC clock that sets the
+    /// link bandwidth the HBM ports are counted in.
     pub fn key(&self) -> &'static str {
         match self {
             LayoutError::GridTooSmall { .. } => "cube.noc.grid",
-            LayoutError::TooLarge { .. } => "cube.noc",
+            LayoutError::TooLarge {
+                endpoints,
+                hbm_ports,
+                ..
+            } if endpoints >= hbm_ports => "cube.pes",
+            LayoutError::TooLarge { .. } => "cube.noc.clock",
+        }
+    }
+
+    fn remedy(&self) -> &'static str {
+        match self.key() {
+            "cube.pes" => "lower cube.pes",
+            _ => {
+                "raise cube.noc.clock or cube.noc.link_width, or lower cube.hbm.pc_bandwidth \
+                 or cube.hbm.pseudo_channels"
+            }
         }
     }
 }

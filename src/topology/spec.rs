@@ -16,6 +16,7 @@ use std::ops::Deref;
 
 use serde::Deserialize;
 
+use super::address::AddressMap;
 use super::layout::CubeLayout;
 use super::link::LinkCatalog;
 use crate::config::units::{Bandwidth, Count, Fraction, Frequency, NonZeroSize, Size};
@@ -24,6 +25,10 @@ use crate::sim::SimDuration;
 
 const DEFAULT_FILE: &str = "configs/topology.yaml";
 const DEFAULT_YAML: &str = include_str!("../../configs/topology.yaml");
+
+/// Why the derived rates may unwrap: [`TopologySpec::load`] refuses a spec
+/// whose rates overflow, naming the key.
+const CHECKED_AT_LOAD: &str = "derived rates are checked when the spec is loaded";
 
 /// The whole machine: host and SIPs, the cube mesh of a SIP, one cube, one PE.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -197,7 +202,11 @@ pub struct UcieSpec {
 impl UcieSpec {
     /// The raw rate of one edge: all its modules together.
     pub fn edge_bandwidth(&self) -> Bandwidth {
-        self.module_bandwidth.saturating_mul(self.modules_per_edge)
+        self.checked_edge_bandwidth().expect(CHECKED_AT_LOAD)
+    }
+
+    fn checked_edge_bandwidth(&self) -> Option<Bandwidth> {
+        self.module_bandwidth.checked_mul(self.modules_per_edge)
     }
 }
 
@@ -249,7 +258,7 @@ pub struct NocSpec {
 impl NocSpec {
     /// The raw rate of one link: `link_width × clock`.
     pub fn link_bandwidth(&self) -> Bandwidth {
-        Bandwidth::per_cycle(self.link_width, self.clock)
+        Bandwidth::per_cycle(self.link_width, self.clock).expect(CHECKED_AT_LOAD)
     }
 }
 
@@ -341,7 +350,11 @@ impl HbmSpec {
 
     /// All pseudo-channels together.
     pub fn bandwidth(&self) -> Bandwidth {
-        self.0.pc_bandwidth.saturating_mul(self.0.pseudo_channels)
+        self.checked_bandwidth().expect(CHECKED_AT_LOAD)
+    }
+
+    fn checked_bandwidth(&self) -> Option<Bandwidth> {
+        self.0.pc_bandwidth.checked_mul(self.0.pseudo_channels)
     }
 }
 
@@ -417,10 +430,14 @@ pub struct PeSpec {
 impl PeSpec {
     /// Peak GEMM rate: two FLOPs per MAC per cycle.
     pub fn peak_flops(&self) -> u64 {
+        self.checked_peak_flops().expect(CHECKED_AT_LOAD)
+    }
+
+    fn checked_peak_flops(&self) -> Option<u64> {
         self.gemm
             .macs_per_cycle()
-            .saturating_mul(2)
-            .saturating_mul(self.clock.hz())
+            .checked_mul(2)?
+            .checked_mul(self.clock.hz())
     }
 }
 
@@ -718,12 +735,59 @@ impl TopologySpec {
         Ok(spec)
     }
 
-    /// The rules that need the compiler's view: the cube NoC can be laid
-    /// out and every hop time fits, so that `Machine::build` succeeds.
+    /// The rules that need the compiler's view: the address map can
+    /// number every memory, the cube NoC can be laid out and every hop time
+    /// fits, so that `Machine::build` succeeds.
     fn check_compilable(&self, document: &Document) -> Result<(), ConfigError> {
+        self.check_derived_rates(document)?;
+        AddressMap::new(self).map_err(|e| document.error_at(e.key(), &e))?;
         CubeLayout::new(&self.cube).map_err(|e| document.error_at(e.key(), &e))?;
         LinkCatalog::new(self).map_err(|e| document.error_at(e.key, &e.source))?;
         Ok(())
+    }
+
+    /// Every rate computed from several keys fits its 64-bit base unit, so
+    /// none is ever saturated; an overflow names the key to lower.
+    fn check_derived_rates(&self, document: &Document) -> Result<(), ConfigError> {
+        let (ucie, noc, hbm, pe) = (&self.sip.ucie, &self.cube.noc, &self.cube.hbm, &self.pe);
+        let overflows = [
+            (
+                ucie.checked_edge_bandwidth().is_none(),
+                "sip.ucie.module_bandwidth",
+                format!(
+                    "{} x modules_per_edge {} overflows 64-bit bytes per second",
+                    ucie.module_bandwidth, ucie.modules_per_edge
+                ),
+            ),
+            (
+                Bandwidth::per_cycle(noc.link_width, noc.clock).is_none(),
+                "cube.noc.clock",
+                format!(
+                    "{} x link_width {} overflows 64-bit bytes per second",
+                    noc.clock, noc.link_width
+                ),
+            ),
+            (
+                hbm.checked_bandwidth().is_none(),
+                "cube.hbm.pc_bandwidth",
+                format!(
+                    "{} x pseudo_channels {} overflows 64-bit bytes per second",
+                    hbm.pc_bandwidth, hbm.pseudo_channels
+                ),
+            ),
+            (
+                pe.checked_peak_flops().is_none(),
+                "pe.clock",
+                format!(
+                    "{} x 2 x {}x{} GEMM MACs overflows a 64-bit FLOP/s figure",
+                    pe.clock, pe.gemm.rows, pe.gemm.cols
+                ),
+            ),
+        ];
+        match overflows.into_iter().find(|(overflow, ..)| *overflow) {
+            Some((_, key, message)) => Err(document.error_at(key, message)),
+            None => Ok(()),
+        }
     }
 
     /// Cubes in one SIP.
