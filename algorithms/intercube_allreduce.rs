@@ -3,25 +3,26 @@
 //! 1. row reduce W → E across the cube mesh (the east column holds row sums);
 //! 2. column reduce N → S on the east column (the SE root cube holds the
 //!    SIP's sum);
-//! 3. on the root cube, the inter-SIP exchange chosen by `sip_topo_kind`:
-//!    a ring (`ring_1d`), a row ring then a column ring (`torus_2d`), or a
-//!    chain reduce + broadcast per dimension (`mesh_2d_no_wrap`), on the
-//!    `global_*` directions; any other kind fails loudly;
+//! 3. on the root cube, the inter-SIP exchange chosen by the SIP grid:
+//!    a ring (`Ring`), a row ring then a column ring (`Torus`), or a
+//!    chain reduce + broadcast per dimension (`Mesh`), on the `global_*`
+//!    directions (an `Avg` is scaled here, once);
 //! 4. column broadcast S → N on the east column;
 //! 5. row broadcast E → W.
 //!
 //! On a single-cube machine (`cube_w = cube_h = 1`) phases 1, 2, 4 and 5
-//! have no hops, so only the exchange runs (ADR-0050 D7).
+//! have no hops, so only the exchange runs (seed ADR-0050 D7). The ring
+//! phase forwards the slot it received, so it needs two IPCQ slots; the
+//! root cube is the south-east corner (a `root_cube` elsewhere is refused).
 
 use kernbench::ccl::topology::Dir;
 use kernbench::ccl::topology::TopologyError;
 use kernbench::ccl::{
-    CclAlgorithm, Endpoints, KernelArgs, SIP_TOPO_MESH, SIP_TOPO_RING, SIP_TOPO_TORUS,
-    TOPO_NAME_TO_KIND, WorldShape, add_received,
+    CclAlgorithm, Collective, Endpoints, KernelArgs, Params, Requirements, WorldShape, finish,
+    reduce_received,
 };
-use kernbench::mem::DType;
 use kernbench::tl::{Kernel, KernelError, TensorHandle, Tl};
-use kernbench::topology::TopologySpec;
+use kernbench::topology::SipGrid;
 
 struct IntercubeAllreduce;
 
@@ -31,16 +32,34 @@ pub fn algorithm() -> Box<dyn CclAlgorithm> {
 }
 
 impl CclAlgorithm for IntercubeAllreduce {
+    fn collective(&self) -> Collective {
+        Collective::AllReduce
+    }
+
     fn kernel(&self) -> Kernel<KernelArgs, ()> {
         Kernel::new("intercube_allreduce", intercube_allreduce)
     }
 
-    fn topo_name_to_kind(&self) -> &'static [(&'static str, u32)] {
-        TOPO_NAME_TO_KIND
+    fn requirements(&self) -> Requirements {
+        Requirements {
+            min_slots: 2,
+            ..Requirements::default()
+        }
     }
 
-    fn endpoints(&self, _: &WorldShape, spec: &TopologySpec) -> Result<Endpoints, TopologyError> {
-        Endpoints::intercube(spec)
+    fn supports(&self, shape: &WorldShape, _: &Params) -> Result<(), String> {
+        let corner = shape.cubes() - 1;
+        match shape.root_cube {
+            Some(root) if root != corner => Err(format!(
+                "its root cube is the south-east corner of the cube mesh (root_cube: {corner}), \
+                 not {root}"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn endpoints(&self, shape: &WorldShape) -> Result<Endpoints, TopologyError> {
+        Endpoints::intercube(shape)
     }
 }
 
@@ -67,14 +86,15 @@ async fn intercube_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError
         east: Dir::E,
         south: Dir::S,
     };
-    let acc = tl.load(addr, &[args.tile.n_elem], DType::F16).await?;
+    let acc = tl.load(addr, &args.shape(), args.dtype).await?;
     let reduce = tl.phase("mesh_reduce");
-    mesh_reduce(&tl, &acc, cubes).await?;
+    mesh_reduce(&tl, &args, &acc, cubes).await?;
     drop(reduce);
     let mut value = acc.clone();
     if cubes.is_corner() {
         let _exchange = tl.phase("inter_sip");
-        value = inter_sip(&tl, &args, acc).await?;
+        let total = inter_sip(&tl, &args, acc).await?;
+        value = finish(&tl, args.op, total, args.endpoints()).await?;
     }
     let broadcast = tl.phase("mesh_broadcast");
     let value = mesh_broadcast(&tl, value, cubes).await?;
@@ -88,47 +108,35 @@ async fn inter_sip(
     args: &KernelArgs,
     acc: TensorHandle,
 ) -> Result<TensorHandle, KernelError> {
-    let (n, rank) = (args.tile.n_sips, args.sip_rank);
-    match args.sip_topo_kind {
-        SIP_TOPO_RING => {
-            ring(tl, &acc, Dir::GlobalE, n).await?;
+    match args.sip_grid {
+        SipGrid::Ring => {
+            ring(tl, args, &acc, Dir::GlobalE, args.tile.n_sips).await?;
             Ok(acc)
         }
-        SIP_TOPO_TORUS => {
-            let sips = sip_mesh(args)?;
-            ring(tl, &acc, Dir::GlobalE, sips.w).await?;
-            ring(tl, &acc, Dir::GlobalS, sips.h).await?;
+        SipGrid::Torus { w, h } => {
+            ring(tl, args, &acc, Dir::GlobalE, w).await?;
+            ring(tl, args, &acc, Dir::GlobalS, h).await?;
             Ok(acc)
         }
-        SIP_TOPO_MESH => {
-            let sips = sip_mesh(args)?;
-            mesh_reduce(tl, &acc, sips).await?;
+        SipGrid::Mesh { w, h } => {
+            let sips = sip_mesh(args.sip_rank, w, h);
+            mesh_reduce(tl, args, &acc, sips).await?;
             mesh_broadcast(tl, acc, sips).await
         }
-        kind => Err(KernelError::failed(format!(
-            "intercube_allreduce: unsupported sip_topo_kind {kind} on SIP {rank} \
-             (0 ring_1d, 1 torus_2d, 2 mesh_2d_no_wrap)"
-        ))),
     }
 }
 
-/// This SIP on the `sip_topo_w × sip_topo_h` grid of `global_*` links.
-fn sip_mesh(args: &KernelArgs) -> Result<Mesh, KernelError> {
-    let (w, h, n) = (args.sip_topo_w, args.sip_topo_h, args.tile.n_sips);
-    if w * h != n {
-        return Err(KernelError::failed(format!(
-            "intercube_allreduce: a {w}x{h} SIP grid does not hold {n} SIPs"
-        )));
-    }
-    let rank = args.sip_rank;
-    Ok(Mesh {
+/// SIP `rank` on the `w × h` grid of `global_*` links (the process group
+/// has checked that the grid holds the world).
+fn sip_mesh(rank: u32, w: u32, h: u32) -> Mesh {
+    Mesh {
         x: rank % w,
         y: rank / w,
         w,
         h,
         east: Dir::GlobalE,
         south: Dir::GlobalS,
-    })
+    }
 }
 
 impl Mesh {
@@ -139,12 +147,18 @@ impl Mesh {
 }
 
 /// `len − 1` ring rounds along `fwd`: every member's `acc` ends as the sum.
-async fn ring(tl: &Tl, acc: &TensorHandle, fwd: Dir, len: u32) -> Result<(), KernelError> {
+async fn ring(
+    tl: &Tl,
+    args: &KernelArgs,
+    acc: &TensorHandle,
+    fwd: Dir,
+    len: u32,
+) -> Result<(), KernelError> {
     let mut current = acc.clone();
     for _ in 1..len {
         tl.send(fwd, &current).await?;
         let received = tl.recv(fwd.opposite(), acc.shape(), acc.dtype()).await?;
-        add_received(tl, acc, &received).await?;
+        reduce_received(tl, args.op, acc, &received).await?;
         current = received;
     }
     Ok(())
@@ -152,10 +166,15 @@ async fn ring(tl: &Tl, acc: &TensorHandle, fwd: Dir, len: u32) -> Result<(), Ker
 
 /// Row reduce towards east, then column reduce towards south on the east
 /// column: the SE corner's `acc` ends as the grid's sum.
-async fn mesh_reduce(tl: &Tl, acc: &TensorHandle, m: Mesh) -> Result<(), KernelError> {
-    reduce_line(tl, acc, m.east, m.x, m.w).await?;
+async fn mesh_reduce(
+    tl: &Tl,
+    args: &KernelArgs,
+    acc: &TensorHandle,
+    m: Mesh,
+) -> Result<(), KernelError> {
+    reduce_line(tl, args, acc, m.east, m.x, m.w).await?;
     if m.x + 1 == m.w {
-        reduce_line(tl, acc, m.south, m.y, m.h).await?;
+        reduce_line(tl, args, acc, m.south, m.y, m.h).await?;
     }
     Ok(())
 }
@@ -177,6 +196,7 @@ async fn mesh_broadcast(
 /// A chain reduce along `fwd`: the last of `len` holds the sum.
 async fn reduce_line(
     tl: &Tl,
+    args: &KernelArgs,
     acc: &TensorHandle,
     fwd: Dir,
     pos: u32,
@@ -184,7 +204,7 @@ async fn reduce_line(
 ) -> Result<(), KernelError> {
     if pos > 0 {
         let received = tl.recv(fwd.opposite(), acc.shape(), acc.dtype()).await?;
-        add_received(tl, acc, &received).await?;
+        reduce_received(tl, args.op, acc, &received).await?;
     }
     if pos + 1 < len {
         tl.send(fwd, acc).await?;

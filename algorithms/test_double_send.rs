@@ -1,11 +1,11 @@
 //! `test_double_send`: the proof that an algorithm is one file here plus
 //! one ccl.yaml entry (ADR-0009; exercised by `tests/ccl_algorithm_file.rs`).
 //! Every endpoint sends its tile east twice and ends holding its own tile
-//! plus both copies it received from the west: `t(e) + 2 t(e − 1)`.
+//! plus both copies it received from the west: `t(e) + 2 t(e − 1)`. No
+//! `torch.distributed` collective: it declares [`Collective::Custom`].
 
 use kernbench::ccl::topology::Dir;
-use kernbench::ccl::{CclAlgorithm, KernelArgs, add_received};
-use kernbench::mem::DType;
+use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, ReduceOp, reduce_received};
 use kernbench::tl::{Kernel, KernelError, Tl};
 
 struct TestDoubleSend;
@@ -16,6 +16,10 @@ pub fn algorithm() -> Box<dyn CclAlgorithm> {
 }
 
 impl CclAlgorithm for TestDoubleSend {
+    fn collective(&self) -> Collective {
+        Collective::Custom
+    }
+
     fn kernel(&self) -> Kernel<KernelArgs, ()> {
         Kernel::new("test_double_send", double_send)
     }
@@ -23,13 +27,12 @@ impl CclAlgorithm for TestDoubleSend {
 
 async fn double_send(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let addr = args.tile_addr(tl.program_id(1))?;
-    let shape = [args.tile.n_elem];
-    let acc = tl.load(addr, &shape, DType::F16).await?;
-    let tile = tl.load(addr, &shape, DType::F16).await?;
+    let acc = tl.load(addr, &args.shape(), args.dtype).await?;
+    let tile = tl.load(addr, &args.shape(), args.dtype).await?;
     for _ in 0..2 {
         tl.send(Dir::E, &tile).await?;
-        let received = tl.recv(Dir::W, &shape, DType::F16).await?;
-        add_received(&tl, &acc, &received).await?;
+        let received = tl.recv(Dir::W, &args.shape(), args.dtype).await?;
+        reduce_received(&tl, ReduceOp::Sum, &acc, &received).await?;
     }
     tl.store(addr, &acc).await
 }

@@ -12,8 +12,9 @@
 //! - [`tl`]: the kernel-side API: the [`tl::Tl`] context of one PE
 //!   program (`load`, `store`, `dot`, `composite`, math, reductions),
 //!   [`tl::Kernel`]s and their registry.
-//! - [`ccl`]: collective communication. Today the typed `ccl.yaml`
-//!   ([`ccl::CclConfig`]): default algorithm and per-algorithm entries.
+//! - [`ccl`]: collective communication: the typed `ccl.yaml`
+//!   ([`ccl::CclConfig`]), neighbour tables and endpoints, the algorithm
+//!   contract ([`ccl::CclAlgorithm`]) and the registry of `algorithms/`.
 //! - [`device`]: the timed hardware joined with the bytes it moves: DMA
 //!   copies that are timed, applied to memory and logged together.
 //! - [`mem`]: allocators (physical and virtual), the byte store and the op

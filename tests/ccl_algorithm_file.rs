@@ -1,24 +1,26 @@
 //! ADR-0009's claim: an algorithm is one file in `algorithms/` plus one
 //! ccl.yaml entry. `algorithms/test_double_send.rs` is such a file; here a
-//! ccl.yaml naming it runs through `torch.distributed.all_reduce`.
+//! ccl.yaml naming it runs through the process group (`run_custom`: it
+//! declares no `torch.distributed` collective).
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use half::f16;
-use kernbench::ccl::{CclConfig, registry};
+use kernbench::ccl::{CclConfig, Collective, registry};
 use kernbench::config::ConfigSource;
 use kernbench::device::Device;
 use kernbench::mem::{DType, DataMode};
-use kernbench::runtime::{DPPolicy, ReduceOp, Split, Torch, spawn};
+use kernbench::runtime::{DPPolicy, Split, Torch, spawn};
 use kernbench::sim::Simulation;
 use kernbench::topology::{Machine, TopologySpec};
 use kernbench::workloads::WorkloadError;
 use kernbench::workloads::ccl_allreduce::pattern;
 use ndarray::{Array2, ArrayD};
 
-const CCL: &str = "defaults: {algorithm: test_double_send, buffer_kind: hbm, n_elem: 8}\n\
-                   algorithms:\n  test_double_send: {module: test_double_send, topology: ring_1d}\n";
+const CCL: &str = "defaults: {algorithm: ring, buffer_kind: hbm, n_elem: 8}\n\
+                   algorithms:\n  ring: {module: ring_allreduce, topology: ring_1d}\n  \
+                   test_double_send: {module: test_double_send, topology: ring_1d}\n";
 
 #[test]
 fn one_file_and_one_entry_make_an_algorithm() {
@@ -38,11 +40,13 @@ fn one_file_and_one_entry_make_an_algorithm() {
         spawn(2, move |rank| {
             let (torch, results) = (host.clone(), shared.clone());
             async move {
-                torch.distributed.init_process_group("ahbm")?;
+                let custom = Collective::Custom;
+                let dist = &torch.distributed;
+                dist.init_process_group_with("ahbm", custom, "test_double_send")?;
                 let dp = DPPolicy::new(Split::RowWise, Split::Replicate, 16, 1);
                 let t = torch.zeros(&[16, 8], DType::F16, &dp)?;
                 t.copy_from(&pattern(rank, 16, 8)).await?;
-                torch.distributed.all_reduce(&t, ReduceOp::Sum).await?;
+                dist.run_custom(&t).await?;
                 let back: ArrayD<f16> = t.to_ndarray().await?.unwrap();
                 results.borrow_mut().push((rank, back));
                 Ok::<(), WorkloadError>(())

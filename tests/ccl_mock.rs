@@ -5,7 +5,7 @@
 use half::f16;
 use kernbench::ccl::registry;
 use kernbench::ccl::topology::{Dir, NeighborMap};
-use kernbench::ccl::{CclAlgorithm, KernelArgs};
+use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs};
 use kernbench::runtime::testing::{MockError, run_kernel_in_mock};
 use kernbench::tl::Kernel;
 
@@ -51,6 +51,10 @@ fn ring_allreduce_on_four_ranks_gives_every_rank_the_sum() {
 struct SkipHello;
 
 impl CclAlgorithm for SkipHello {
+    fn collective(&self) -> Collective {
+        Collective::Custom
+    }
+
     fn kernel(&self) -> Kernel<KernelArgs, ()> {
         registry::find("hello_send").unwrap().kernel()
     }

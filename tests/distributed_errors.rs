@@ -4,7 +4,7 @@
 
 use std::rc::Rc;
 
-use kernbench::ccl::CclConfig;
+use kernbench::ccl::{CclConfig, Collective};
 use kernbench::config::ConfigSource;
 use kernbench::device::Device;
 use kernbench::mem::{DType, DataMode};
@@ -80,20 +80,9 @@ fn init_resolves_the_world_from_the_topology() {
     assert_eq!(dist.get_world_size().unwrap(), 2);
     assert_eq!(dist.get_rank().unwrap(), 0, "outside a worker");
     assert_eq!(dist.get_backend().unwrap(), "ahbm");
-    assert_eq!(dist.algorithm().unwrap(), "intercube_allreduce");
-}
-
-#[test]
-fn only_sum_is_implemented() {
-    let result = drive(|torch| async move {
-        torch.distributed.init_process_group("ahbm")?;
-        let t = tensor(&torch);
-        torch.distributed.all_reduce(&t, ReduceOp::Max).await
-    });
-    let message = result.unwrap_err().to_string();
     assert_eq!(
-        message,
-        "all_reduce: ReduceOp.MAX is not implemented by the ahbm backend (only ReduceOp.SUM)"
+        dist.algorithm(Collective::AllReduce).unwrap(),
+        "intercube_allreduce"
     );
 }
 
@@ -107,7 +96,7 @@ fn a_freed_or_misplaced_tensor_is_an_error() {
     });
     assert_eq!(
         freed.unwrap_err().to_string(),
-        "all_reduce: tensor `grad` is not deployed"
+        "tensor `grad` is not deployed"
     );
     let misplaced = drive(|torch| async move {
         torch.distributed.init_process_group("ahbm")?;
@@ -129,12 +118,10 @@ fn a_freed_or_misplaced_tensor_is_an_error() {
 fn unsupported_calls_say_so() {
     let result = drive(|torch| async move {
         torch.distributed.init_process_group("ahbm")?;
-        torch.distributed.broadcast(&tensor(&torch), 0)
+        torch.distributed.gather(&tensor(&torch), 0)
     });
     let message = result.unwrap_err().to_string();
-    assert!(
-        message.starts_with("torch.distributed.broadcast is not supported by the ahbm backend")
-    );
+    assert!(message.starts_with("torch.distributed.gather is not supported by the ahbm backend"));
 }
 
 #[test]
@@ -164,4 +151,95 @@ fn a_bad_algorithm_or_topology_leaves_nothing_installed() {
     let message = dist.init_process_group("ahbm").unwrap_err().to_string();
     assert_eq!(message, "world_size 3 needs 3 SIPs, but the machine has 2");
     assert!(!dist.is_initialized());
+}
+
+fn ccl(text: &str) -> CclConfig {
+    let source = ConfigSource::Text {
+        name: "ccl.yaml".into(),
+        text: text.to_owned().into(),
+    };
+    CclConfig::load(&source, &[]).unwrap()
+}
+
+/// `init_process_group` on the default machine (or `sets` of it) with the
+/// ccl.yaml `text`: its error message.
+fn init_error(sets: &[&str], text: &str) -> String {
+    let overrides: Vec<_> = sets
+        .iter()
+        .map(|s| kernbench::config::Override::parse(s).unwrap())
+        .collect();
+    let spec = TopologySpec::load(&TopologySpec::default_source(), &overrides).unwrap();
+    let machine = std::sync::Arc::new(Machine::build(&spec).unwrap());
+    let device = Device::from_machine(machine, DataMode::Off).unwrap();
+    let dist = Torch::with_ccl(device, ccl(text)).distributed;
+    let message = dist.init_process_group("ahbm").unwrap_err().to_string();
+    assert!(!dist.is_initialized());
+    message
+}
+
+#[test]
+fn an_algorithm_runs_only_for_the_collective_it_declares() {
+    let dist = torch().distributed;
+    let error = dist
+        .init_process_group_with("ahbm", Collective::AllReduce, "hello_send")
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "ccl.yaml entry `hello_send` implements custom, not all_reduce: choose an algorithm \
+         that declares all_reduce"
+    );
+    assert!(!dist.is_initialized());
+}
+
+#[test]
+fn requirements_are_checked_at_init_not_by_a_deadlock() {
+    let one_slot = "defaults: {algorithm: a, buffer_kind: tcm, n_elem: 8, ipcq: {slots: 1}}\n\
+                    algorithms:\n  a: {module: ring_allreduce, topology: ring_1d}\n";
+    assert_eq!(
+        init_error(&[], one_slot),
+        "ccl.yaml entry `a`: `ring_allreduce` needs at least 2 IPCQ slots per ring, ipcq.slots \
+         is 1 (set ccl.yaml ipcq.slots: 2)"
+    );
+    let torus = ["system.sips.count=4", "system.sips.topology=torus_2d"];
+    let three = "defaults: {algorithm: a, buffer_kind: tcm, n_elem: 8, world_size: 3}\n\
+                 algorithms:\n  a: {module: intercube_allreduce, topology: none}\n";
+    assert!(
+        init_error(&torus, three).starts_with(
+            "ccl.yaml entry `a`: world_size 3 cannot run on the SIP grid torus_2d 2x2"
+        ),
+    );
+}
+
+#[test]
+fn root_cube_and_params_reach_the_algorithm() {
+    let root = "defaults: {algorithm: a, buffer_kind: tcm, n_elem: 8}\n\
+                algorithms:\n  a: {module: intercube_allreduce, topology: none, root_cube: 3}\n";
+    assert_eq!(
+        init_error(&[], root),
+        "ccl.yaml entry `a`: `intercube_allreduce` requires: its root cube is the south-east \
+         corner of the cube mesh (root_cube: 15), not 3"
+    );
+    let params = "defaults: {algorithm: a, buffer_kind: tcm, n_elem: 8}\n\
+                  algorithms:\n  a: {module: ring_allreduce, topology: ring_1d, \
+                  params: {chunks: 4}}\n";
+    assert_eq!(
+        init_error(&[], params),
+        "ccl.yaml entry `a`: params.chunks: `ring_allreduce` has no such parameter (it takes: \
+         none)"
+    );
+}
+
+#[test]
+fn unequal_cube_tiles_are_refused_at_the_call() {
+    let result = drive(|torch| async move {
+        torch.distributed.init_process_group("ahbm")?;
+        let dp = DPPolicy::new(Split::RowWise, Split::Replicate, 16, 1);
+        let t = torch.zeros(&[17, 8], DType::F16, &dp)?.named("ragged");
+        torch.distributed.all_reduce(&t, ReduceOp::Sum).await
+    });
+    let message = result.unwrap_err().to_string();
+    assert!(
+        message.starts_with("tensor `ragged`: its cube tiles on SIP 0 differ in size ([32, 16,"),
+        "{message}"
+    );
 }

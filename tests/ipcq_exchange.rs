@@ -6,8 +6,9 @@ mod tl_common;
 use std::rc::Rc;
 
 use kernbench::ccl::BufferKind;
-use kernbench::ccl::install::{install, intercube_multisip};
+use kernbench::ccl::install::{install, install_endpoints};
 use kernbench::ccl::topology::{Builtin, Wiring};
+use kernbench::ccl::{Endpoints, WorldShape};
 use kernbench::device::Device;
 use kernbench::mem::{DType, DataMode};
 use kernbench::runtime::launch::{LaunchError, LaunchReport, launch_with_ipcq};
@@ -386,17 +387,10 @@ fn recv_into_moves_a_tile_across_cubes_over_ucie() {
 fn global_east_crosses_to_the_next_sip() {
     let spec = spec(&[]);
     let device = device(&spec, DataMode::On);
-    let tables = intercube_multisip(&spec).unwrap();
-    let wiring = Wiring::install(&tables.tables).unwrap();
+    let world = WorldShape::new(&spec, 2, Builtin::None, None).unwrap();
+    let endpoints = Endpoints::intercube(&world).unwrap();
     let params = IpcqParams::default();
-    let network = install(
-        &device,
-        &wiring,
-        &tables.rank_to_pe,
-        BufferKind::Hbm,
-        params,
-    )
-    .unwrap();
+    let network = install_endpoints(&device, &endpoints, BufferKind::Hbm, params).unwrap();
     let (src, bytes) = tile(&device, 7);
     let dst = device
         .alloc(MemSpace::Hbm { sip: 1, cube: 0 }, bytes.len() as u64)

@@ -1,51 +1,46 @@
 //! The collective-algorithm contract (seed ADR-0050 D1–D7 in Rust): what
-//! one file in `algorithms/` implements so that `all_reduce` can run it.
+//! one file in `algorithms/` implements so that the process group can run
+//! it.
 //!
-//! An algorithm is a [`CclAlgorithm`]: its PE [`kernel`](CclAlgorithm::kernel)
-//! (an `async` function of a [`Tl`](crate::tl::Tl) and the standard
-//! [`KernelArgs`]), the per-tensor scalar arguments it wants
-//! ([`kernel_args`](CclAlgorithm::kernel_args), D2), the SIP topologies it
-//! supports ([`topo_name_to_kind`](CclAlgorithm::topo_name_to_kind), D1/D5)
-//! and, optionally, an edit of its neighbour tables
-//! ([`neighbors`](CclAlgorithm::neighbors), author guide §3) or its own
-//! IPCQ endpoints and tables ([`endpoints`](CclAlgorithm::endpoints), e.g.
-//! the ADR-0032 intercube wiring).
+//! An algorithm is a [`CclAlgorithm`]: the [`Collective`] it implements
+//! (the process group runs it for that call only), its PE
+//! [`kernel`](CclAlgorithm::kernel) (an `async` function of a
+//! [`Tl`](crate::tl::Tl) and the standard [`KernelArgs`]), the per-tensor
+//! scalars it wants ([`kernel_args`](CclAlgorithm::kernel_args), D2), what
+//! it needs of the machine and ccl.yaml
+//! ([`requirements`](CclAlgorithm::requirements),
+//! [`supports`](CclAlgorithm::supports)), the ccl.yaml `params` it reads
+//! ([`params`](CclAlgorithm::params)) and, optionally, an edit of its
+//! neighbour tables ([`neighbors`](CclAlgorithm::neighbors), seed author
+//! guide §3) or its own IPCQ endpoints
+//! ([`endpoints`](CclAlgorithm::endpoints), e.g. seed ADR-0032's intercube
+//! wiring). All of it is checked at `init_process_group`.
 //!
 //! Endpoints: a collective runs one program on PE 0 of every cube of every
 //! SIP ([`Endpoints::flat`]); endpoint `e = sip × cubes + cube` is the
 //! "rank" the IPCQ tables speak of (D7's flat mode), while the process
-//! group's rank stays the SIP (ADR-0024).
+//! group's rank stays the SIP (seed ADR-0024). Every endpoint's tile is
+//! one contribution (seed ADR-0032).
 //!
 //! Knows kernels, neighbour tables and shapes; nothing of torch or tensors.
 
 use std::rc::Rc;
 
+use crate::mem::DType;
 use crate::sim::SimDuration;
-use crate::tl::{Grid, Kernel, KernelError, PeCoord, TensorHandle, Tl};
-use crate::topology::{SipTopology, TopologySpec};
+use crate::tl::{Grid, Kernel, KernelError, TensorHandle, Tl};
+use crate::topology::SipGrid;
 
+use super::collective::{Collective, ParamSpec, Params, ReduceOp, Requirements};
 use super::cost::{CostError, Network};
-use super::install::{IntercubeTables, intercube_multisip};
-use super::topology::{Builtin, NeighborMap, TopologyError};
-
-/// `sip_topo_kind` of a ring of SIPs (ADR-0032 D4).
-pub const SIP_TOPO_RING: u32 = 0;
-/// `sip_topo_kind` of a 2-D torus of SIPs.
-pub const SIP_TOPO_TORUS: u32 = 1;
-/// `sip_topo_kind` of a 2-D mesh of SIPs without wrap.
-pub const SIP_TOPO_MESH: u32 = 2;
-
-/// The usual topology name → kind map (D1's `TOPO_NAME_TO_KIND`).
-pub const TOPO_NAME_TO_KIND: &[(&str, u32)] = &[
-    ("ring_1d", SIP_TOPO_RING),
-    ("torus_2d", SIP_TOPO_TORUS),
-    ("mesh_2d_no_wrap", SIP_TOPO_MESH),
-];
+use super::endpoints::{Endpoints, WorldShape};
+use super::topology::{NeighborMap, TopologyError};
 
 /// The per-tensor scalars [`CclAlgorithm::kernel_args`] returns (D2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TileArgs {
-    /// Elements per cube tile (f16).
+    /// Elements per cube tile (of the input; of each block for the
+    /// collectives whose tiles hold one block per endpoint).
     pub n_elem: usize,
     /// Cube-mesh width (1 on a single-cube machine).
     pub cube_w: u32,
@@ -55,36 +50,54 @@ pub struct TileArgs {
     pub n_sips: u32,
 }
 
-/// The standard kernel arguments (D3): the tensor, [`TileArgs`] and the
-/// four trailing SIP values the process group appends (ADR-0047 D5).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The standard kernel arguments (D3): the tensor, [`TileArgs`], what to
+/// compute (`dtype`, `op`, `root`) and where this SIP sits (seed ADR-0047
+/// D5's trailing SIP values, as one [`SipGrid`]).
+#[derive(Debug, Clone, PartialEq)]
 pub struct KernelArgs {
     /// Virtual address of the tensor's first byte on this SIP.
     pub t_ptr: u64,
-    /// Device address of each cube's tile, by cube index (the translation
-    /// of `t_ptr + cube × n_elem × 2`; PE DMAs take device addresses).
+    /// Device address of each cube's tile, by cube index (PE DMAs take
+    /// device addresses): the input, and the output of in-place calls.
     pub tiles: Rc<[u64]>,
+    /// Device address of each cube's output tile for the out-of-place
+    /// calls (`all_gather`, `reduce_scatter`, `all_to_all`, the receiver
+    /// of `send`); empty otherwise.
+    pub out_tiles: Rc<[u64]>,
     /// Elements per tile, cube mesh and SIP count.
     pub tile: TileArgs,
+    /// The element type of every tile.
+    pub dtype: DType,
+    /// How partial results combine (`Sum` for calls that do not reduce).
+    pub op: ReduceOp,
+    /// The root rank of `broadcast` / `reduce` (the peer of `send` /
+    /// `recv`); 0 otherwise.
+    pub root: u32,
     /// This SIP's rank.
     pub sip_rank: u32,
-    /// [`SIP_TOPO_RING`], [`SIP_TOPO_TORUS`] or [`SIP_TOPO_MESH`].
-    pub sip_topo_kind: u32,
-    /// SIP grid width (0 for a ring).
-    pub sip_topo_w: u32,
-    /// SIP grid height (0 for a ring).
-    pub sip_topo_h: u32,
+    /// How the SIPs are connected.
+    pub sip_grid: SipGrid,
+    /// ccl.yaml's `root_cube` of the entry, if set.
+    pub root_cube: Option<u32>,
+    /// ccl.yaml's `params` of the entry, checked against
+    /// [`CclAlgorithm::params`].
+    pub params: Rc<Params>,
 }
 
 impl KernelArgs {
     /// The device address of `cube`'s tile.
     pub fn tile_addr(&self, cube: u32) -> Result<u64, KernelError> {
-        self.tiles.get(cube as usize).copied().ok_or_else(|| {
-            let tiles = self.tiles.len();
-            KernelError::failed(format!(
-                "the tensor has {tiles} cube tiles, none for cube {cube}"
-            ))
-        })
+        tile_of(&self.tiles, cube, "input")
+    }
+
+    /// The device address of `cube`'s output tile.
+    pub fn out_addr(&self, cube: u32) -> Result<u64, KernelError> {
+        tile_of(&self.out_tiles, cube, "output")
+    }
+
+    /// The shape of one tile: `[n_elem]`.
+    pub fn shape(&self) -> [usize; 1] {
+        [self.tile.n_elem]
     }
 
     /// Cubes per SIP.
@@ -102,66 +115,29 @@ impl KernelArgs {
     pub fn endpoints(&self) -> usize {
         (self.tile.n_sips * self.cubes()) as usize
     }
-}
 
-/// The shape of the collective's world: what tables are built from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WorldShape {
-    /// SIPs (= ranks).
-    pub n_sips: u32,
-    /// Cube-mesh width and height the kernel sees.
-    pub cube_w: u32,
-    /// See `cube_w`.
-    pub cube_h: u32,
-    /// How the SIPs are connected.
-    pub sip_topology: SipTopology,
-    /// The SIP grid `(w, h)` of a 2-D topology.
-    pub sip_grid: Option<(u32, u32)>,
-    /// The ccl.yaml `topology` of the algorithm entry.
-    pub builtin: Builtin,
-}
-
-/// IPCQ endpoints (one PE each) and their neighbour tables, by endpoint.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Endpoints {
-    /// Where endpoint `e` runs.
-    pub coords: Vec<PeCoord>,
-    /// Endpoint `e`'s table (peers are endpoint indices).
-    pub tables: Vec<NeighborMap>,
-}
-
-impl Endpoints {
-    /// PE 0 of every cube of every SIP, SIP-major, with `shape.builtin`'s
-    /// table over all of them (a ring of `n_sips × cubes` for `ring_1d`).
-    pub fn flat(shape: &WorldShape) -> Result<Endpoints, TopologyError> {
-        let coords = pe0_coords(shape);
-        let tables = shape.builtin.tables(coords.len(), None)?;
-        Ok(Endpoints { coords, tables })
-    }
-
-    /// ADR-0032 D3's intercube tables of `spec`'s machine
-    /// ([`intercube_multisip`]): N/S/E/W between the cube-mesh neighbours'
-    /// PE 0 (no wrap), `global_*` to the same cube on the peer SIPs.
-    pub fn intercube(spec: &TopologySpec) -> Result<Endpoints, TopologyError> {
-        let IntercubeTables { tables, rank_to_pe } = intercube_multisip(spec)?;
-        Ok(Endpoints {
-            coords: rank_to_pe,
-            tables,
-        })
+    /// The endpoint of a rooted call: cube `root_cube` (0 if unset) of
+    /// rank `root`.
+    pub fn root_endpoint(&self) -> usize {
+        (self.root * self.cubes() + self.root_cube.unwrap_or(0)) as usize
     }
 }
 
-/// PE 0 of every cube of every SIP, SIP-major.
-fn pe0_coords(shape: &WorldShape) -> Vec<PeCoord> {
-    let cubes = shape.cube_w * shape.cube_h;
-    (0..shape.n_sips)
-        .flat_map(|sip| (0..cubes).map(move |cube| PeCoord { sip, cube, pe: 0 }))
-        .collect()
+fn tile_of(tiles: &[u64], cube: u32, what: &str) -> Result<u64, KernelError> {
+    tiles.get(cube as usize).copied().ok_or_else(|| {
+        let n = tiles.len();
+        KernelError::failed(format!(
+            "the {what} tensor has {n} cube tiles, none for cube {cube}"
+        ))
+    })
 }
 
 /// A collective algorithm: one file in `algorithms/` (see the module docs
 /// and `docs/algorithm-author-guide.md`).
 pub trait CclAlgorithm {
+    /// The `torch.distributed` call it implements.
+    fn collective(&self) -> Collective;
+
     /// The PE program every endpoint runs.
     fn kernel(&self) -> Kernel<KernelArgs, ()>;
 
@@ -176,13 +152,25 @@ pub trait CclAlgorithm {
         }
     }
 
-    /// SIP topology name → `sip_topo_kind` (D1); empty (the default) means
-    /// the algorithm ignores the SIP topology and gets kind 0.
-    fn topo_name_to_kind(&self) -> &'static [(&'static str, u32)] {
+    /// What it needs (IPCQ slots, SIP grid kinds); the default needs one
+    /// slot and serves any SIP grid.
+    fn requirements(&self) -> Requirements {
+        Requirements::default()
+    }
+
+    /// Any further check of the world it would run in (e.g. a `root_cube`
+    /// it cannot use, a `params` value that does not fit the machine):
+    /// `Err(what it requires)` refuses it at `init_process_group`.
+    fn supports(&self, _shape: &WorldShape, _params: &Params) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// The ccl.yaml `params` keys it reads; any other key is an error.
+    fn params(&self) -> &'static [ParamSpec] {
         &[]
     }
 
-    /// Edits endpoint `rank`'s builtin table `map` (author guide §3):
+    /// Edits endpoint `rank`'s builtin table `map` (seed author guide §3):
     /// return a new table, or edit `map` in place and return `None`.
     fn neighbors(
         &self,
@@ -193,14 +181,10 @@ pub trait CclAlgorithm {
         None
     }
 
-    /// The IPCQ endpoints and tables on the machine of `spec`, before
+    /// The IPCQ endpoints and tables of the world `shape`, before
     /// [`neighbors`](Self::neighbors) is applied; the default is
     /// [`Endpoints::flat`].
-    fn endpoints(
-        &self,
-        shape: &WorldShape,
-        _spec: &TopologySpec,
-    ) -> Result<Endpoints, TopologyError> {
+    fn endpoints(&self, shape: &WorldShape) -> Result<Endpoints, TopologyError> {
         Endpoints::flat(shape)
     }
 
@@ -221,68 +205,47 @@ pub trait CclAlgorithm {
     }
 }
 
-/// `acc += received` on PE_MATH, for a received IPCQ slot in any buffer
-/// kind: a slot outside this PE's TCM (ccl.yaml `buffer_kind: hbm | sram`)
-/// is first loaded into TCM scratch with PE_DMA, which is freed after.
-pub async fn add_received(
+/// `acc = op(acc, received)` on PE_MATH (`Avg` adds; see [`finish`]), for
+/// a received IPCQ slot in any buffer kind: a slot outside this PE's TCM
+/// (ccl.yaml `buffer_kind: hbm | sram`) is first loaded into TCM scratch
+/// with PE_DMA, which is freed after.
+pub async fn reduce_received(
     tl: &Tl,
+    op: ReduceOp,
     acc: &TensorHandle,
     received: &TensorHandle,
 ) -> Result<(), KernelError> {
     if received.space() == tl.tcm() {
-        return tl.add_assign(acc, received).await;
+        return tl.apply_assign(op.binary(), acc, received).await;
     }
     let local = tl
         .load(received, received.shape(), received.dtype())
         .await?;
-    tl.add_assign(acc, &local).await?;
+    tl.apply_assign(op.binary(), acc, &local).await?;
     tl.free(&local)
 }
 
-/// `algorithm`'s endpoints with its `neighbors` hook applied to every table.
+/// The final value of a reduction of `contributions` tiles whose combined
+/// value is `acc`: `acc` itself, or for `Avg` `acc × (1 / contributions)`
+/// (one PE_MATH pass, rounded once to the dtype) in new scratch.
+pub async fn finish(
+    tl: &Tl,
+    op: ReduceOp,
+    acc: TensorHandle,
+    contributions: usize,
+) -> Result<TensorHandle, KernelError> {
+    match op {
+        ReduceOp::Avg => tl.scale(&acc, 1.0 / contributions as f32).await,
+        ReduceOp::Sum | ReduceOp::Product | ReduceOp::Min | ReduceOp::Max => Ok(acc),
+    }
+}
+
+/// `algorithm`'s endpoints on the world `shape` with its `neighbors` hook
+/// applied to every table (the one place the hook is applied).
 pub fn wired_endpoints(
     algorithm: &dyn CclAlgorithm,
     shape: &WorldShape,
-    spec: &TopologySpec,
 ) -> Result<Endpoints, TopologyError> {
-    let mut endpoints = algorithm.endpoints(shape, spec)?;
-    let world_size = endpoints.tables.len();
-    for (rank, table) in endpoints.tables.iter_mut().enumerate() {
-        if let Some(replaced) = algorithm.neighbors(rank, world_size, table) {
-            *table = replaced;
-        }
-    }
-    Ok(endpoints)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ccl::topology::Dir;
-
-    fn shape(n_sips: u32, topology: SipTopology, grid: Option<(u32, u32)>) -> WorldShape {
-        WorldShape {
-            n_sips,
-            cube_w: 2,
-            cube_h: 2,
-            sip_topology: topology,
-            sip_grid: grid,
-            builtin: Builtin::Ring1d,
-        }
-    }
-
-    #[test]
-    fn flat_ring_spans_every_cube_of_every_sip() {
-        let endpoints = Endpoints::flat(&shape(2, SipTopology::Ring1d, None)).unwrap();
-        assert_eq!(endpoints.coords.len(), 8);
-        assert_eq!(
-            endpoints.coords[5],
-            PeCoord {
-                sip: 1,
-                cube: 1,
-                pe: 0
-            }
-        );
-        assert_eq!(endpoints.tables[7][&Dir::E], 0);
-    }
+    let endpoints = algorithm.endpoints(shape)?;
+    Ok(endpoints.with_neighbors(|rank, n, map| algorithm.neighbors(rank, n, map)))
 }

@@ -1,5 +1,5 @@
 //! `CclConfig`: the validated, typed form of `configs/ccl.yaml`
-//! (ADR-0032 D6, ADR-0050 D6).
+//! (seed ADR-0032 D6, seed ADR-0050 D6).
 //!
 //! `defaults` says which algorithm runs and with what; `algorithms` maps a
 //! name to its registry module, IPCQ neighbour wiring and optional
@@ -22,6 +22,7 @@ use crate::config::{ConfigError, ConfigSource, Document, Override};
 use crate::sim::SimDuration;
 use crate::tl::{Backpressure, IpcqParams};
 
+use super::collective::Collective;
 use super::topology::Builtin;
 
 const DEFAULT_FILE: &str = "configs/ccl.yaml";
@@ -153,7 +154,8 @@ impl IpcqSettings {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a defaults mapping (algorithm, buffer_kind, n_elem, optional world_size and ipcq)"
+    expecting = "a defaults mapping (algorithm, buffer_kind, n_elem, optional world_size, ipcq, \
+                 all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv)"
 )]
 pub struct CclDefaults {
     /// The entry of `algorithms` that `all_reduce` runs.
@@ -167,6 +169,37 @@ pub struct CclDefaults {
     /// IPCQ ring shape and protocol.
     #[serde(default)]
     pub ipcq: IpcqSettings,
+    /// The entry `all_gather` runs, if any.
+    pub all_gather: Option<String>,
+    /// The entry `reduce_scatter` runs, if any.
+    pub reduce_scatter: Option<String>,
+    /// The entry `broadcast` runs, if any.
+    pub broadcast: Option<String>,
+    /// The entry `reduce` runs, if any.
+    pub reduce: Option<String>,
+    /// The entry `all_to_all` runs, if any.
+    pub all_to_all: Option<String>,
+    /// The entry `send` / `recv` run, if any.
+    pub send_recv: Option<String>,
+}
+
+impl CclDefaults {
+    /// The entry that serves `collective` unless the caller names one:
+    /// `algorithm` for `all_reduce`, the key of that name for the others,
+    /// none for custom kernels.
+    pub fn entry_for(&self, collective: Collective) -> Option<&str> {
+        let entry = match collective {
+            Collective::AllReduce => return Some(&self.algorithm),
+            Collective::AllGather => &self.all_gather,
+            Collective::ReduceScatter => &self.reduce_scatter,
+            Collective::Broadcast => &self.broadcast,
+            Collective::Reduce => &self.reduce,
+            Collective::AllToAll => &self.all_to_all,
+            Collective::SendRecv => &self.send_recv,
+            Collective::Custom => return None,
+        };
+        entry.as_deref()
+    }
 }
 
 /// `algorithms.<name>:` as written.
@@ -220,7 +253,7 @@ pub struct Algorithm<'a> {
 }
 
 impl Algorithm<'_> {
-    /// The rank count: ccl.yaml's, else `sip_count` (ADR-0024 D1).
+    /// The rank count: ccl.yaml's, else `sip_count` (seed ADR-0024 D1).
     pub fn world_size_or(&self, sip_count: Count) -> Count {
         self.world_size.unwrap_or(sip_count)
     }
@@ -272,14 +305,23 @@ impl CclConfig {
                 return Err(document.error_at(&path, "must name an algorithm module"));
             }
         }
-        if !algorithms.contains_key(&defaults.algorithm) {
-            let known: Vec<String> = algorithms.keys().map(|name| format!("`{name}`")).collect();
-            let message = format!(
-                "`{}` is not an entry of `algorithms` (defined: {})",
-                defaults.algorithm,
-                known.join(", ")
-            );
-            return Err(document.error_at("defaults.algorithm", message));
+        for collective in Collective::ALL {
+            let Some(entry) = defaults.entry_for(collective) else {
+                continue;
+            };
+            if !algorithms.contains_key(entry) {
+                let known: Vec<String> =
+                    algorithms.keys().map(|name| format!("`{name}`")).collect();
+                let message = format!(
+                    "`{entry}` is not an entry of `algorithms` (defined: {})",
+                    known.join(", ")
+                );
+                let key = match collective {
+                    Collective::AllReduce => "algorithm",
+                    other => other.name(),
+                };
+                return Err(document.error_at(&format!("defaults.{key}"), message));
+            }
         }
         Ok(CclConfig {
             defaults,
@@ -338,7 +380,7 @@ mod tests {
         let algorithm = config.default_algorithm();
         assert_eq!(algorithm.name, "intercube_allreduce");
         assert_eq!(algorithm.topology, Builtin::None);
-        assert_eq!(algorithm.root_cube, Some(15));
+        assert_eq!(algorithm.root_cube, None);
         assert_eq!(algorithm.n_elem.get(), 8);
         let names: Vec<&str> = config.algorithm_names().collect();
         assert_eq!(

@@ -23,7 +23,8 @@ use std::future::Future;
 use crate::mem::DType;
 use crate::tl::{Dir, KernelError, TensorHandle, Tl};
 
-use super::algorithm::add_received;
+use super::algorithm::reduce_received;
+use super::collective::ReduceOp;
 
 /// A view of part of a tile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,7 +220,7 @@ async fn reduce_up(
         let part = piece(tl, acc, chunk)?;
         for &child in &links.children {
             let received = tl.recv(child, part.shape(), part.dtype()).await?;
-            add_received(tl, &part, &received).await?;
+            reduce_received(tl, ReduceOp::Sum, &part, &received).await?;
             tl.release(&received)?;
         }
         match links.parent {
@@ -298,7 +299,7 @@ impl Ring {
         pieces: &[Chunk],
     ) -> Result<(), KernelError> {
         self.steps(tl, acc, pieces, self.pos, |part, received| async move {
-            add_received(tl, &part, &received).await
+            reduce_received(tl, ReduceOp::Sum, &part, &received).await
         })
         .await
     }

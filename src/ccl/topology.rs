@@ -1,14 +1,14 @@
 //! Neighbour tables for collectives: which rank sits in which direction.
 //!
 //! An algorithm names directions (`E`, `W`, `N`, `S` inside a SIP's cube
-//! mesh, `global_E` ... between SIPs, ADR-0032 D3); the `topology` field of
+//! mesh, `global_E` ... between SIPs, seed ADR-0032 D3); the `topology` field of
 //! its ccl.yaml entry picks a builtin table, and the algorithm's optional
 //! `neighbors` hook may keep, edit or replace it (author guide §3). From the
 //! tables of all ranks, [`Wiring::install`] derives the IPCQ rings: a send
 //! from rank `r` in direction `D` lands at peer `p` in the ring labelled by
 //! the direction in which `p` sees `r` — `opposite(D)` when that points back
 //! at `r`, else the first of `p`'s directions that does (address-based
-//! matching, ADR-0025), else `opposite(D)` as a receive-only ring. Two
+//! matching, seed ADR-0025), else `opposite(D)` as a receive-only ring. Two
 //! senders landing in one ring of one rank is an install error.
 //!
 //! Pure functions of ranks and sizes: nothing of PEs, memory or time.
@@ -51,7 +51,7 @@ pub enum Builtin {
     /// A `w × h` grid with wrap: E/W/N/S always present.
     #[serde(rename = "torus_2d")]
     Torus2d,
-    /// Like `Mesh2d`, named for SIP grids (ADR-0032).
+    /// Like `Mesh2d`, named for SIP grids (seed ADR-0032).
     #[serde(rename = "mesh_2d_no_wrap")]
     Mesh2dNoWrap,
     /// A binary tree: N → parent, W → left child, E → right child.

@@ -4,7 +4,7 @@
 //! - [`torch`]: the [`Torch`] facade (`torch.zeros`, `torch.ahbm.set_device`,
 //!   `torch.accelerator.set_device_index`) and the tensors' VA space.
 //! - [`placement`]: [`DPPolicy`] → [`ShardSpec`]s in structural
-//!   `(sip, cube, pe)` coordinates (record 0026).
+//!   `(sip, cube, pe)` coordinates (seed ADR-0026).
 //! - [`tensor`]: [`Tensor`]s in HBM, H2D / D2H through M_CPU.DMA.
 //! - [`launch`], [`ranks`]: kernel launch and the rank = SIP launcher.
 //! - [`distributed`]: `torch.distributed`, the `ahbm` process group
@@ -15,6 +15,7 @@
 pub mod distributed;
 pub mod launch;
 pub mod placement;
+mod plan;
 pub mod ranks;
 pub mod tensor;
 pub mod testing;

@@ -20,7 +20,9 @@
 //!   single-cube SIPs: `tiles = [its tile]`, `tile =
 //!   kernel_args(world_size, n_elem, 1, 1)`, `sip_rank = r`, so
 //!   `args.endpoint(0) = r` and `args.endpoints() = world_size`
-//!   (`t_ptr` is the tile's device address: there is no VA space here);
+//!   (`t_ptr` is the tile's device address: there is no VA space here),
+//!   `dtype` f16, `op` sum, no `params`, and `sip_grid` the square grid
+//!   of a 2-D table, else a ring;
 //! - one launch of `world_size` programs; afterwards each tile is read back
 //!   (untimed).
 //!
@@ -52,10 +54,12 @@ use crate::sim::{JoinError, SimError, Simulation};
 use crate::tl::{Grid, IpcqParams, Kernel, KernelError, PeCoord, Tl, pointer_dump};
 use crate::topology::{MemSpace, TopologySpec};
 
-use crate::ccl::install::{InstallError, install};
+use crate::ccl::install::{InstallError, install_endpoints};
 use crate::ccl::registry::{self, UnknownAlgorithm};
-use crate::ccl::topology::{Builtin, NeighborMap, TopologyError, Wiring};
-use crate::ccl::{BufferKind, CclAlgorithm, KernelArgs, SIP_TOPO_RING};
+use crate::ccl::topology::{Builtin, TopologyError};
+use crate::ccl::{BufferKind, CclAlgorithm, Endpoints, KernelArgs, Params, ReduceOp};
+use crate::mem::DType;
+use crate::topology::SipGrid;
 
 /// The algorithm a mock run executes: a registered module name or an
 /// algorithm value (`&str` and `&dyn CclAlgorithm` convert into it).
@@ -172,9 +176,6 @@ fn run<I: AsRef<[f16]>>(
 ) -> Result<Vec<Vec<f16>>, MockError> {
     let n_elem = check_inputs(world_size, inputs)?;
     let builtin = Builtin::parse(topology)?;
-    let wiring = Wiring::install(&tables(algorithm, builtin, world_size)?)?;
-
-    let device = Device::new(&machine(world_size)?, DataMode::On)?;
     let ranks: Vec<PeCoord> = (0..world_size as u32)
         .map(|pe| PeCoord {
             sip: 0,
@@ -182,32 +183,32 @@ fn run<I: AsRef<[f16]>>(
             pe,
         })
         .collect();
-    let network = install(
-        &device,
-        &wiring,
-        &ranks,
-        BufferKind::Tcm,
-        IpcqParams::default(),
-    )?;
+    let endpoints = Endpoints::over(ranks, builtin)?
+        .with_neighbors(|rank, n, map| algorithm.neighbors(rank, n, map));
+
+    let device = Device::new(&machine(world_size)?, DataMode::On)?;
+    let network = install_endpoints(&device, &endpoints, BufferKind::Tcm, IpcqParams::default())?;
 
     let bytes = (n_elem * 2) as u64;
     let tiles = place_inputs(&device, inputs, bytes)?;
-    let (kind, (w, h)) = (
-        sip_topo_kind(algorithm, builtin),
-        grid_of(builtin, world_size),
-    );
+    let sip_grid = sip_grid_of(builtin, world_size);
     let tile = algorithm.kernel_args(world_size, n_elem, 1, 1);
+    let params = Rc::new(Params::default());
     let per_rank: Rc<[KernelArgs]> = tiles
         .iter()
         .enumerate()
         .map(|(rank, &addr)| KernelArgs {
             t_ptr: addr,
             tiles: Rc::from([addr]),
+            out_tiles: Rc::from([]),
             tile,
+            dtype: DType::F16,
+            op: ReduceOp::Sum,
+            root: 0,
             sip_rank: rank as u32,
-            sip_topo_kind: kind,
-            sip_topo_w: w,
-            sip_topo_h: h,
+            sip_grid,
+            root_cube: None,
+            params: params.clone(),
         })
         .collect();
 
@@ -264,23 +265,6 @@ fn check_inputs<I: AsRef<[f16]>>(world_size: usize, inputs: &[I]) -> Result<usiz
     Ok(expected)
 }
 
-/// `builtin`'s tables over the ranks, each passed through the algorithm's
-/// `neighbors` hook (what `install::neighbor_tables` does with a `'static`
-/// hook).
-fn tables(
-    algorithm: &dyn CclAlgorithm,
-    builtin: Builtin,
-    world_size: usize,
-) -> Result<Vec<NeighborMap>, TopologyError> {
-    let mut tables = builtin.tables(world_size, None)?;
-    for (rank, table) in tables.iter_mut().enumerate() {
-        if let Some(replaced) = algorithm.neighbors(rank, world_size, table) {
-            *table = replaced;
-        }
-    }
-    Ok(tables)
-}
-
 /// The default machine cut down to one SIP of one cube of `world_size` PEs.
 fn machine(world_size: usize) -> Result<TopologySpec, MockError> {
     let error = |source| MockError::Machine { world_size, source };
@@ -320,25 +304,16 @@ fn place_inputs<I: AsRef<[f16]>>(
         .collect()
 }
 
-/// The algorithm's kind for the mock's topology name, as `all_reduce`
-/// looks it up for the SIP topology; ring (0) when the algorithm maps none.
-fn sip_topo_kind(algorithm: &dyn CclAlgorithm, builtin: Builtin) -> u32 {
-    algorithm
-        .topo_name_to_kind()
-        .iter()
-        .find(|(name, _)| *name == builtin.name())
-        .map_or(SIP_TOPO_RING, |&(_, kind)| kind)
-}
-
-/// The `(w, h)` of a 2-D builtin's square grid; `(0, 0)` otherwise (as for
-/// a ring of SIPs).
-fn grid_of(builtin: Builtin, world_size: usize) -> (u32, u32) {
+/// The SIP grid the kernels see for the mock's builtin table: the square
+/// grid of a 2-D table (as a 2-D SIP grid would be), else a ring.
+fn sip_grid_of(builtin: Builtin, world_size: usize) -> SipGrid {
+    let side = world_size.isqrt() as u32;
     match builtin {
-        Builtin::Mesh2d | Builtin::Torus2d | Builtin::Mesh2dNoWrap => {
-            let side = (world_size as f64).sqrt().round() as u32;
-            (side, side)
+        Builtin::Torus2d => SipGrid::Torus { w: side, h: side },
+        Builtin::Mesh2d | Builtin::Mesh2dNoWrap => SipGrid::Mesh { w: side, h: side },
+        Builtin::None | Builtin::Ring1d | Builtin::Ring1dUnidir | Builtin::TreeBinary => {
+            SipGrid::Ring
         }
-        _ => (0, 0),
     }
 }
 

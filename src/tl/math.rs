@@ -49,13 +49,33 @@ impl Tl {
         self.binary(BinaryFn::Max, a, b).await
     }
 
+    /// The smaller of `a` and `b`, elementwise (Triton's `minimum`).
+    pub async fn minimum(
+        &self,
+        a: &TensorHandle,
+        b: &TensorHandle,
+    ) -> Result<TensorHandle, KernelError> {
+        self.binary(BinaryFn::Min, a, b).await
+    }
+
     /// `acc += x` in place: the accumulate of a reduction loop.
     pub async fn add_assign(
         &self,
         acc: &TensorHandle,
         x: &TensorHandle,
     ) -> Result<(), KernelError> {
-        self.binary_into(BinaryFn::Add, acc, [acc, x]).await
+        self.apply_assign(BinaryFn::Add, acc, x).await
+    }
+
+    /// `acc = func(acc, x)` in place: the combine step of a reduction of
+    /// any operator.
+    pub async fn apply_assign(
+        &self,
+        func: BinaryFn,
+        acc: &TensorHandle,
+        x: &TensorHandle,
+    ) -> Result<(), KernelError> {
+        self.binary_into(func, acc, [acc, x]).await
     }
 
     /// `e^x`, elementwise.

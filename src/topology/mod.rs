@@ -47,7 +47,7 @@ pub use resolver::{AddressResolver, Resolved};
 pub use routing::{Path, PathRouter, RouteError};
 pub use spec::{
     CubeSpec, DmaSpec, Fidelity, GemmSpec, Grid, HbmError, HbmParams, HbmSpec, HostSpec, IoCpuSpec,
-    LinkSpec, MathSpec, McpuSpec, MemorySpec, NocSpec, PeSpec, SimulationSpec, SipLayout,
+    LinkSpec, MathSpec, McpuSpec, MemorySpec, NocSpec, PeSpec, SimulationSpec, SipGrid, SipLayout,
     SipLayoutError, SipSpec, SipTopology, SipsParams, SystemSpec, TopologySpec, UcieSpec,
 };
 pub use summary::{ComputeSummary, LinkSummary, MemorySummary, TopologySummary};

@@ -498,6 +498,57 @@ impl fmt::Display for SipTopology {
     }
 }
 
+/// The SIP grid as collectives see it, from the topology to the kernel
+/// (issue 9's one vocabulary): a ring, or a `w × h` grid with or without
+/// wrap. Ranks sit row-major on the 2-D grids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SipGrid {
+    /// A ring of all the SIPs (`ring_1d`).
+    Ring,
+    /// A `w × h` grid with wrap-around links (`torus_2d`).
+    Torus {
+        /// Columns.
+        w: u32,
+        /// Rows.
+        h: u32,
+    },
+    /// A `w × h` grid without wrap-around links (`mesh_2d_no_wrap`).
+    Mesh {
+        /// Columns.
+        w: u32,
+        /// Rows.
+        h: u32,
+    },
+}
+
+impl SipGrid {
+    /// The topology.yaml name of this kind of grid.
+    pub const fn kind(self) -> SipTopology {
+        match self {
+            SipGrid::Ring => SipTopology::Ring1d,
+            SipGrid::Torus { .. } => SipTopology::Torus2d,
+            SipGrid::Mesh { .. } => SipTopology::Mesh2dNoWrap,
+        }
+    }
+
+    /// The `(w, h)` of a 2-D grid; `None` for a ring.
+    pub const fn dims(self) -> Option<(u32, u32)> {
+        match self {
+            SipGrid::Ring => None,
+            SipGrid::Torus { w, h } | SipGrid::Mesh { w, h } => Some((w, h)),
+        }
+    }
+}
+
+impl fmt::Display for SipGrid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.dims() {
+            None => f.write_str(self.kind().name()),
+            Some((w, h)) => write!(f, "{} {w}x{h}", self.kind().name()),
+        }
+    }
+}
+
 /// The values of `system.sips:` as written; [`SipLayout`] is the checked form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(
@@ -515,7 +566,7 @@ pub struct SipsParams {
     pub h: Option<Count>,
 }
 
-/// `system.sips` values that do not describe a SIP arrangement (ADR-0024 D5).
+/// `system.sips` values that do not describe a SIP arrangement (seed ADR-0024 D5).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SipLayoutError {
     /// `w` or `h` given for a ring.
@@ -575,15 +626,14 @@ impl SipLayoutError {
 /// The SIPs and how they are connected: a ring of `count`, or a checked
 /// `w × h` grid for the 2-D topologies.
 ///
-/// Grid rules (ADR-0024 D5): explicit `w`/`h` must multiply to `count`;
+/// Grid rules (seed ADR-0024 D5): explicit `w`/`h` must multiply to `count`;
 /// without them a square `count` gives a `sqrt × sqrt` grid; anything else is
 /// an error. A ring has no grid, and `w`/`h` on a ring are an error rather
 /// than silently ignored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SipLayout {
     count: Count,
-    topology: SipTopology,
-    grid: Option<Grid>,
+    grid: SipGrid,
 }
 
 impl SipLayout {
@@ -595,24 +645,33 @@ impl SipLayout {
             w,
             h,
         } = params;
-        let grid = match (topology, w, h) {
-            (SipTopology::Ring1d, None, None) => None,
+        let dims = match (topology, w, h) {
+            (SipTopology::Ring1d, None, None) => return Ok(SipLayout::ring(count)),
             (SipTopology::Ring1d, w, _) => {
                 let key = if w.is_some() { "w" } else { "h" };
                 return Err(SipLayoutError::GridOnRing { key });
             }
-            (_, Some(w), Some(h)) => Some(explicit_grid(count, w, h)?),
-            (_, None, None) => Some(square_grid(count, topology)?),
+            (_, Some(w), Some(h)) => explicit_grid(count, w, h)?,
+            (_, None, None) => square_grid(count, topology)?,
             (_, w, _) => {
                 let (given, missing) = if w.is_some() { ("w", "h") } else { ("h", "w") };
                 return Err(SipLayoutError::HalfGrid { given, missing });
             }
         };
-        Ok(SipLayout {
+        let (w, h) = (dims.w.get(), dims.h.get());
+        let grid = if topology == SipTopology::Torus2d {
+            SipGrid::Torus { w, h }
+        } else {
+            SipGrid::Mesh { w, h }
+        };
+        Ok(SipLayout { count, grid })
+    }
+
+    fn ring(count: Count) -> SipLayout {
+        SipLayout {
             count,
-            topology,
-            grid,
-        })
+            grid: SipGrid::Ring,
+        }
     }
 
     /// Number of SIPs.
@@ -622,11 +681,20 @@ impl SipLayout {
 
     /// How they are connected.
     pub fn topology(&self) -> SipTopology {
-        self.topology
+        self.grid.kind()
     }
 
     /// The `w × h` grid of a 2-D topology; `None` for a ring.
     pub fn grid(&self) -> Option<Grid> {
+        let (w, h) = self.grid.dims()?;
+        Some(Grid {
+            w: Count::new(w)?,
+            h: Count::new(h)?,
+        })
+    }
+
+    /// The SIP grid with its kind and dimensions in one value.
+    pub fn sip_grid(&self) -> SipGrid {
         self.grid
     }
 }

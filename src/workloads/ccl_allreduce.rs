@@ -5,7 +5,7 @@
 //! algorithm, or `--algorithm NAME`) and spawns one worker per rank. Each
 //! worker places a `(cubes, n_elem)` f16 tensor with
 //! `DPPolicy(cube=row_wise, pe=replicate, num_cubes=cubes, num_pes=1)`
-//! (ADR-0032 D2: one tile per cube), fills it with rank-dependent values
+//! (seed ADR-0032 D2: one tile per cube), fills it with rank-dependent values
 //! ([`pattern`]), meets the others at a barrier, all-reduces, meets them
 //! again and reads the tensor back. The all-reduce time is the span
 //! between the two barriers.
@@ -25,6 +25,7 @@ use half::f16;
 use ndarray::{Array2, ArrayD};
 
 use super::{Check, Figure, Options, Outcome, WorkloadError};
+use crate::ccl::Collective;
 use crate::mem::DType;
 use crate::runtime::{DPPolicy, ReduceOp, Split, Torch, get_rank, spawn};
 use crate::sim::{self, SimDuration};
@@ -56,7 +57,7 @@ pub fn pattern(rank: usize, cubes: usize, n_elem: usize) -> Array2<f16> {
 
 /// What every tile holds after the all-reduce of `world_size` ranks: the
 /// sum of all tiles of all ranks (every cube's tile counts as one
-/// contribution, ADR-0032).
+/// contribution, seed ADR-0032).
 pub fn expected(world_size: usize, cubes: usize, n_elem: usize) -> Array2<f16> {
     let column = |i: usize| -> f32 {
         let tiles = (0..world_size).flat_map(|r| (0..cubes).map(move |c| (r, c)));
@@ -87,12 +88,12 @@ struct RankResult {
 async fn run(torch: Torch, options: Options) -> Result<Outcome, WorkloadError> {
     let dist = torch.distributed.clone();
     match options.algorithm.as_deref() {
-        Some(name) => dist.init_process_group_with("ahbm", name)?,
+        Some(name) => dist.init_process_group_with("ahbm", Collective::AllReduce, name)?,
         None => dist.init_process_group("ahbm")?,
     }
     let world_size = dist.get_world_size()?;
     let cubes = torch.device().fabric().machine().cubes_per_sip() as usize;
-    let n_elem = tile_elements(options.size, cubes, dist.n_elem()?)?;
+    let n_elem = tile_elements(options.size, cubes, dist.n_elem(Collective::AllReduce)?)?;
     let results = Rc::new(RefCell::new(Vec::new()));
     let (shared, host) = (results.clone(), torch.clone());
     spawn(world_size, move |rank| {
@@ -105,7 +106,7 @@ async fn run(torch: Torch, options: Options) -> Result<Outcome, WorkloadError> {
     })
     .await
     .map_err(|e| WorkloadError::Rank(e.rank, Box::new(e.source)))?;
-    let algorithm = dist.algorithm()?;
+    let algorithm = dist.algorithm(Collective::AllReduce)?;
     let bytes = (cubes * n_elem * ELEMENT) as u64;
     Ok(outcome(&algorithm, &results.borrow(), bytes))
 }

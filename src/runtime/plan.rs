@@ -1,0 +1,266 @@
+//! One collective of the process group, resolved at `init_process_group`
+//! (seed ADR-0047 D3, per (algorithm, method) pair of D8): the ccl.yaml
+//! entry, its algorithm from the registry, the world it runs in, its
+//! checked `params` and its wired endpoints — everything that could refuse
+//! the configuration is checked here, before any rank runs. The IPCQ
+//! network is installed on first use (slots cost memory only for the
+//! collectives a run calls).
+//!
+//! Also builds a call's [`KernelArgs`] from the rank's tensors
+//! ([`Plan::kernel_args`]): one tile per cube, all of one size.
+//!
+//! Uses `ccl`, `device` and tensors; nothing of the `torch.distributed`
+//! facade above it.
+
+use std::cell::OnceCell;
+use std::rc::Rc;
+
+use super::distributed::DistError;
+use super::tensor::Tensor;
+use crate::ccl::install::install_endpoints;
+use crate::ccl::registry;
+use crate::ccl::topology::Wiring;
+use crate::ccl::{
+    Algorithm, BufferKind, CclAlgorithm, CclConfig, Collective, Endpoints, KernelArgs, Params,
+    ReduceOp, WorldShape, wired_endpoints,
+};
+use crate::device::Device;
+use crate::tl::{Grid, IpcqNetwork, IpcqParams, PeCoord};
+use crate::topology::Machine;
+
+/// A resolved collective: see the module docs.
+pub(super) struct Plan {
+    /// The ccl.yaml entry.
+    pub entry: String,
+    /// Elements per tile from ccl.yaml (`n_elem`).
+    pub n_elem: usize,
+    /// Ranks (= SIPs).
+    pub world_size: usize,
+    algorithm: Box<dyn CclAlgorithm>,
+    shape: WorldShape,
+    params: Rc<Params>,
+    endpoints: Endpoints,
+    buffer_kind: BufferKind,
+    ipcq: IpcqParams,
+    network: OnceCell<Rc<IpcqNetwork>>,
+}
+
+/// What one call passes to [`Plan::kernel_args`].
+pub(super) struct Call<'a> {
+    /// The tensor whose tiles are read (and written, in place).
+    pub input: &'a Tensor,
+    /// The out-of-place destination, if any.
+    pub output: Option<&'a Tensor>,
+    /// The reduction operator.
+    pub op: ReduceOp,
+    /// The root (or peer) rank.
+    pub root: u32,
+    /// The rank whose SIP runs the kernel.
+    pub rank: u32,
+}
+
+impl Plan {
+    /// Resolves ccl.yaml's `entry` as the algorithm of `collective` on
+    /// `machine`; every refusal names the entry.
+    pub fn resolve(
+        machine: &Machine,
+        ccl: &CclConfig,
+        collective: Collective,
+        entry: &str,
+    ) -> Result<Plan, DistError> {
+        let config = ccl
+            .algorithm(entry)
+            .ok_or_else(|| DistError::NoSuchEntry(entry.to_owned()))?;
+        let algorithm = registry::find(config.module)?;
+        let implements = algorithm.collective();
+        if implements != collective {
+            return Err(DistError::WrongCollective {
+                entry: entry.to_owned(),
+                implements,
+                call: collective,
+            });
+        }
+        let world_size = world_size(machine, &config)?;
+        let shape = WorldShape::new(
+            machine.spec(),
+            world_size as u32,
+            config.topology,
+            config.root_cube,
+        )
+        .map_err(|e| refusal(entry, e.to_string()))?;
+        check_requirements(entry, algorithm.as_ref(), &config, &shape)?;
+        let params = Params::check(config.module, algorithm.params(), config.params)
+            .map_err(|e| refusal(entry, e.to_string()))?;
+        algorithm
+            .supports(&shape, &params)
+            .map_err(|reason| refusal(entry, format!("`{}` requires: {reason}", config.module)))?;
+        let endpoints = wired_endpoints(algorithm.as_ref(), &shape)?;
+        Wiring::install(&endpoints.tables)?;
+        Ok(Plan {
+            entry: entry.to_owned(),
+            n_elem: config.n_elem.get() as usize,
+            world_size,
+            algorithm,
+            shape,
+            params: Rc::new(params),
+            endpoints,
+            buffer_kind: config.buffer_kind,
+            ipcq: config.ipcq,
+            network: OnceCell::new(),
+        })
+    }
+
+    /// The IPCQ network, installed on `device` at the first call.
+    pub fn network(&self, device: &Device) -> Result<Rc<IpcqNetwork>, DistError> {
+        if let Some(network) = self.network.get() {
+            return Ok(network.clone());
+        }
+        let network = install_endpoints(device, &self.endpoints, self.buffer_kind, self.ipcq)
+            .map_err(|e| DistError::Install(e.to_string()))?;
+        Ok(self.network.get_or_init(|| network).clone())
+    }
+
+    /// The algorithm.
+    pub fn algorithm(&self) -> &dyn CclAlgorithm {
+        self.algorithm.as_ref()
+    }
+
+    /// The launch grid on each SIP.
+    pub fn grid(&self) -> Grid {
+        self.algorithm.grid(self.shape.cube_w, self.shape.cube_h)
+    }
+
+    /// The kernel arguments of `call` (see the module docs): the input
+    /// tile holds `blocks` blocks of `n_elem` elements (1 for in-place
+    /// calls, the endpoint count when it holds one block per endpoint).
+    pub fn kernel_args(&self, call: &Call<'_>, blocks: usize) -> Result<KernelArgs, DistError> {
+        let cubes = self.shape.cubes();
+        let (tiles, tile_elems) = self.tiles_of(call.input, call.rank)?;
+        let out_tiles = match call.output {
+            Some(output) => self.tiles_of(output, call.rank)?.0,
+            None => Rc::from([]),
+        };
+        if tile_elems % blocks != 0 {
+            return Err(DistError::BlockMismatch {
+                tensor: call.input.name().to_owned(),
+                elements: tile_elems,
+                blocks,
+            });
+        }
+        let tile = self.algorithm.kernel_args(
+            self.world_size,
+            tile_elems / blocks,
+            self.shape.cube_w,
+            self.shape.cube_h,
+        );
+        debug_assert_eq!(tiles.len(), cubes as usize);
+        Ok(KernelArgs {
+            t_ptr: call.input.data_ptr()?,
+            tiles,
+            out_tiles,
+            tile,
+            dtype: call.input.dtype(),
+            op: call.op,
+            root: call.root,
+            sip_rank: call.rank,
+            sip_grid: self.shape.sip_grid,
+            root_cube: self.shape.root_cube,
+            params: self.params.clone(),
+        })
+    }
+
+    /// Endpoints taking part (PE 0 of every cube of every rank).
+    pub fn endpoints(&self) -> usize {
+        self.shape.endpoints()
+    }
+
+    /// Where each IPCQ endpoint runs.
+    pub fn endpoint_coords(&self) -> &[PeCoord] {
+        &self.endpoints.coords
+    }
+
+    /// `tensor`'s tile addresses on `rank`'s SIP, one per cube, and their
+    /// common element count.
+    fn tiles_of(&self, tensor: &Tensor, rank: u32) -> Result<(Rc<[u64]>, usize), DistError> {
+        let name = || tensor.name().to_owned();
+        if !tensor.is_deployed() {
+            return Err(DistError::NotDeployed(name()));
+        }
+        let shards = tensor.shards()?;
+        let mine: Vec<_> = shards.iter().filter(|s| s.spec.sip == rank).collect();
+        let cubes = self.shape.cubes();
+        if mine.len() != cubes as usize {
+            return Err(DistError::TileMismatch {
+                tensor: name(),
+                sip: rank,
+                tiles: mine.len(),
+                algorithm: self.entry.clone(),
+                cubes,
+            });
+        }
+        let bytes: Vec<u64> = mine.iter().map(|s| s.bytes).collect();
+        if bytes.iter().any(|&b| b != bytes[0]) {
+            return Err(DistError::UnequalShards {
+                tensor: name(),
+                sip: rank,
+                bytes,
+            });
+        }
+        let elements = (bytes[0] / tensor.dtype().size()) as usize;
+        Ok((mine.iter().map(|s| s.addr).collect(), elements))
+    }
+}
+
+/// An entry refused for `reason`.
+fn refusal(entry: &str, reason: String) -> DistError {
+    DistError::Refused {
+        entry: entry.to_owned(),
+        reason,
+    }
+}
+
+/// The resolved world size (seed ADR-0047 D2), checked against the SIPs
+/// (rank = SIP).
+fn world_size(machine: &Machine, config: &Algorithm<'_>) -> Result<usize, DistError> {
+    let sips = machine.sip_count();
+    let resolved = config.world_size_or(machine.spec().system.sips.count());
+    let world_size = resolved.get() as usize;
+    if world_size > sips as usize {
+        return Err(DistError::WorldTooLarge { world_size, sips });
+    }
+    Ok(world_size)
+}
+
+/// The algorithm's declared [`Requirements`](crate::ccl::Requirements)
+/// against the entry's IPCQ settings and the SIP grid.
+fn check_requirements(
+    entry: &str,
+    algorithm: &dyn CclAlgorithm,
+    config: &Algorithm<'_>,
+    shape: &WorldShape,
+) -> Result<(), DistError> {
+    let needs = algorithm.requirements();
+    let module = config.module;
+    if config.ipcq.slots < needs.min_slots {
+        return Err(refusal(
+            entry,
+            format!(
+                "`{module}` needs at least {} IPCQ slots per ring, ipcq.slots is {} \
+                 (set ccl.yaml ipcq.slots: {})",
+                needs.min_slots, config.ipcq.slots, needs.min_slots
+            ),
+        ));
+    }
+    let kind = shape.sip_grid.kind();
+    if !needs.sip_topologies.is_empty() && !needs.sip_topologies.contains(&kind) {
+        let supported: Vec<_> = needs.sip_topologies.iter().map(|t| t.name()).collect();
+        return Err(refusal(
+            entry,
+            format!(
+                "`{module}` does not support SIP topology {kind} (supports: {})",
+                supported.join(", ")
+            ),
+        ));
+    }
+    Ok(())
+}
