@@ -473,3 +473,82 @@ fn recv_any_and_recv_async_take_every_direction() {
     let dump = pointer_dump(&network);
     assert!(dump.contains("ring sip0.cube0.pe1:E <- sip0.cube0.pe2 dir=W [4 x 65536 B in sip0.cube0.pe1.tcm]: sender my_tail=3 peer_head_cache=3; receiver my_head=3 peer_tail_cache=3"), "{dump}");
 }
+
+/// pe0 of cube 0 sends `n` f16 values to pe0 of cube 1 through slots of
+/// `slot_bytes` (`slots` of them); cube 1 receives with `recv_into` (or
+/// `recv` when `into` is false). The launch's end, the destination bytes
+/// and the pointer dump; or the error.
+fn segmented(
+    n: usize,
+    slot_bytes: u64,
+    slots: usize,
+    into: bool,
+) -> Result<(SimDuration, Vec<u8>, Vec<u8>, String), String> {
+    let device = device(&spec(&[]), DataMode::On);
+    let b = PeCoord {
+        sip: 0,
+        cube: 1,
+        pe: 0,
+    };
+    let params = IpcqParams {
+        slots,
+        slot_bytes,
+        ..IpcqParams::default()
+    };
+    let network = ring(&device, &[PE0, b], params);
+    let bytes = f16_bytes(&values(n, 9));
+    let hbm = |cube| MemSpace::Hbm { sip: 0, cube };
+    let src = device.alloc(hbm(0), bytes.len() as u64).unwrap();
+    device.write_untimed("host", src, &bytes).unwrap();
+    let dst = device.alloc(hbm(1), bytes.len() as u64).unwrap();
+    let kernel = Kernel::new("segments", move |tl: Tl, src: u64| async move {
+        if tl.program_id(1) == 0 {
+            tl.send(Dir::E, &tl.view(src, &[n], DType::F16)?).await
+        } else if into {
+            tl.recv_into(Dir::W, &[n], DType::F16, dst).await.map(drop)
+        } else {
+            tl.recv(Dir::W, &[n], DType::F16).await.map(drop)
+        }
+    });
+    let (status, launch) = run(&device, &network, kernel, Grid { pes: 1, cubes: 2 }, src);
+    status.map_err(|e| e.to_string())?;
+    let report = launch.unwrap().map_err(|e| e.to_string())?;
+    let received = device.read_untimed(dst, bytes.len() as u64).unwrap();
+    assert!(device.oplog().verify(&device.store()).is_ok());
+    Ok((
+        report.end - SimTime::ZERO,
+        bytes,
+        received,
+        pointer_dump(&network),
+    ))
+}
+
+#[test]
+fn a_message_larger_than_a_slot_travels_in_segments_in_order() {
+    // 1000 f16 = 2000 B through 256 B slots: 8 segments (7 full, 208 B).
+    let (_, sent, received, dump) = segmented(1000, 256, 2, true).unwrap();
+    assert_eq!(received, sent);
+    assert!(
+        dump.contains("sender my_tail=8 peer_head_cache=8; receiver my_head=8"),
+        "{dump}"
+    );
+}
+
+#[test]
+fn more_slots_pipeline_the_segments() {
+    let time = |slots| segmented(4096, 1024, slots, true).unwrap().0;
+    let (one, four) = (time(1), time(4));
+    assert!(four < one, "4 slots {four:?} vs 1 slot {one:?}");
+}
+
+#[test]
+fn a_recv_of_a_segmented_message_names_recv_into_and_the_keys() {
+    let error = segmented(1000, 256, 2, false).unwrap_err();
+    for part in [
+        "2000 B does not fit a 256 B slot",
+        "recv_into",
+        "ipcq.slot_size",
+    ] {
+        assert!(error.contains(part), "{error}");
+    }
+}

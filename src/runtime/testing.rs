@@ -30,7 +30,7 @@
 //! backpressure) and the bytes move through the real data path; only the
 //! times are ignored. It is fast because the machine is tiny, not because
 //! anything is skipped. Differences from the seeds' FIFOs: slot size and
-//! count are the IPCQ defaults (a tile larger than a slot is a `TooLarge`
+//! count are the IPCQ defaults (a `recv` of a tile larger than a slot is a `TooLarge`
 //! launch error, an unmatched send is a [`MockError::Simulation`] deadlock
 //! with the pointer dump), ranks are PEs rather than cubes or SIPs, and an
 //! algorithm's own [`endpoints`](CclAlgorithm::endpoints) and

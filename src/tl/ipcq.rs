@@ -15,6 +15,13 @@
 //! credit with a header-only transfer receiver PE → sender PE (posted: the
 //! receiver does not wait for it).
 //!
+//! A message larger than a slot travels as `ceil(nbytes / slot_bytes)`
+//! slot-sized segments, in order, each with its own credit, DMA and
+//! doorbell (as CCL runtimes cut a buffer into slot-sized steps); the
+//! segments whose credits are in hand copy concurrently. `recv_into`
+//! drains them segment by segment into its destination; `recv` (whose
+//! handle is one slot) refuses a message larger than a slot.
+//!
 //! Pointers, per ring (what [`pointer_dump`] prints): the sender's
 //! `my_tail` (slots it has claimed) and `peer_head_cache` (credits it has
 //! seen); the receiver's `my_head` (slots released, in order) and
@@ -137,8 +144,12 @@ pub enum IpcqError {
     /// Strict validation: the receive does not name what was sent.
     #[error("IpcqMismatch: {0}")]
     Mismatch(Box<Mismatch>),
-    /// A message larger than a slot.
-    #[error("{op}: {nbytes} B does not fit a {slot_bytes} B slot of ring {ring}")]
+    /// A `recv` (the handle is the slot) of a message larger than a slot.
+    #[error(
+        "{op}: {nbytes} B does not fit a {slot_bytes} B slot of ring {ring}; a larger message \
+         travels in slot-sized segments and is received with recv_into, or send chunks of at \
+         most the slot (ccl.yaml `ipcq.slot_size`, an algorithm's `params.chunk`)"
+    )]
     TooLarge {
         /// The call.
         op: &'static str,
@@ -148,6 +159,22 @@ pub enum IpcqError {
         slot_bytes: u64,
         /// The ring, `receiver:label`.
         ring: String,
+    },
+    /// A segmented receive met a segment of another message.
+    #[error(
+        "recv_into on ring {ring}: expected segment {} of {}, got segment {} of {} of a \
+         {sent_bytes} B message (sender and receiver disagree on the message size)",
+        expected.0 + 1, expected.1, sent.0 + 1, sent.1
+    )]
+    Segments {
+        /// The ring, `receiver:label`.
+        ring: String,
+        /// The size of the message the segment belongs to.
+        sent_bytes: u64,
+        /// The segment that arrived: index and count.
+        sent: (u64, u64),
+        /// The segment expected: index and count.
+        expected: (u64, u64),
     },
     /// `release` of a handle that is not a slot this program holds.
     #[error("release: {addr:#018x} is not an IPCQ slot held by {pe}")]

@@ -80,24 +80,58 @@ impl Tl {
         self.send_raw(dir, args).await
     }
 
-    /// [`send`](Self::send) in keyword form.
+    /// [`send`](Self::send) in keyword form. A message larger than a slot
+    /// travels as slot-sized segments, in order: each waits for its credit,
+    /// and the segments whose credits are in hand copy concurrently (up to
+    /// the DMA engine's `max_outstanding`); the send returns when the last
+    /// doorbell has landed.
     pub async fn send_raw(&self, dir: Dir, args: SendArgs) -> Result<(), KernelError> {
         let ring = self.ring(dir, "send")?;
-        self.check_send(&ring, &args)?;
-        let seq = self.claim(&ring).await?;
-        let p = &self.program;
-        tracing::debug!(
-            target: "kernbench::ccl",
-            "[ccl t={} send] {} dir={} nbytes={} seq={}",
-            ns_one_decimal(sim::now()), p.coord, dir, args.nbytes, seq
-        );
-        let (src, len) = (args.src_addr, args.nbytes);
-        ring.set_message(seq, message(args));
-        let slot = ring.slot(seq);
-        p.device.dma_copy(&p.dma, p.node, src, slot, len).await?;
-        p.device.fabric().send(&ring.doorbell, 0).await?;
-        ring.doorbell_landed(seq);
+        self.check_send(&args)?;
+        let segments = Message::segments(args.nbytes, ring.slot_bytes);
+        let mut in_flight = Vec::new();
+        for segment in 0..segments {
+            let seq = self.claim(&ring).await?;
+            let offset = segment * ring.slot_bytes;
+            let len = (args.nbytes - offset).min(ring.slot_bytes);
+            tracing::debug!(
+                target: "kernbench::ccl",
+                "[ccl t={} send] {} dir={} nbytes={} seq={}",
+                ns_one_decimal(sim::now()), self.program.coord, dir, len, seq
+            );
+            ring.set_message(seq, message(&args, segment, segments));
+            let copy = self.copy_segment(ring.clone(), seq, args.src_addr + offset, len);
+            if segments == 1 {
+                return copy.await;
+            }
+            in_flight.push(sim::spawn("ipcq segment", copy));
+        }
+        for copy in in_flight {
+            copy.await
+                .map_err(|e| KernelError::failed(format!("send segment: {e}")))??;
+        }
         Ok(())
+    }
+
+    /// Copies `len` bytes from `src` into slot `seq` of `ring` with this
+    /// PE's PE_DMA and rings the doorbell.
+    fn copy_segment(
+        &self,
+        ring: Rc<Ring>,
+        seq: u64,
+        src: u64,
+        len: u64,
+    ) -> impl Future<Output = Result<(), KernelError>> + 'static {
+        let p = &self.program;
+        let (device, dma, node) = (p.device.clone(), p.dma.clone(), p.node);
+        async move {
+            device
+                .dma_copy(&dma, node, src, ring.slot(seq), len)
+                .await?;
+            device.fabric().send(&ring.doorbell, 0).await?;
+            ring.doorbell_landed(seq);
+            Ok(())
+        }
     }
 
     /// Claims a slot, waiting for a credit as the backpressure mode says.
@@ -114,7 +148,7 @@ impl Tl {
         Ok(seq)
     }
 
-    fn check_send(&self, ring: &Ring, args: &SendArgs) -> Result<(), KernelError> {
+    fn check_send(&self, args: &SendArgs) -> Result<(), KernelError> {
         let bytes = checked_bytes("send", &args.shape, args.dtype)?;
         if bytes != args.nbytes {
             let reason = format!(
@@ -131,7 +165,7 @@ impl Tl {
             );
             return Err(KernelError::Operands { op: "send", reason });
         }
-        fits("send", ring, args.nbytes)
+        Ok(())
     }
 
     /// Receives from `dir` (`return_slot`: the handle is the slot; see the
@@ -187,7 +221,9 @@ impl Tl {
     }
 
     /// Receives from `dir` into `dst` (`copy_to_dst`: PE_DMA slot → `dst`,
-    /// then the slot is released); the handle is at `dst`.
+    /// then the slot is released); the handle is at `dst`. A message larger
+    /// than a slot arrives as segments, each copied out and released in
+    /// turn, so the sender refills the ring while this PE drains it.
     pub async fn recv_into(
         &self,
         dir: Dir,
@@ -196,13 +232,25 @@ impl Tl {
         dst: impl Address,
     ) -> Result<TensorHandle, KernelError> {
         let dst = self.view(dst.address(), shape, dtype)?;
-        let slot = self.recv(dir, shape, dtype).await?;
+        let ring = self.ring(dir, "receive")?;
+        self.release_held(|r| Rc::ptr_eq(r, &ring));
+        let segments = Message::segments(dst.bytes(), ring.slot_bytes);
+        let first = ring.tickets(segments);
         let p = &self.program;
-        let copied = p
-            .device
-            .dma_copy(&p.dma, p.node, slot.addr(), dst.addr(), dst.bytes());
-        copied.await?;
-        self.release(&slot)?;
+        for segment in 0..segments {
+            let ticket = first + segment;
+            let sent = ring.delivered(ticket).await;
+            self.check_strict(&ring, &sent, shape, dtype)?;
+            check_segment(&ring, &sent, segment, segments)?;
+            let offset = segment * ring.slot_bytes;
+            let len = (dst.bytes() - offset).min(ring.slot_bytes);
+            self.log_recv(&ring, len);
+            let copy =
+                p.device
+                    .dma_copy(&p.dma, p.node, ring.slot(ticket), dst.addr() + offset, len);
+            copy.await?;
+            ring.release(p.device.fabric(), ticket);
+        }
         Ok(dst)
     }
 
@@ -241,14 +289,18 @@ impl Tl {
             .borrow_mut()
             .push((ring.clone(), ticket));
         let bytes = checked_bytes("recv", shape, dtype)?;
-        fits("recv", ring, bytes)?;
+        fits("recv", ring, bytes.max(sent.nbytes))?;
         self.check_strict(ring, &sent, shape, dtype)?;
+        self.log_recv(ring, sent.nbytes);
+        TensorHandle::new("recv", (ring.slot(ticket), ring.spec.space), shape, dtype)
+    }
+
+    fn log_recv(&self, ring: &Ring, nbytes: u64) {
         tracing::debug!(
             target: "kernbench::ccl",
             "[ccl t={} recv] {} dir={} nbytes={}",
-            ns_one_decimal(sim::now()), self.program.coord, ring.spec.label, sent.nbytes
+            ns_one_decimal(sim::now()), self.program.coord, ring.spec.label, nbytes
         );
-        TensorHandle::new("recv", (ring.slot(ticket), ring.spec.space), shape, dtype)
     }
 
     fn check_strict(
@@ -352,10 +404,32 @@ fn fits(op: &'static str, ring: &Ring, nbytes: u64) -> Result<(), KernelError> {
     .into())
 }
 
-fn message(args: SendArgs) -> Message {
+fn message(args: &SendArgs, segment: u64, segments: u64) -> Message {
     Message {
-        shape: args.shape,
+        shape: args.shape.clone(),
         dtype: args.dtype,
         nbytes: args.nbytes,
+        segment,
+        segments,
     }
+}
+
+/// A segmented receive must meet the segments of one message, in order
+/// (without strict validation, sizes are not otherwise compared).
+fn check_segment(
+    ring: &Ring,
+    sent: &Message,
+    segment: u64,
+    segments: u64,
+) -> Result<(), KernelError> {
+    if (sent.segment, sent.segments) == (segment, segments) {
+        return Ok(());
+    }
+    Err(IpcqError::Segments {
+        ring: ring.name(),
+        sent_bytes: sent.nbytes,
+        sent: (sent.segment, sent.segments),
+        expected: (segment, segments),
+    }
+    .into())
 }

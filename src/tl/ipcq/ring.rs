@@ -53,12 +53,25 @@ pub(super) fn wait_until<T>(
     })
 }
 
-/// What a sender put in a slot.
+/// What a sender put in a slot: one segment of a message (a message larger
+/// than a slot travels as several, in order).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Message {
+    /// The whole message's shape, dtype and size.
     pub shape: Vec<usize>,
     pub dtype: DType,
     pub nbytes: u64,
+    /// This segment's index and the message's segment count.
+    pub segment: u64,
+    pub segments: u64,
+}
+
+impl Message {
+    /// The segment count of an `nbytes` message over `slot_bytes` slots
+    /// (a zero-byte message is one segment).
+    pub fn segments(nbytes: u64, slot_bytes: u64) -> u64 {
+        nbytes.div_ceil(slot_bytes.max(1)).max(1)
+    }
 }
 
 /// The pointers of one ring (see the module docs of `ipcq`).
@@ -185,6 +198,13 @@ impl Ring {
         let mut p = self.pointers.borrow_mut();
         p.claimed += 1;
         p.claimed - 1
+    }
+
+    /// Receiver: `n` consecutive tickets; the first.
+    pub fn tickets(&self, n: u64) -> u64 {
+        let mut p = self.pointers.borrow_mut();
+        p.claimed += n;
+        p.claimed - n
     }
 
     /// Receiver: a ticket for a slot that has landed and is not yet
