@@ -17,7 +17,8 @@
 //!
 //! Knows virtual time and an opaque name; nothing of what it serves.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::rc::Rc;
 
 use tracing::Level;
@@ -124,6 +125,77 @@ pub struct SerialServer {
     name: Rc<str>,
     activity: Activity,
     calendar: Cell<Calendar>,
+    /// Idle spans before `free_at` that end after the last booking's
+    /// `now`, in time order (left by flows booked ahead; always empty when
+    /// every job arrives at the instant it books).
+    gaps: RefCell<VecDeque<(SimTime, SimTime)>>,
+}
+
+/// Uses the idle `gaps` from `arrives` on for up to `left` ps of service,
+/// in time order; what is used leaves the gaps and goes into `pieces`.
+fn fill_gaps(
+    gaps: &mut VecDeque<(SimTime, SimTime)>,
+    arrives: SimTime,
+    left: &mut u64,
+    pieces: &mut Pieces,
+) {
+    let mut index = 0;
+    while *left > 0 && index < gaps.len() {
+        let (from, to) = gaps[index];
+        let begin = from.max(arrives);
+        if begin >= to {
+            index += 1;
+            continue;
+        }
+        let used = to.saturating_since(begin).as_ps().min(*left);
+        let end = begin + SimDuration::from_ps(used);
+        *left -= used;
+        pieces.push(begin, end);
+        gaps.remove(index);
+        for gap in [(end, to), (from, begin)] {
+            if gap.0 < gap.1 {
+                gaps.insert(index, gap);
+            }
+        }
+        // Past what was kept before `begin`; what is kept after `end` is
+        // only left when the service is complete.
+        index += usize::from(from < begin);
+    }
+}
+
+/// The spans one booking is served over: its first start and last end,
+/// and every span when they are traced.
+struct Pieces {
+    first: Option<SimTime>,
+    last: SimTime,
+    traced: Vec<Reservation>,
+    tracing: bool,
+}
+
+impl Pieces {
+    fn new(tracing: bool) -> Self {
+        Pieces {
+            first: None,
+            last: SimTime::ZERO,
+            traced: Vec::new(),
+            tracing,
+        }
+    }
+
+    fn push(&mut self, start: SimTime, end: SimTime) {
+        self.first.get_or_insert(start);
+        self.last = self.last.max(end);
+        if self.tracing {
+            self.traced.push(Reservation { start, end });
+        }
+    }
+
+    fn reservation(&self) -> Reservation {
+        Reservation {
+            start: self.first.unwrap_or(self.last),
+            end: self.last,
+        }
+    }
 }
 
 impl SerialServer {
@@ -134,6 +206,7 @@ impl SerialServer {
             name: name.into(),
             activity,
             calendar: Cell::new(Calendar::default()),
+            gaps: RefCell::new(VecDeque::new()),
         }
     }
 
@@ -154,12 +227,15 @@ impl SerialServer {
     }
 
     /// Reserves the server for `jobs` jobs (a flow's packets) that start to
-    /// arrive at `arrives` (now or later), served back to back over
-    /// `[max(arrives, free_at), + occupancy)`. Booking ahead is what a flow
-    /// does on the hops it has not reached yet; a job booked later queues
-    /// behind it even if it arrives first, and the busy time
-    /// [`stats`](Self::stats) reports is exact once `free_at` has passed.
-    /// Must be called from a simulation task.
+    /// arrive at `arrives` (now or later), for `occupancy` in all. Booking
+    /// ahead is what a flow does on the hops it has not reached yet
+    /// (ADR-0012): the server is then idle until `arrives`, and a job booked
+    /// later that arrives earlier uses that idle time first, so the service
+    /// is split over the idle gaps from `arrives` on, in time order, and
+    /// then continues at `free_at`. Jobs that arrive now (all of them, in
+    /// every caller but a flow) never see a gap: they are served over
+    /// `[max(now, free_at), + occupancy)`. Must be called from a simulation
+    /// task.
     pub fn reserve_batch(
         &self,
         arrives: SimTime,
@@ -167,27 +243,51 @@ impl SerialServer {
         bytes: u64,
         jobs: u64,
     ) -> Result<Reservation, HwError> {
+        let now = sim::now();
         let mut calendar = self.calendar.get();
-        let start = arrives.max(calendar.free_at);
-        let end = later(start, occupancy, &self.name)?;
-        calendar.free_at = end;
+        let mut gaps = self.gaps.borrow_mut();
+        while gaps.front().is_some_and(|gap| gap.1 <= now) {
+            gaps.pop_front();
+        }
+        let mut pieces = Pieces::new(tracing::span_enabled!(Level::TRACE));
+        let mut left = occupancy.as_ps();
+        fill_gaps(&mut gaps, arrives, &mut left, &mut pieces);
+        if left > 0 || pieces.first.is_none() {
+            let start = arrives.max(calendar.free_at);
+            if start > calendar.free_at.max(now) {
+                gaps.push_back((calendar.free_at.max(now), start));
+            }
+            let end = later(start, SimDuration::from_ps(left), &self.name)?;
+            pieces.push(start, end);
+            calendar.free_at = end;
+        }
         calendar.reserved += occupancy.as_ps();
         calendar.jobs += jobs;
         calendar.bytes = calendar.bytes.saturating_add(bytes);
         self.calendar.set(calendar);
-        let reservation = Reservation { start, end };
-        self.trace(reservation, bytes);
-        Ok(reservation)
+        for piece in &pieces.traced {
+            self.trace(*piece, bytes);
+        }
+        Ok(pieces.reservation())
     }
 
     /// Counters as of `now` (any instant; a past one counts less busy time).
     pub fn stats(&self, now: SimTime) -> ServerStats {
         let calendar = self.calendar.get();
         let ahead = calendar.free_at.saturating_since(now).as_ps();
+        let idle_ahead: u64 = self
+            .gaps
+            .borrow()
+            .iter()
+            .map(|&(from, to)| to.saturating_since(from.max(now)).as_ps())
+            .sum();
+        let busy = calendar
+            .reserved
+            .saturating_sub(ahead.saturating_sub(idle_ahead));
         ServerStats {
             jobs: calendar.jobs,
             bytes: calendar.bytes,
-            busy: SimDuration::from_ps(calendar.reserved.saturating_sub(ahead)),
+            busy: SimDuration::from_ps(busy),
             elapsed: now.saturating_since(SimTime::ZERO),
         }
     }
@@ -258,6 +358,38 @@ mod tests {
         assert_eq!(at(60).busy, ns(30));
         assert_eq!(at(60).utilisation(), 0.5);
         assert_eq!((at(60).jobs, at(60).bytes), (3, 24));
+    }
+
+    #[test]
+    fn a_job_booked_ahead_leaves_its_idle_time_to_earlier_arrivals() {
+        let mut simulation = Simulation::new();
+        let server = Rc::new(SerialServer::new("s", Activity::Packet));
+        let s = server.clone();
+        let done = simulation.spawn("book", async move {
+            // A flow books [100, 130); one arriving now needs 150 ns: it
+            // takes [0, 100) and, after the booking, [130, 180).
+            let ahead = s
+                .reserve_batch(SimTime::from_ns(100), ns(30), 0, 1)
+                .unwrap();
+            let now = s.reserve(ns(150), 0).unwrap();
+            // A third, arriving at 120, finds no gap: after 180.
+            let late = s
+                .reserve_batch(SimTime::from_ns(120), ns(10), 0, 1)
+                .unwrap();
+            let busy_at_100 = s.stats(SimTime::from_ns(100)).busy;
+            [ahead, now, late]
+                .map(|r| (r.start.as_ps() / 1000, r.end.as_ps() / 1000))
+                .into_iter()
+                .chain([(busy_at_100.as_ps() / 1000, 0)])
+                .collect::<Vec<_>>()
+        });
+        simulation.run().unwrap();
+        assert_eq!(
+            done.output().unwrap(),
+            vec![(100, 130), (0, 180), (180, 190), (100, 0)]
+        );
+        let end = server.stats(SimTime::from_ns(200));
+        assert_eq!((end.busy, end.jobs), (ns(190), 3));
     }
 
     #[test]

@@ -25,8 +25,9 @@
 //! the last packet's arrival `Z`. Hop `h` is booked (FIFO, on the same
 //! [`SerialServer`](super::server::SerialServer) calendar packets use) for
 //! the transfer's whole occupancy `B_h = (N−1)·S_h(P) + S_h(P_last)` from
-//! `s = max(A, free_at)`; then
-//! `X = max(F + S_h(P), s + (N−1)·S_h(P))` is when the last full packet
+//! its first packet's arrival `A` on: served from `s` to `E` (`E = s + B_h`
+//! unless the service was split around flows booked earlier); then
+//! `X = max(F + S_h(P), E − S_h(P_last))` is when the last full packet
 //! leaves, `D = max(Z, X) + S_h(P_last)` when the last packet leaves, and
 //! the next hop sees `A' = s + S_h(P_first) + L_h`, `F' = X + L_h`,
 //! `Z' = D + L_h`. Uncontended (`s = A` everywhere) this is exactly the
@@ -200,15 +201,19 @@ impl FlowFront {
         let busy = fulls.checked_add(tail).map_err(overflow)?;
         let booked = link.book(self.first, busy, plan.bytes(), plan.packets)?;
         let after = |t: SimTime, d: SimDuration| super::later(t, d, name);
+        // The hop's service ends at `booked.end` (later than `start + busy`
+        // when it was split around earlier bookings); the last packet's
+        // share is its end.
+        let span = booked.end.saturating_since(booked.start).as_ps();
+        let served = booked.start + SimDuration::from_ps(span.saturating_sub(tail.as_ps()));
         let (first_size, last_full_leaves) = if plan.packets == 1 {
-            (tail, booked.start)
+            (tail, served)
         } else {
-            let paced = after(self.last_full, full)?;
-            (full, paced.max(after(booked.start, fulls)?))
+            (full, after(self.last_full, full)?.max(served))
         };
         let last_leaves = after(self.last.max(last_full_leaves), tail)?;
         let first_leaves = after(booked.start, first_size)?;
-        let residency = booked.start.saturating_since(self.first) + busy;
+        let residency = booked.end.saturating_since(self.first);
         let latency = params.latency;
         *self = FlowFront {
             first: after(first_leaves, latency)?,

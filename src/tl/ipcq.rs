@@ -347,6 +347,13 @@ impl IpcqNetwork {
         Some(ring.slot_addrs())
     }
 
+    /// Messages (slot-sized segments) claimed by senders so far, over every
+    /// ring: the IPCQ traffic a scale report divides wall time by.
+    pub fn messages(&self) -> u64 {
+        let rings = self.endpoints.values().flat_map(|e| e.sends.values());
+        rings.map(|ring| ring.sent()).sum()
+    }
+
     fn endpoint_of(&self, pe: PeCoord) -> Option<&Endpoint> {
         self.endpoints.get(&pe)
     }

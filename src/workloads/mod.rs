@@ -224,8 +224,11 @@ impl Workload {
         };
         let host = (self.host)(torch, options.clone());
         let handle = simulation.spawn("host.rank0", scope_rank(0, host));
-        simulation.run()?;
+        let stats = simulation.run()?;
         let mut outcome = handle.output()??;
+        outcome
+            .figures
+            .push(Figure::int("sim_events", stats.events));
         if options.verify_data {
             outcome.checks.push(replay_check(&device));
         }

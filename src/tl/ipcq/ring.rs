@@ -167,6 +167,11 @@ impl Ring {
         })
     }
 
+    /// Sender: slots claimed so far (`my_tail`).
+    pub fn sent(&self) -> u64 {
+        self.pointers.borrow().my_tail
+    }
+
     /// Sender: waits for a credit and claims a slot (see `try_claim`).
     pub async fn claim(self: &Rc<Self>) -> Result<u64, IpcqError> {
         let ring = self.clone();
