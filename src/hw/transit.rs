@@ -18,7 +18,7 @@
 //! [`transfer`] runs the packets as a small event loop inside the calling
 //! task (one timer per packet per hop, no task per packet).
 //!
-//! [`transfer_flow`] is the flow fidelity (ADR-0011): the same recurrence
+//! [`transfer_flow`] is the flow fidelity (ADR-0012): the same recurrence
 //! solved per hop for the whole transfer at once. Because every packet but
 //! the last has the same size, three instants per hop carry the pipeline:
 //! the first packet's arrival `A`, the last full packet's arrival `F` and
@@ -137,7 +137,7 @@ pub async fn transfer(
     Ok(flight.report())
 }
 
-/// Moves `bytes` over `path` as one flow (module docs, ADR-0011); returns
+/// Moves `bytes` over `path` as one flow (module docs, ADR-0012); returns
 /// when the last byte has arrived. Uncontended it takes exactly the time of
 /// [`transfer`] and [`transfer_formula`]. An empty path takes no time.
 ///

@@ -55,7 +55,7 @@ pub struct SimulationSpec {
 }
 
 /// How a transfer crosses its path (`simulation.fidelity`, `--fidelity`;
-/// docs/latency-model.md, ADR-0011).
+/// docs/latency-model.md, ADR-0012).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
 #[serde(expecting = "packet or flow")]
 pub enum Fidelity {
