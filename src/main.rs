@@ -198,6 +198,8 @@ enum CliError {
     ProbeFailed(usize),
     #[error(transparent)]
     Workload(#[from] WorkloadError),
+    #[error(transparent)]
+    Ccl(kernbench::runtime::DistError),
     #[error("{bench}: {failed} check(s) failed")]
     ChecksFailed { bench: &'static str, failed: usize },
 }
@@ -206,6 +208,7 @@ impl CliError {
     fn exit_code(&self) -> ExitCode {
         match self {
             CliError::Config(_)
+            | CliError::Ccl(_)
             | CliError::Topology(_)
             | CliError::View(_)
             | CliError::DotWithoutView
@@ -223,6 +226,14 @@ impl CliError {
             | CliError::ChecksFailed { .. } => ExitCode::FAILURE,
         }
     }
+}
+
+/// Makes every check `init_process_group` would make on this pair of
+/// files, so that `topo` and `probe` refuse what `run` refuses, with the
+/// same message.
+fn check_pair(topology: &TopologySpec, ccl: &CclConfig) -> Result<(), CliError> {
+    let machine = Machine::build(topology)?;
+    kernbench::runtime::check_config(&machine, ccl).map_err(CliError::Ccl)
 }
 
 /// Loads and checks both configuration files, so every subcommand (`topo`
@@ -334,6 +345,7 @@ fn print_out(text: &str) -> Result<(), CliError> {
 
 fn run(cli: &Cli) -> Result<(), CliError> {
     let (topology, ccl) = load_config(cli)?;
+    check_pair(&topology, &ccl)?;
     match cli.command {
         Command::Topo(ref args) => topo(&topology, args),
         Command::Probe(ref args) => probe(&topology, args),

@@ -116,3 +116,32 @@ fn missing_file_and_bad_set_exit_2_without_panicking() {
         assert!(!stderr(&output).contains("panicked"));
     }
 }
+
+/// Every config `run --bench ccl_allreduce` refuses at load, `topo` and
+/// `probe` refuse too, with exit 2 and the same one-line message.
+#[test]
+fn topo_refuses_what_run_refuses_with_the_same_message() {
+    let dir = TempDir::new("topo-same-as-run");
+    let cases: [&[&str]; 7] = [
+        &["--set", "system.sips.count=255"],
+        &["--set", "sip.cube_mesh={w: 32, h: 32}"],
+        &["--set", "cube.pes=241"],
+        &["--set", "ccl.algorithms.intercube_allreduce.module=nope"],
+        &["--set", "ccl.defaults.world_size=7"],
+        &["--set", "pe.tcm.capacity=16 KiB"],
+        &["--set", "ccl.defaults.ipcq.slots=1"],
+    ];
+    for sets in cases {
+        let outcome = |command: &[&str]| {
+            let args: Vec<&str> = sets.iter().chain(command).copied().collect();
+            let output = kernbench(dir.path(), &args);
+            (output.status.code(), stderr(&output))
+        };
+        let run = outcome(&["run", "--bench", "ccl_allreduce"]);
+        assert_eq!(run.0, Some(2), "{sets:?}: {}", run.1);
+        assert_eq!(run.1.lines().count(), 1, "{sets:?}: {}", run.1);
+        assert!(run.1.starts_with("error: "), "{sets:?}: {}", run.1);
+        assert_eq!(outcome(&["topo"]), run, "{sets:?}");
+        assert_eq!(outcome(&["probe"]), run, "{sets:?}");
+    }
+}

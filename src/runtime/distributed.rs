@@ -37,13 +37,14 @@ use super::plan::{Call, Plan};
 use super::tensor::{Tensor, TensorError};
 use super::worker;
 use crate::ccl::cost::{CostError, Network};
-use crate::ccl::registry::UnknownAlgorithm;
+use crate::ccl::registry::{self, UnknownAlgorithm};
 use crate::ccl::topology::TopologyError;
 use crate::ccl::{CclConfig, Collective};
 use crate::config::ConfigError;
 use crate::device::Device;
 use crate::sim::{Barrier, SimDuration};
 use crate::tl::IpcqNetwork;
+use crate::topology::Machine;
 
 pub use crate::ccl::ReduceOp;
 
@@ -265,7 +266,7 @@ impl Distributed {
                 &loaded
             }
         };
-        let group = Group::build(&self.inner.device, ccl, chosen)?;
+        let group = Group::build(self.inner.device.fabric().machine(), ccl, chosen)?;
         *self.inner.group.borrow_mut() = Some(Rc::new(group));
         Ok(())
     }
@@ -438,16 +439,30 @@ impl Distributed {
     }
 }
 
+/// Every check `init_process_group` makes, for every algorithm entry of
+/// `ccl` (as the collective its algorithm implements) and for the default
+/// group, on `machine`. Run when a configuration is loaded, so that every
+/// command refuses what a run would, with the same message.
+pub fn check_config(machine: &Machine, ccl: &CclConfig) -> Result<(), DistError> {
+    for name in ccl.algorithm_names() {
+        let Some(config) = ccl.algorithm(name) else {
+            continue;
+        };
+        let collective = registry::find(config.module)?.collective();
+        Plan::resolve(machine, ccl, collective, name)?;
+    }
+    Group::build(machine, ccl, None).map(drop)
+}
+
 impl Group {
     /// Resolves a plan for every collective ccl.yaml serves (`chosen`
     /// replaces the default entry of its collective); nothing is kept
     /// unless all succeed.
     fn build(
-        device: &Device,
+        machine: &Machine,
         ccl: &CclConfig,
         chosen: Option<(Collective, &str)>,
     ) -> Result<Group, DistError> {
-        let machine = device.fabric().machine();
         let mut plans = BTreeMap::new();
         for collective in Collective::ALL {
             let entry = match chosen {

@@ -22,7 +22,7 @@ pub mod testing;
 pub mod torch;
 pub mod worker;
 
-pub use distributed::{DistError, Distributed, ReduceOp};
+pub use distributed::{DistError, Distributed, ReduceOp, check_config};
 pub use placement::{DPPolicy, PlacementError, ShardSpec, Split};
 pub use ranks::{RankError, spawn};
 pub use tensor::{Element, Shard, Tensor, TensorError};

@@ -17,7 +17,7 @@ use std::rc::Rc;
 
 use super::distributed::DistError;
 use super::tensor::Tensor;
-use crate::ccl::install::install_endpoints;
+use crate::ccl::install::{check_slot_memory, install_endpoints};
 use crate::ccl::registry;
 use crate::ccl::topology::Wiring;
 use crate::ccl::{
@@ -96,6 +96,8 @@ impl Plan {
             .map_err(|reason| refusal(entry, format!("`{}` requires: {reason}", config.module)))?;
         let endpoints = wired_endpoints(algorithm.as_ref(), &shape)?;
         Wiring::install(&endpoints.tables)?;
+        check_slot_memory(machine.spec(), &endpoints, config.buffer_kind, config.ipcq)
+            .map_err(|e| refusal(entry, e.to_string()))?;
         Ok(Plan {
             entry: entry.to_owned(),
             n_elem: config.n_elem.get() as usize,

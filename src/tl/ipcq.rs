@@ -95,6 +95,13 @@ impl IpcqParams {
     pub const DEFAULT_SLOT_BYTES: u64 = 64 << 10;
     /// Default poll period.
     pub const DEFAULT_POLL_INTERVAL: SimDuration = SimDuration::from_ps(100 * PS_PER_NS);
+
+    /// The bytes one slot takes: `slot_bytes` rounded up to the device's
+    /// allocation granule (saturating at `u64::MAX`).
+    pub fn slot_stride(&self) -> u64 {
+        let granule = crate::device::GRANULE;
+        self.slot_bytes.div_ceil(granule).saturating_mul(granule)
+    }
 }
 
 impl Default for IpcqParams {

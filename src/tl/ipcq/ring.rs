@@ -114,7 +114,7 @@ impl Ring {
         params: &IpcqParams,
         arrivals: Rc<Wakers>,
     ) -> Result<Ring, ConnectError> {
-        let stride = params.slot_bytes.div_ceil(crate::device::GRANULE) * crate::device::GRANULE;
+        let stride = params.slot_stride();
         let base = device.alloc(spec.space, stride * params.slots as u64)?;
         let node = |pe: PeCoord| pe_node(device.fabric(), pe);
         let (sender_node, receiver_node) = (node(spec.sender)?, node(spec.receiver)?);
