@@ -113,6 +113,9 @@ pub enum UnaryFn {
     Exp,
     /// `max(x, 0)`; `NaN` stays `NaN`.
     Relu,
+    /// GeLU, the exact (erf) form PyTorch uses by default:
+    /// `x/2 × (1 + erf(x/√2))` (`libm::erff`).
+    Gelu,
     /// `x × factor`.
     Scale {
         /// The factor.
@@ -128,6 +131,7 @@ impl UnaryFn {
         match self {
             UnaryFn::Exp => "exp",
             UnaryFn::Relu => "relu",
+            UnaryFn::Gelu => "gelu",
             UnaryFn::Scale { .. } => "scale",
             UnaryFn::Cast => "cast",
         }
@@ -138,6 +142,7 @@ impl UnaryFn {
             UnaryFn::Exp => libm::expf(x),
             UnaryFn::Relu if x <= 0.0 => 0.0,
             UnaryFn::Relu | UnaryFn::Cast => x,
+            UnaryFn::Gelu => 0.5 * x * (1.0 + libm::erff(x * std::f32::consts::FRAC_1_SQRT_2)),
             UnaryFn::Scale { factor } => x * factor.0,
         }
     }
@@ -721,5 +726,17 @@ mod tests {
         let mut timing = MemoryStore::timing_only(store.address_map().clone());
         timing.map(base, 64).unwrap();
         op.apply(&mut timing).unwrap();
+    }
+
+    #[test]
+    fn gelu_is_the_erf_form() {
+        // GeLU(x) = x Φ(x): Φ(0) = 1/2, Φ(±1) = (1 ± erf(1/√2)) / 2 with
+        // erf(1/√2) = 0.682689492137... (the one-sigma probability).
+        let one_sigma = 0.682_689_5_f32;
+        let gelu = |x| UnaryFn::Gelu.eval(x);
+        assert_eq!(gelu(0.0), 0.0);
+        assert!((gelu(1.0) - (1.0 + one_sigma) / 2.0).abs() < 1e-6);
+        assert!((gelu(-1.0) + (1.0 - one_sigma) / 2.0).abs() < 1e-6);
+        assert!((gelu(10.0) - 10.0).abs() < 1e-6);
     }
 }

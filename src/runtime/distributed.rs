@@ -21,6 +21,10 @@
 //! grid with the plan's IPCQ network attached and awaited. Ranks meet
 //! inside the kernels, through IPCQ.
 //!
+//! `all_reduce_async` is `all_reduce(..., async_op=True)`: the same launch
+//! in a task of its own, returning a [`Work`] to `wait` on
+//! ([`super::work`]).
+//!
 //! `barrier()` is a real rendezvous of the world's rank tasks in virtual
 //! time (ADR-0008); outside a worker it returns at once.
 //!
@@ -28,6 +32,7 @@
 //! the launcher; nothing below knows it.
 
 use std::cell::RefCell;
+use std::future::Future;
 use std::rc::Rc;
 
 use std::collections::BTreeMap;
@@ -35,6 +40,7 @@ use std::collections::BTreeMap;
 use super::launch::{LaunchError, launch_with_ipcq};
 use super::plan::{Call, Plan};
 use super::tensor::{Tensor, TensorError};
+use super::work::Work;
 use super::worker;
 use crate::ccl::cost::{CostError, Network};
 use crate::ccl::registry::{self, UnknownAlgorithm};
@@ -42,7 +48,7 @@ use crate::ccl::topology::TopologyError;
 use crate::ccl::{CclConfig, Collective};
 use crate::config::ConfigError;
 use crate::device::Device;
-use crate::sim::{Barrier, SimDuration};
+use crate::sim::{Barrier, JoinError, SimDuration};
 use crate::tl::IpcqNetwork;
 use crate::topology::Machine;
 
@@ -193,6 +199,9 @@ pub enum DistError {
     /// The algorithm's cost model could not be evaluated.
     #[error(transparent)]
     Cost(#[from] CostError),
+    /// An asynchronous collective's task did not finish.
+    #[error("async collective: {0}")]
+    Work(JoinError),
     /// A `torch.distributed` call the backend does not implement.
     #[error("torch.distributed.{0} is not supported by the ahbm backend (supported: {SUPPORTED})")]
     Unsupported(&'static str),
@@ -337,6 +346,22 @@ impl Distributed {
         self.run(Collective::AllReduce, &call, 1).await
     }
 
+    /// `all_reduce(tensor, op, async_op=True)`: starts the all-reduce and
+    /// returns its [`Work`] at once; the caller goes on and `wait`s for it.
+    /// Argument errors are returned here, failures of the collective by
+    /// `wait`. `tensor` must not be touched until then.
+    pub fn all_reduce_async(&self, tensor: &Tensor, op: ReduceOp) -> Result<Work, DistError> {
+        let call = Call {
+            input: tensor,
+            output: None,
+            op,
+            root: 0,
+            rank: worker::get_rank() as u32,
+        };
+        let launch = self.launch(Collective::AllReduce, &call, 1)?;
+        Ok(Work::spawn("all_reduce", launch))
+    }
+
     /// Runs the process group's [`Collective::Custom`] kernel (e.g.
     /// `hello_send`) over `tensor`'s tiles: a kernbench extension for
     /// teaching and test kernels that are no `torch.distributed` call.
@@ -358,14 +383,27 @@ impl Distributed {
         call: &Call<'_>,
         blocks: usize,
     ) -> Result<(), DistError> {
+        self.launch(collective, call, blocks)?.await
+    }
+
+    /// The launch of `collective`'s kernel on the caller's SIP for `call`,
+    /// owning everything it needs (so it can run in a task of its own).
+    fn launch(
+        &self,
+        collective: Collective,
+        call: &Call<'_>,
+        blocks: usize,
+    ) -> Result<impl Future<Output = Result<(), DistError>> + 'static, DistError> {
         let group = self.group(collective.name())?;
         let plan = group.plan(collective)?;
         let args = plan.kernel_args(call, blocks)?;
         let network = plan.network(&self.inner.device)?;
         let kernel = plan.algorithm().kernel();
-        let device = &self.inner.device;
-        launch_with_ipcq(device, &kernel, (call.rank, plan.grid()), args, &network).await?;
-        Ok(())
+        let (device, target) = (self.inner.device.clone(), (call.rank, plan.grid()));
+        Ok(async move {
+            launch_with_ipcq(&device, &kernel, target, args, &network).await?;
+            Ok(())
+        })
     }
 
     /// The algorithm's α-β cost model of `all_reduce(tensor)` on this

@@ -8,7 +8,8 @@
 //! - [`tensor`]: [`Tensor`]s in HBM, H2D / D2H through M_CPU.DMA.
 //! - [`launch`], [`ranks`]: kernel launch and the rank = SIP launcher.
 //! - [`distributed`]: `torch.distributed`, the `ahbm` process group
-//!   (`init_process_group`, `all_reduce`, `barrier`).
+//!   (`init_process_group`, `all_reduce`, `barrier`); [`work`]: the
+//!   [`Work`] handle of an `async_op` collective.
 //!
 //! This module may use every layer below it; nothing below may use it.
 
@@ -20,6 +21,7 @@ pub mod ranks;
 pub mod tensor;
 pub mod testing;
 pub mod torch;
+pub mod work;
 pub mod worker;
 
 pub use distributed::{DistError, Distributed, ReduceOp, check_config};
@@ -27,4 +29,5 @@ pub use placement::{DPPolicy, PlacementError, ShardSpec, Split};
 pub use ranks::{RankError, spawn};
 pub use tensor::{Element, Shard, Tensor, TensorError};
 pub use torch::{Accelerator, Ahbm, TENSOR_PAGE_SIZE, Torch};
+pub use work::Work;
 pub use worker::{current_device, get_rank, in_worker, scope_rank, set_device};

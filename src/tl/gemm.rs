@@ -33,6 +33,8 @@ pub enum Epilogue {
     Exp,
     /// `c = max(c, 0)`.
     Relu,
+    /// `c = GeLU(c)` (erf form).
+    Gelu,
     /// `c = c × factor`.
     Scale(f32),
     /// `c` converted to another element type, in place.
@@ -258,6 +260,7 @@ impl Tl {
             }
             Epilogue::Exp => unary(UnaryFn::Exp, from),
             Epilogue::Relu => unary(UnaryFn::Relu, from),
+            Epilogue::Gelu => unary(UnaryFn::Gelu, from),
             Epilogue::Scale(factor) => unary(
                 UnaryFn::Scale {
                     factor: Scalar(*factor),

@@ -88,6 +88,11 @@ impl Tl {
         self.unary(UnaryFn::Relu, x, x.dtype()).await
     }
 
+    /// GeLU (erf form), elementwise.
+    pub async fn gelu(&self, x: &TensorHandle) -> Result<TensorHandle, KernelError> {
+        self.unary(UnaryFn::Gelu, x, x.dtype()).await
+    }
+
     /// `x × factor`, elementwise.
     pub async fn scale(&self, x: &TensorHandle, factor: f32) -> Result<TensorHandle, KernelError> {
         let func = UnaryFn::Scale {

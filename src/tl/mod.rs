@@ -15,7 +15,7 @@
 //! | `load(src, shape, dtype)` → TCM, `store(dst, &h)` | PE_DMA | `Device::dma_copy_formula` |
 //! | `dot(&a, &b)`, `dot_acc(&acc, &a, &b)` | PE_GEMM | `hw::gemm_formula` |
 //! | `composite(&a, &b, &[Epilogue])` → token, `token.wait()` | PE_GEMM → PE_MATH | `hw::pipeline_formula` |
-//! | `add`, `sub`, `mul`, `maximum`, `add_assign`, `exp`, `relu`, `scale`, `cast` | PE_MATH | `hw::math_formula` |
+//! | `add`, `sub`, `mul`, `maximum`, `add_assign`, `exp`, `relu`, `gelu`, `scale`, `cast` | PE_MATH | `hw::math_formula` |
 //! | `sum(&x, axis)`, `max(&x, axis)` | PE_MATH | `hw::math_formula` |
 //! | `phase(name)` → guard: a named span on the PE's trace track | — | — |
 //!
