@@ -12,11 +12,9 @@
 //! barriers, read back and checked. Prints one OK line per rank and an
 //! nccl-tests-style table; exits non-zero on a wrong result.
 
-use std::cell::RefCell;
 use std::error::Error;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::rc::Rc;
 use std::sync::Arc;
 
 use half::f16;
@@ -73,28 +71,16 @@ fn run_size(
 ) -> Result<Vec<RankLine>, Box<dyn Error>> {
     let device = Device::from_machine(machine.clone(), DataMode::On)?;
     let torch = Torch::with_ccl(device, ccl.clone());
-    let lines = Rc::new(RefCell::new(Vec::new()));
-    let (shared, driver) = (lines.clone(), torch.clone());
     let mut simulation = Simulation::new();
     let handle = simulation.spawn("driver", async move {
-        driver.distributed.init_process_group("ahbm")?;
-        let world_size = driver.distributed.get_world_size()?;
-        spawn(world_size, move |_rank| {
-            let (torch, lines) = (driver.clone(), shared.clone());
-            async move {
-                let line = worker(torch, n_elem).await?;
-                lines.borrow_mut().push(line);
-                Ok::<(), WorkloadError>(())
-            }
-        })
-        .await
-        .map_err(|e| WorkloadError::Rank(e.rank, Box::new(e.source)))
+        torch.distributed.init_process_group("ahbm")?;
+        let world_size = torch.distributed.get_world_size()?;
+        spawn(world_size, move |_rank| worker(torch.clone(), n_elem))
+            .await
+            .map_err(|e| WorkloadError::Rank(e.rank, Box::new(e.source)))
     });
     simulation.run()?;
-    handle.output()??;
-    let mut lines = lines.take();
-    lines.sort_by_key(|l| l.rank);
-    Ok(lines)
+    Ok(handle.output()??)
 }
 
 fn main() -> ExitCode {

@@ -148,11 +148,11 @@ fn run_one(point: &Point) -> Result<(), Box<dyn Error>> {
     let spec = TopologySpec::load(&TopologySpec::default_source(), &overrides.topology)?;
     let machine = Arc::new(Machine::build(&spec)?);
     let options = Options {
-        algorithm: Some(point.algorithm.to_owned()),
-        size: Some(point.bytes),
         ccl: Some(CclConfig::load(&CclConfig::default_source(), &[])?),
         ..Options::default()
-    };
+    }
+    .with("algorithm", point.algorithm)
+    .with("size", point.bytes);
     let wall = Instant::now();
     let report = workloads::find("ccl_allreduce")?.run(machine, &options)?;
     let wall = wall.elapsed().as_secs_f64();

@@ -3,8 +3,9 @@
 //! The layers, from what a user touches down to the bedrock (dependencies
 //! point downwards only):
 //!
-//! - [`workloads`]: the named runs of `kernbench run --bench NAME`
-//!   (`ccl_allreduce`, `gemm_single_pe`, `va_offset_verify`) and their reports.
+//! - [`workloads`]: the named runs of `kernbench run --bench NAME`, one file
+//!   each in `workloads/` (`ccl_allreduce`, `gemm_single_pe`,
+//!   `va_offset_verify`, ...), their parameters and their reports.
 //! - [`runtime`]: host-side API for PyTorch-DDP-like code: the [`runtime::Torch`]
 //!   facade, tensors and their placement ([`runtime::DPPolicy`]), kernel
 //!   launch, the per-worker rank and device registry (task-local storage),
@@ -36,8 +37,8 @@
 //! `docs/ARCHITECTURE.md` gives one paragraph per module with what it owns
 //! and what it must not know.
 
-// Lets the files of `algorithms/` (compiled into this crate, ADR-0009) name
-// the library `kernbench::`, as code outside it does.
+// Lets the files of `algorithms/` and `workloads/` (compiled into this crate,
+// ADR-0009, ADR-0011) name the library `kernbench::`, as code outside it does.
 extern crate self as kernbench;
 
 pub mod ccl;

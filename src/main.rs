@@ -6,12 +6,12 @@
 //! errors and 1 for anything else. All the work lives in the library; this
 //! file only wires it to the terminal.
 
+use std::collections::BTreeMap;
 use std::io::{self, Write};
-use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -22,7 +22,7 @@ use kernbench::topology::{
     Fidelity, GraphView, Machine, Scope, TopologyError, TopologySpec, ViewError,
 };
 use kernbench::trace::{ChromeTraceLayer, TraceFileGuard};
-use kernbench::workloads::{self, GemmDims, Options, WorkloadError};
+use kernbench::workloads::{self, Options, WorkloadError};
 
 /// Deterministic discrete-event simulator of the multi-device AHBM accelerator.
 #[derive(Debug, Parser)]
@@ -71,7 +71,7 @@ enum Command {
 
 #[derive(Debug, Args)]
 struct RunArgs {
-    /// The workload: ccl_allreduce, gemm_single_pe or va_offset_verify.
+    /// The workload (listed below with the flags each takes).
     #[arg(long, value_name = "NAME")]
     bench: String,
 
@@ -83,47 +83,6 @@ struct RunArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
-
-    /// GEMM dimensions MxKxN (gemm_single_pe; default 512x512x512).
-    #[arg(long, value_name = "MxKxN", conflicts_with_all = ["m", "k", "n"])]
-    shape: Option<GemmDims>,
-
-    /// GEMM M (rows of A and C); the others keep their defaults.
-    #[arg(long)]
-    m: Option<NonZeroUsize>,
-
-    /// GEMM K (columns of A, rows of B).
-    #[arg(long)]
-    k: Option<NonZeroUsize>,
-
-    /// GEMM N (columns of B and C).
-    #[arg(long)]
-    n: Option<NonZeroUsize>,
-
-    /// The ccl.yaml algorithm entry to run (ccl_allreduce; default:
-    /// defaults.algorithm).
-    #[arg(long, value_name = "NAME")]
-    algorithm: Option<String>,
-
-    /// Bytes per rank (ccl_allreduce; default: ccl.yaml's n_elem per cube tile).
-    #[arg(long, value_name = "BYTES")]
-    size: Option<u64>,
-}
-
-impl RunArgs {
-    /// The GEMM dimensions asked for, if any.
-    fn dims(&self) -> Option<GemmDims> {
-        if self.shape.is_some() || (self.m, self.k, self.n) == (None, None, None) {
-            return self.shape;
-        }
-        let default = workloads::gemm_single_pe::DEFAULT_DIMS;
-        let pick = |given: Option<NonZeroUsize>, default| given.map_or(default, NonZeroUsize::get);
-        Some(GemmDims {
-            m: pick(self.m, default.m),
-            k: pick(self.k, default.k),
-            n: pick(self.n, default.n),
-        })
-    }
 }
 
 #[derive(Debug, Args)]
@@ -211,12 +170,8 @@ impl CliError {
             | CliError::Ccl(_)
             | CliError::Topology(_)
             | CliError::View(_)
-            | CliError::DotWithoutView
-            | CliError::Workload(
-                WorkloadError::Unknown { .. }
-                | WorkloadError::UnusedOption { .. }
-                | WorkloadError::BadOption(_),
-            ) => ExitCode::from(2),
+            | CliError::DotWithoutView => ExitCode::from(2),
+            CliError::Workload(error) if error.is_usage() => ExitCode::from(2),
             CliError::Output(_)
             | CliError::Json(_)
             | CliError::Trace { .. }
@@ -343,13 +298,19 @@ fn print_out(text: &str) -> Result<(), CliError> {
     }
 }
 
-fn run(cli: &Cli) -> Result<(), CliError> {
+fn run(cli: &Cli, matches: &ArgMatches) -> Result<(), CliError> {
     let (topology, ccl) = load_config(cli)?;
     check_pair(&topology, &ccl)?;
     match cli.command {
         Command::Topo(ref args) => topo(&topology, args),
         Command::Probe(ref args) => probe(&topology, args),
-        Command::Run(ref args) => bench(&topology, ccl, args),
+        Command::Run(ref args) => {
+            let params = matches
+                .subcommand_matches("run")
+                .map(workload_flags::values)
+                .unwrap_or_default();
+            bench(&topology, ccl, args, params)
+        }
     }
 }
 
@@ -374,14 +335,17 @@ fn probe(topology: &TopologySpec, args: &ProbeArgs) -> Result<(), CliError> {
 }
 
 /// Runs one workload and prints its report.
-fn bench(topology: &TopologySpec, ccl: CclConfig, args: &RunArgs) -> Result<(), CliError> {
+fn bench(
+    topology: &TopologySpec,
+    ccl: CclConfig,
+    args: &RunArgs,
+    params: BTreeMap<String, String>,
+) -> Result<(), CliError> {
     let workload = workloads::find(&args.bench)?;
     let machine = std::sync::Arc::new(Machine::build(topology)?);
     let options = Options {
         verify_data: args.verify_data,
-        shape: args.dims(),
-        algorithm: args.algorithm.clone(),
-        size: args.size,
+        params,
         ccl: Some(ccl),
     };
     let report = workload.run(machine, &options)?;
@@ -400,10 +364,16 @@ fn bench(topology: &TopologySpec, ccl: CclConfig, args: &RunArgs) -> Result<(), 
     }
 }
 
+/// The clap command: the derived one with the workloads' flags added.
+fn command() -> clap::Command {
+    Cli::command().mut_subcommand("run", workload_flags::add)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
     let outcome = init_tracing(cli.trace.as_deref()).and_then(|guard| {
-        run(&cli)?;
+        run(&cli, &matches)?;
         finish_trace(guard)
     });
     match outcome {
@@ -422,4 +392,66 @@ fn finish_trace(guard: Option<TraceFileGuard>) -> Result<(), CliError> {
     guard
         .finish()
         .map_err(|source| CliError::Trace { path, source })
+}
+
+/// The flags of the workloads' parameters, built from the registry
+/// (`workloads::all_params`), so a new workload file brings its flags with
+/// it.
+mod workload_flags {
+    use std::collections::BTreeMap;
+
+    use clap::{Arg, ArgMatches, Command};
+    use kernbench::workloads;
+
+    /// `command` with one `--NAME VALUE` flag per workload parameter and
+    /// the workloads listed after the help.
+    pub fn add(command: Command) -> Command {
+        let flags = workloads::all_params()
+            .into_values()
+            .map(|(param, takers)| {
+                Arg::new(param.name)
+                    .long(param.name)
+                    .value_name(param.value_name)
+                    .help(format!("{} [{}]", param.help, takers.join(", ")))
+                    .help_heading("Workload parameters")
+            });
+        command.args(flags).after_help(listing())
+    }
+
+    /// The values given for workload parameters.
+    pub fn values(matches: &ArgMatches) -> BTreeMap<String, String> {
+        workloads::all_params()
+            .into_keys()
+            .filter_map(|name| {
+                let value = matches.get_one::<String>(name)?;
+                Some((name.to_owned(), value.clone()))
+            })
+            .collect()
+    }
+
+    /// "Workloads:" and one line per workload with its flags.
+    fn listing() -> String {
+        let mut text = String::from("Workloads:\n");
+        for workload in workloads::all() {
+            let flags: Vec<_> = workload
+                .params()
+                .iter()
+                .map(|p| format!("--{}", p.name))
+                .collect();
+            text += &format!("  {:<18} {}", workload.name, workload.about());
+            if !flags.is_empty() {
+                text += &format!(" ({})", flags.join(" "));
+            }
+            text += "\n";
+        }
+        text
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn the_cli_with_every_workload_flag_is_well_formed() {
+            super::super::command().debug_assert();
+        }
+    }
 }

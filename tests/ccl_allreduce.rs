@@ -41,10 +41,10 @@ fn run(set: &[&str], algorithm: &str, verify_data: bool) -> Report {
     let machine = Arc::new(Machine::build(&spec).unwrap());
     let options = Options {
         verify_data,
-        algorithm: Some(algorithm.to_owned()),
         ccl: Some(CclConfig::load(&CclConfig::default_source(), &[]).unwrap()),
         ..Options::default()
-    };
+    }
+    .with("algorithm", algorithm);
     workloads::find("ccl_allreduce")
         .unwrap()
         .run(machine, &options)
@@ -131,10 +131,10 @@ fn run_with_ccl(ccl_sets: &[&str], algorithm: &str) -> Result<Report, String> {
     let spec = TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap();
     let options = Options {
         verify_data: true,
-        algorithm: Some(algorithm.to_owned()),
         ccl: Some(CclConfig::load(&CclConfig::default_source(), &overrides.ccl).unwrap()),
         ..Options::default()
-    };
+    }
+    .with("algorithm", algorithm);
     workloads::find("ccl_allreduce")
         .unwrap()
         .run(Arc::new(Machine::build(&spec).unwrap()), &options)

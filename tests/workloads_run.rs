@@ -18,11 +18,13 @@ fn machine() -> Arc<Machine> {
 }
 
 fn run(name: &str, verify_data: bool, shape: Option<GemmDims>) -> Result<Report, WorkloadError> {
-    let options = Options {
+    let mut options = Options {
         verify_data,
-        shape,
         ..Options::default()
     };
+    if let Some(shape) = shape {
+        options = options.with("shape", shape);
+    }
     workloads::find(name)?.run(machine(), &options)
 }
 
@@ -134,16 +136,16 @@ fn a_gemm_larger_than_the_tcm_is_an_error_naming_the_pe() {
 #[test]
 fn misuse_is_reported() {
     let unknown = run("nope", false, None).unwrap_err().to_string();
-    assert_eq!(
-        unknown,
-        "no workload named `nope` (known: ccl_allreduce, gemm_single_pe, va_offset_verify)"
+    assert!(
+        unknown.starts_with("no workload named `nope` (known: ccl_allreduce, "),
+        "{unknown}"
     );
     let shape = run("va_offset_verify", false, Some(SMALL))
         .unwrap_err()
         .to_string();
     assert_eq!(
         shape,
-        "--shape / --m --k --n does not apply to va_offset_verify"
+        "--shape does not apply to va_offset_verify (it takes: no parameters)"
     );
     assert_eq!("64x128x32".parse::<GemmDims>().unwrap(), SMALL);
     for bad in ["64x0x3", "64x128", "axbxc", "1x2x3x4"] {

@@ -26,16 +26,17 @@ pub struct RankError<E: std::error::Error + 'static> {
 /// Runs `worker(rank)` for ranks `0..world_size` as concurrent sim tasks
 /// named `rank{r}`; must be awaited inside a running simulation. Inside a
 /// worker, `get_rank()` is its rank and `current_device()` its SIP. Returns
-/// when every rank has finished, or at the first failure, with every other
-/// rank cancelled.
-pub async fn spawn<W, Fut, E>(world_size: usize, worker: W) -> Result<(), RankError<E>>
+/// every rank's value in rank order when all have finished, or the first
+/// failure, with every other rank cancelled.
+pub async fn spawn<W, Fut, T, E>(world_size: usize, worker: W) -> Result<Vec<T>, RankError<E>>
 where
     W: Fn(usize) -> Fut + 'static,
-    Fut: Future<Output = Result<(), E>> + 'static,
+    Fut: Future<Output = Result<T, E>> + 'static,
+    T: 'static,
     E: std::error::Error + 'static,
 {
     let (tx, mut done) =
-        sim::channel::<(usize, Result<(), E>)>("launcher", world_size.max(1), SimDuration::ZERO);
+        sim::channel::<(usize, Result<T, E>)>("launcher", world_size.max(1), SimDuration::ZERO);
     let worker = Rc::new(worker);
     let cancels: Vec<AbortHandle> = (0..world_size)
         .map(|rank| {
@@ -53,13 +54,20 @@ where
         })
         .collect();
     drop(tx);
+    let mut values: Vec<Option<T>> = (0..world_size).map(|_| None).collect();
     while let Some((rank, result)) = done.recv().await {
-        if let Err(source) = result {
-            cancels.iter().for_each(AbortHandle::abort);
-            return Err(RankError { rank, source });
+        match result {
+            Ok(value) => values[rank] = Some(value),
+            Err(source) => {
+                cancels.iter().for_each(AbortHandle::abort);
+                return Err(RankError { rank, source });
+            }
         }
     }
-    Ok(())
+    Ok(values
+        .into_iter()
+        .map(|value| value.expect("every rank reports once before the channel closes"))
+        .collect())
 }
 
 #[cfg(test)]
@@ -85,13 +93,17 @@ mod tests {
                 async move {
                     sleep(SimDuration::from_ns(10 - rank as u64)).await;
                     log.borrow_mut().push((rank, get_rank(), current_device()));
-                    Ok::<(), BadShard>(())
+                    Ok::<_, BadShard>(rank * 10)
                 }
             })
             .await
         });
         simulation.run().unwrap();
-        assert_eq!(driver.output().unwrap(), Ok(()));
+        assert_eq!(
+            driver.output().unwrap(),
+            Ok(vec![0, 10, 20, 30]),
+            "values in rank order, not finishing order"
+        );
         let seen = seen.borrow();
         assert_eq!(seen.len(), 4);
         assert!(seen.iter().all(|&(r, got, dev)| got == r && dev == Some(r)));

@@ -1,36 +1,34 @@
-//! Named runs: what `kernbench run --bench NAME` executes.
+//! Named runs: what `kernbench run --bench NAME` (and `sweep`, `web`)
+//! executes.
 //!
-//! A [`Workload`] is host code — an `async` function of a [`Torch`] and the
-//! run's [`Options`] that places tensors, launches kernels, reads results
-//! back and returns its checks and figures ([`Outcome`]). [`Workload::run`]
-//! gives it a fresh device and a fresh [`Simulation`], runs it as rank 0's
-//! worker task, and with `--verify-data` adds the op-log replay check
-//! (`OpLog::verify`: replaying every op on an empty store reproduces the
-//! live memory). Without `--verify-data` the device keeps no bytes and the
-//! simulated times are the same.
+//! A workload is one file in `workloads/` (ADR-0011), compiled into this
+//! module by `build.rs` and named by its file stem. The file defines
+//! `pub const WORKLOAD: Definition` — one line of help, the [`Param`]s it
+//! takes (flags the CLI builds from the registry) and its host code: an
+//! `async` function of a [`Torch`] and the run's [`Options`] that places
+//! tensors, launches kernels, reads results back and returns its checks and
+//! figures ([`Outcome`]). [`Workload::run`] refuses parameters the workload
+//! does not declare, gives it a fresh device and a fresh [`Simulation`],
+//! runs it as rank 0's worker task, and with `--verify-data` adds the
+//! op-log replay check (`OpLog::verify`: replaying every op on an empty
+//! store reproduces the live memory). Without `--verify-data` the device
+//! keeps no bytes and the simulated times are the same.
 //!
-//! | name | what |
-//! |---|---|
-//! | `ccl_allreduce` | `torch.distributed.all_reduce` on every rank (rank = SIP); time, algbw, busbw, results checked |
-//! | `gemm_single_pe` | `C = A × B` (f16, `M×K×N`) on one PE; achieved vs peak TFLOP/s |
-//! | `va_offset_verify` | windows at odd VA offsets across pages and cubes, copied by kernels; every byte checked |
+//! How to add one: `docs/workload-author-guide.md`.
 //!
 //! Knows the runtime and kernel APIs; nothing below uses it.
 
-pub mod ccl_allreduce;
-pub mod gemm_single_pe;
+mod options;
 mod report;
-pub mod va_offset_verify;
 
-use std::fmt;
-use std::str::FromStr;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::future::LocalBoxFuture;
 
+pub use options::{ByteSize, GemmDims, Options, Param};
 pub use report::{Check, Figure, Outcome, Report, Value};
 
-use crate::ccl::CclConfig;
 use crate::device::{Device, DeviceError};
 use crate::mem::{DataMode, VaError};
 use crate::runtime::launch::LaunchError;
@@ -38,56 +36,13 @@ use crate::runtime::{DistError, TensorError, Torch, scope_rank};
 use crate::sim::{JoinError, SimError, SimTime, Simulation};
 use crate::topology::Machine;
 
-/// The dimensions of a GEMM: `A` is `M×K`, `B` is `K×N`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GemmDims {
-    /// Rows of `A` and `C`.
-    pub m: usize,
-    /// Columns of `A`, rows of `B`.
-    pub k: usize,
-    /// Columns of `B` and `C`.
-    pub n: usize,
+/// The workload modules (public: their helpers are API, e.g.
+/// `ccl_allreduce::bandwidths`) and the registry table.
+mod generated {
+    use super::Workload;
+    include!(concat!(env!("OUT_DIR"), "/workloads.rs"));
 }
-
-impl fmt::Display for GemmDims {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}x{}x{}", self.m, self.k, self.n)
-    }
-}
-
-impl FromStr for GemmDims {
-    type Err = String;
-
-    /// `MxKxN`, each a positive integer.
-    fn from_str(text: &str) -> Result<Self, String> {
-        let parts: Vec<_> = text.split('x').map(str::parse::<usize>).collect();
-        match parts.as_slice() {
-            [Ok(m), Ok(k), Ok(n)] if *m > 0 && *k > 0 && *n > 0 => Ok(GemmDims {
-                m: *m,
-                k: *k,
-                n: *n,
-            }),
-            _ => Err(format!(
-                "`{text}` is not MxKxN with three positive integers"
-            )),
-        }
-    }
-}
-
-/// What the command line asks of a run.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Options {
-    /// Keep bytes, check results and replay the op log.
-    pub verify_data: bool,
-    /// GEMM dimensions, for workloads that take them.
-    pub shape: Option<GemmDims>,
-    /// The ccl.yaml entry to run instead of the default (collectives).
-    pub algorithm: Option<String>,
-    /// Bytes per rank (collectives).
-    pub size: Option<u64>,
-    /// The ccl.yaml `torch.distributed` reads (the embedded one if `None`).
-    pub ccl: Option<CclConfig>,
-}
+pub use generated::*;
 
 /// Why a run could not complete (a failed check is not an error: it is in
 /// the [`Report`]).
@@ -101,13 +56,15 @@ pub enum WorkloadError {
         /// The registered names.
         known: String,
     },
-    /// An option the workload does not take.
-    #[error("{option} does not apply to {workload}")]
+    /// A parameter the workload does not declare.
+    #[error("--{option} does not apply to {workload} (it takes: {takes})")]
     UnusedOption {
         /// The workload.
         workload: &'static str,
-        /// The option.
-        option: &'static str,
+        /// The parameter's name.
+        option: String,
+        /// The parameters it declares, as flags.
+        takes: String,
     },
     /// An option value the workload cannot use.
     #[error("{0}")]
@@ -138,6 +95,20 @@ pub enum WorkloadError {
     Join(#[from] JoinError),
 }
 
+impl WorkloadError {
+    /// Whether the caller asked for something wrong (an unknown workload,
+    /// an undeclared parameter, a value it cannot use): a usage error, exit
+    /// code 2 on the CLI.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            WorkloadError::Unknown { .. }
+                | WorkloadError::UnusedOption { .. }
+                | WorkloadError::BadOption(_)
+        )
+    }
+}
+
 impl From<DistError> for WorkloadError {
     fn from(error: DistError) -> Self {
         WorkloadError::Dist(Box::new(error))
@@ -145,72 +116,113 @@ impl From<DistError> for WorkloadError {
 }
 
 /// A workload's host code.
-type Host = fn(Torch, Options) -> LocalBoxFuture<'static, Result<Outcome, WorkloadError>>;
+pub type Host = fn(Torch, Options) -> LocalBoxFuture<'static, Result<Outcome, WorkloadError>>;
 
-/// A named run.
-pub struct Workload {
-    /// The name `--bench` takes.
-    pub name: &'static str,
-    /// Whether it takes `--shape` / `--m --k --n`.
-    pub takes_shape: bool,
-    /// Whether it takes `--algorithm` and `--size`.
-    pub takes_collective: bool,
-    host: Host,
+/// What a workload file defines as `pub const WORKLOAD`.
+#[derive(Clone, Copy)]
+pub struct Definition {
+    /// One line for `--help` and the web form.
+    pub about: &'static str,
+    /// The parameters it takes, in sweep order (a sweep varies the last
+    /// one fastest).
+    pub params: &'static [Param],
+    /// Its host code.
+    pub host: Host,
 }
 
-/// Every workload, by name.
-pub static WORKLOADS: [Workload; 3] = [
-    Workload {
-        name: ccl_allreduce::NAME,
-        takes_shape: false,
-        takes_collective: true,
-        host: ccl_allreduce::host,
-    },
-    Workload {
-        name: gemm_single_pe::NAME,
-        takes_shape: true,
-        takes_collective: false,
-        host: gemm_single_pe::host,
-    },
-    Workload {
-        name: va_offset_verify::NAME,
-        takes_shape: false,
-        takes_collective: false,
-        host: va_offset_verify::host,
-    },
-];
+/// A registered workload: a file of `workloads/` and its definition.
+#[derive(Clone, Copy)]
+pub struct Workload {
+    /// The name `--bench` takes: the file stem.
+    pub name: &'static str,
+    definition: Definition,
+}
+
+impl std::fmt::Debug for Workload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workload")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+/// Every registered workload, in name order.
+pub fn all() -> &'static [Workload] {
+    generated::WORKLOADS
+}
 
 /// The workload called `name`.
 pub fn find(name: &str) -> Result<&'static Workload, WorkloadError> {
-    WORKLOADS
+    all()
         .iter()
         .find(|w| w.name == name)
         .ok_or_else(|| WorkloadError::Unknown {
             name: name.to_owned(),
-            known: WORKLOADS
-                .iter()
-                .map(|w| w.name)
-                .collect::<Vec<_>>()
-                .join(", "),
+            known: all().iter().map(|w| w.name).collect::<Vec<_>>().join(", "),
         })
 }
 
+/// Every parameter some workload declares, by name, with the workloads
+/// that take it (the first declaration's help and value name); the CLI
+/// makes one flag of each.
+pub fn all_params() -> BTreeMap<&'static str, (Param, Vec<&'static str>)> {
+    let mut params = BTreeMap::new();
+    for workload in all() {
+        for param in workload.params() {
+            params
+                .entry(param.name)
+                .or_insert_with(|| (*param, Vec::new()))
+                .1
+                .push(workload.name);
+        }
+    }
+    params
+}
+
 impl Workload {
+    /// The registry's entry for file `name` (used by the generated table).
+    pub const fn new(name: &'static str, definition: Definition) -> Workload {
+        Workload { name, definition }
+    }
+
+    /// Its one line of help.
+    pub fn about(&self) -> &'static str {
+        self.definition.about
+    }
+
+    /// The parameters it takes.
+    pub fn params(&self) -> &'static [Param] {
+        self.definition.params
+    }
+
+    /// Whether it takes parameter `name`.
+    pub fn takes(&self, name: &str) -> bool {
+        self.params().iter().any(|p| p.name == name)
+    }
+
+    /// Refuses a parameter the workload does not declare.
+    pub fn check_params(&self, options: &Options) -> Result<(), WorkloadError> {
+        match options.params.keys().find(|name| !self.takes(name)) {
+            None => Ok(()),
+            Some(name) => Err(WorkloadError::UnusedOption {
+                workload: self.name,
+                option: name.clone(),
+                takes: match self.params() {
+                    [] => "no parameters".to_owned(),
+                    params => params
+                        .iter()
+                        .map(|p| format!("--{}", p.name))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                },
+            }),
+        }
+    }
+
     /// Runs the workload on a fresh device of `machine` and a fresh
     /// simulation; see the module docs.
     pub fn run(&self, machine: Arc<Machine>, options: &Options) -> Result<Report, WorkloadError> {
-        if options.shape.is_some() && !self.takes_shape {
-            return Err(WorkloadError::UnusedOption {
-                workload: self.name,
-                option: "--shape / --m --k --n",
-            });
-        }
-        if (options.algorithm.is_some() || options.size.is_some()) && !self.takes_collective {
-            return Err(WorkloadError::UnusedOption {
-                workload: self.name,
-                option: "--algorithm / --size",
-            });
-        }
+        self.check_params(options)?;
         let data = if options.verify_data {
             DataMode::On
         } else {
@@ -222,7 +234,7 @@ impl Workload {
             Some(ccl) => Torch::with_ccl(device.clone(), ccl.clone()),
             None => Torch::new(device.clone()),
         };
-        let host = (self.host)(torch, options.clone());
+        let host = (self.definition.host)(torch, options.clone());
         let handle = simulation.spawn("host.rank0", scope_rank(0, host));
         let stats = simulation.run()?;
         let mut outcome = handle.output()??;
@@ -252,5 +264,55 @@ fn replay_check(device: &Device) -> Check {
             format!("{ops} ops replayed: memory identical"),
         ),
         Err(error) => Check::new("oplog_replay", false, error.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_registry_holds_every_file_with_well_formed_flags() {
+        let names: Vec<_> = all().iter().map(|w| w.name).collect();
+        for name in ["ccl_allreduce", "gemm_single_pe", "va_offset_verify"] {
+            assert!(names.contains(&name), "{name} missing from {names:?}");
+        }
+        assert!(names.is_sorted(), "{names:?}");
+        for workload in all() {
+            let mut seen = std::collections::BTreeSet::new();
+            for param in workload.params() {
+                let well_formed = param.name.starts_with(|c: char| c.is_ascii_lowercase())
+                    && param
+                        .name
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+                assert!(well_formed, "{}: --{}", workload.name, param.name);
+                assert!(
+                    seen.insert(param.name),
+                    "{}: --{} twice",
+                    workload.name,
+                    param.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn undeclared_parameters_are_usage_errors() {
+        let va = find("va_offset_verify").unwrap();
+        let options = Options::default().with("shape", "1x1x1");
+        let error = va.check_params(&options).unwrap_err();
+        assert!(error.is_usage());
+        assert_eq!(
+            error.to_string(),
+            "--shape does not apply to va_offset_verify (it takes: no parameters)"
+        );
+        let unknown = find("nope").unwrap_err();
+        assert!(unknown.is_usage());
+        assert!(
+            unknown
+                .to_string()
+                .starts_with("no workload named `nope` (known: ")
+        );
     }
 }

@@ -15,20 +15,55 @@
 //! within f16 rounding: `|C − ref| ≤ 2⁻¹⁰ (|ref| + 1)`. The inputs are
 //! multiples of ½ in `[-1, 1]`, so the reference is exact in f32.
 
-use futures::future::LocalBoxFuture;
+use std::num::NonZeroUsize;
+
 use half::f16;
+use kernbench::mem::DType;
+use kernbench::runtime::launch::launch;
+use kernbench::runtime::{DPPolicy, Tensor, Torch};
+use kernbench::sim::{self, SimDuration};
+use kernbench::tl::{Grid, Kernel, KernelError, Tl};
+use kernbench::topology::naming;
+use kernbench::workloads::{
+    Check, Definition, Figure, GemmDims, Options, Outcome, Param, WorkloadError,
+};
 use ndarray::{Array2, ArrayD};
 
-use super::{Check, Figure, GemmDims, Options, Outcome, WorkloadError};
-use crate::mem::DType;
-use crate::runtime::launch::launch;
-use crate::runtime::{DPPolicy, Tensor, Torch};
-use crate::sim::{self, SimDuration};
-use crate::tl::{Grid, Kernel, KernelError, Tl};
-use crate::topology::naming;
-
-/// The workload's name.
+/// The workload's (and its kernel's) name.
 pub const NAME: &str = "gemm_single_pe";
+
+/// The registry's entry (ADR-0011).
+pub const WORKLOAD: Definition = Definition {
+    about: "C = A x B (f16) on one PE: achieved vs peak TFLOP/s",
+    params: &[
+        Param {
+            name: "shape",
+            value_name: "MxKxN",
+            help: "GEMM dimensions (default 512x512x512)",
+        },
+        Param {
+            name: "m",
+            value_name: "M",
+            help: "GEMM M (rows of A and C); the others keep their defaults",
+        },
+        Param {
+            name: "k",
+            value_name: "K",
+            help: "GEMM K (columns of A, rows of B)",
+        },
+        Param {
+            name: "n",
+            value_name: "N",
+            help: "GEMM N (columns of B and C)",
+        },
+    ],
+    host: |torch, options| {
+        Box::pin(async move {
+            let dims = dims(&options)?;
+            run(torch, dims).await
+        })
+    },
+};
 
 /// Dimensions when none are given.
 pub const DEFAULT_DIMS: GemmDims = GemmDims {
@@ -37,12 +72,26 @@ pub const DEFAULT_DIMS: GemmDims = GemmDims {
     n: 512,
 };
 
-/// The host code, for the registry.
-pub(super) fn host(
-    torch: Torch,
-    options: Options,
-) -> LocalBoxFuture<'static, Result<Outcome, WorkloadError>> {
-    Box::pin(run(torch, options.shape.unwrap_or(DEFAULT_DIMS)))
+/// The dimensions asked for: `--shape`, or `--m/--k/--n` over the defaults
+/// (not both).
+fn dims(options: &Options) -> Result<GemmDims, WorkloadError> {
+    let single = |name| options.get::<NonZeroUsize>(name);
+    let (m, k, n) = (single("m")?, single("k")?, single("n")?);
+    match options.get::<GemmDims>("shape")? {
+        Some(_) if (m, k, n) != (None, None, None) => Err(WorkloadError::BadOption(
+            "--shape cannot be combined with --m, --k or --n".to_owned(),
+        )),
+        Some(shape) => Ok(shape),
+        None => {
+            let pick =
+                |given: Option<NonZeroUsize>, default| given.map_or(default, NonZeroUsize::get);
+            Ok(GemmDims {
+                m: pick(m, DEFAULT_DIMS.m),
+                k: pick(k, DEFAULT_DIMS.k),
+                n: pick(n, DEFAULT_DIMS.n),
+            })
+        }
+    }
 }
 
 /// The kernel's arguments: device addresses of the operands.

@@ -17,32 +17,36 @@
 //! states one (`CclAlgorithm::model`, a lower bound of the all-reduce time)
 //! and the nccl-tests bandwidths ([`bandwidths`]).
 
-use std::cell::RefCell;
-use std::rc::Rc;
-
-use futures::future::LocalBoxFuture;
 use half::f16;
+use kernbench::ccl::Collective;
+use kernbench::mem::DType;
+use kernbench::runtime::{DPPolicy, ReduceOp, Split, Torch, get_rank, spawn};
+use kernbench::sim::{self, SimDuration};
+use kernbench::workloads::{
+    ByteSize, Check, Definition, Figure, Options, Outcome, Param, WorkloadError,
+};
 use ndarray::{Array2, ArrayD};
 
-use super::{Check, Figure, Options, Outcome, WorkloadError};
-use crate::ccl::Collective;
-use crate::mem::DType;
-use crate::runtime::{DPPolicy, ReduceOp, Split, Torch, get_rank, spawn};
-use crate::sim::{self, SimDuration};
-
-/// The workload's name.
-pub const NAME: &str = "ccl_allreduce";
+/// The registry's entry (ADR-0011).
+pub const WORKLOAD: Definition = Definition {
+    about: "torch.distributed.all_reduce on every rank (rank = SIP): time, algbw, busbw",
+    params: &[
+        Param {
+            name: "algorithm",
+            value_name: "NAME",
+            help: "The ccl.yaml algorithm entry to run (default: defaults.algorithm)",
+        },
+        Param {
+            name: "size",
+            value_name: "BYTES",
+            help: "Bytes per rank, K/M/G suffixes allowed (default: ccl.yaml's n_elem per cube tile)",
+        },
+    ],
+    host: |torch, options| Box::pin(run(torch, options)),
+};
 
 /// Bytes per f16 element.
 const ELEMENT: usize = 2;
-
-/// The host code, for the registry.
-pub(super) fn host(
-    torch: Torch,
-    options: Options,
-) -> LocalBoxFuture<'static, Result<Outcome, WorkloadError>> {
-    Box::pin(run(torch, options))
-}
 
 /// The value of element `i` of cube `cube`'s tile on `rank`: small
 /// integers (1 to 4), so every partial sum is exact in f16.
@@ -87,34 +91,33 @@ struct RankResult {
 
 async fn run(torch: Torch, options: Options) -> Result<Outcome, WorkloadError> {
     let dist = torch.distributed.clone();
-    match options.algorithm.as_deref() {
-        Some(name) => dist.init_process_group_with("ahbm", Collective::AllReduce, name)?,
+    match options.get::<String>("algorithm")? {
+        Some(name) => dist.init_process_group_with("ahbm", Collective::AllReduce, &name)?,
         None => dist.init_process_group("ahbm")?,
     }
     let world_size = dist.get_world_size()?;
     let cubes = torch.device().fabric().machine().cubes_per_sip() as usize;
-    let n_elem = tile_elements(options.size, cubes, dist.n_elem(Collective::AllReduce)?)?;
-    let results = Rc::new(RefCell::new(Vec::new()));
-    let (shared, host) = (results.clone(), torch.clone());
-    spawn(world_size, move |rank| {
-        let (torch, results) = (host.clone(), shared.clone());
-        async move {
-            let result = worker(&torch, cubes, n_elem).await?;
-            results.borrow_mut().push(RankResult { rank, ..result });
-            Ok::<(), WorkloadError>(())
-        }
+    let size = options.get::<ByteSize>("size")?;
+    let n_elem = tile_elements(size, cubes, dist.n_elem(Collective::AllReduce)?)?;
+    let results = spawn(world_size, move |_rank| {
+        let torch = torch.clone();
+        async move { worker(&torch, cubes, n_elem).await }
     })
     .await
     .map_err(|e| WorkloadError::Rank(e.rank, Box::new(e.source)))?;
     let algorithm = dist.algorithm(Collective::AllReduce)?;
     let bytes = (cubes * n_elem * ELEMENT) as u64;
-    Ok(outcome(&algorithm, &results.borrow(), bytes))
+    Ok(outcome(&algorithm, &results, bytes))
 }
 
 /// Elements per tile: `--size` bytes spread over the cubes, else ccl.yaml's
 /// `n_elem`.
-fn tile_elements(size: Option<u64>, cubes: usize, n_elem: usize) -> Result<usize, WorkloadError> {
-    let Some(size) = size else {
+fn tile_elements(
+    size: Option<ByteSize>,
+    cubes: usize,
+    n_elem: usize,
+) -> Result<usize, WorkloadError> {
+    let Some(ByteSize(size)) = size else {
         return Ok(n_elem);
     };
     let per_tile = (cubes * ELEMENT) as u64;
@@ -152,10 +155,8 @@ async fn worker(torch: &Torch, cubes: usize, n_elem: usize) -> Result<RankResult
     })
 }
 
-/// Checks and figures from every rank's result.
+/// Checks and figures from every rank's result, in rank order.
 fn outcome(algorithm: &str, results: &[RankResult], bytes: u64) -> Outcome {
-    let mut results = results.to_vec();
-    results.sort_by_key(|r| r.rank);
     let checks = results
         .iter()
         .filter_map(|r| {

@@ -19,19 +19,24 @@
 
 use std::rc::Rc;
 
-use futures::future::LocalBoxFuture;
 use half::f16;
+use kernbench::mem::{DType, Segment};
+use kernbench::runtime::launch::launch;
+use kernbench::runtime::{DPPolicy, Split, TENSOR_PAGE_SIZE, Tensor, Torch};
+use kernbench::sim;
+use kernbench::tl::{Grid, Kernel, KernelError, Tl};
+use kernbench::workloads::{Check, Definition, Figure, Outcome, WorkloadError};
 use ndarray::{Array2, ArrayD};
 
-use super::{Check, Figure, Options, Outcome, WorkloadError};
-use crate::mem::{DType, Segment};
-use crate::runtime::launch::launch;
-use crate::runtime::{DPPolicy, Split, TENSOR_PAGE_SIZE, Tensor, Torch};
-use crate::sim;
-use crate::tl::{Grid, Kernel, KernelError, Tl};
-
-/// The workload's name.
+/// The workload's (and its kernel's) name.
 pub const NAME: &str = "va_offset_verify";
+
+/// The registry's entry (ADR-0011).
+pub const WORKLOAD: Definition = Definition {
+    about: "windows at odd VA offsets across pages and cubes, copied by kernels; every byte checked",
+    params: &[],
+    host: |torch, _options| Box::pin(run(torch)),
+};
 
 /// Rows and columns of both tensors (1 KiB rows of f16).
 const SHAPE: [usize; 2] = [48, 512];
@@ -44,14 +49,6 @@ const PES: u32 = 2;
 const WINDOWS: [usize; 8] = [1, 7, 1000, 2049, 333, 4096, 65, 1500];
 /// Bytes per element.
 const ELEMENT: u64 = 2;
-
-/// The host code, for the registry.
-pub(super) fn host(
-    torch: Torch,
-    _options: Options,
-) -> LocalBoxFuture<'static, Result<Outcome, WorkloadError>> {
-    Box::pin(run(torch))
-}
 
 /// One device-contiguous copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
