@@ -7,7 +7,8 @@
 //! file only wires it to the terminal.
 
 use std::collections::BTreeMap;
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -18,6 +19,7 @@ use tracing_subscriber::{EnvFilter, Layer};
 
 use kernbench::ccl::CclConfig;
 use kernbench::config::{ConfigError, ConfigSource, Overrides};
+use kernbench::harness::{figures, results, sweep, table};
 use kernbench::topology::{
     Fidelity, GraphView, Machine, Scope, TopologyError, TopologySpec, ViewError,
 };
@@ -67,6 +69,46 @@ enum Command {
     /// Run a named workload on a fresh simulation and print its simulated
     /// time, figures and checks (a failed check exits with code 1).
     Run(RunArgs),
+    /// Run a workload over lists of parameter values (every workload flag
+    /// takes a comma-separated list; sizes also as nccl-tests' -b/-e/-f),
+    /// in parallel, and print the table; --out DIR writes CSV, JSON and
+    /// SVG figures.
+    Sweep(SweepArgs),
+}
+
+#[derive(Debug, Args)]
+struct SweepArgs {
+    /// The workload (listed below with the flags each takes).
+    #[arg(long, value_name = "NAME")]
+    bench: String,
+
+    /// Smallest size (nccl-tests -b; K/M/G suffixes), for workloads taking --size.
+    #[arg(short = 'b', long, value_name = "BYTES", requires = "max_bytes")]
+    min_bytes: Option<workloads::ByteSize>,
+
+    /// Largest size (nccl-tests -e).
+    #[arg(short = 'e', long, value_name = "BYTES", requires = "min_bytes")]
+    max_bytes: Option<workloads::ByteSize>,
+
+    /// Size multiplier between points (nccl-tests -f).
+    #[arg(short = 'f', long, value_name = "FACTOR", default_value_t = 2)]
+    step_factor: u64,
+
+    /// Keep and move real bytes and check the results (#wrong).
+    #[arg(long)]
+    verify_data: bool,
+
+    /// Run only share I of N of the points (round robin), e.g. 1/4.
+    #[arg(long, value_name = "I/N")]
+    shard: Option<sweep::Shard>,
+
+    /// Worker threads (default: the available cores).
+    #[arg(long, value_name = "N")]
+    jobs: Option<NonZeroUsize>,
+
+    /// Write results.csv, results.json and the SVG figures into DIR.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -304,6 +346,13 @@ fn run(cli: &Cli, matches: &ArgMatches) -> Result<(), CliError> {
     match cli.command {
         Command::Topo(ref args) => topo(&topology, args),
         Command::Probe(ref args) => probe(&topology, args),
+        Command::Sweep(ref args) => {
+            let axes = matches
+                .subcommand_matches("sweep")
+                .map(workload_flags::lists)
+                .unwrap_or_default();
+            run_sweep(cli, topology, ccl, args, axes)
+        }
         Command::Run(ref args) => {
             let params = matches
                 .subcommand_matches("run")
@@ -364,9 +413,128 @@ fn bench(
     }
 }
 
+/// `kernbench sweep`: plan, run in parallel, print, write.
+fn run_sweep(
+    cli: &Cli,
+    topology: TopologySpec,
+    ccl: CclConfig,
+    args: &SweepArgs,
+    mut axes: Vec<sweep::Axis>,
+) -> Result<(), CliError> {
+    let workload = workloads::find(&args.bench)?;
+    if let (Some(min), Some(max)) = (args.min_bytes, args.max_bytes) {
+        let sizes = sweep::sizes(min, max, args.step_factor).map_err(WorkloadError::BadOption)?;
+        axes.retain(|a| a.name != "size");
+        axes.push(sweep::Axis {
+            name: "size".to_owned(),
+            values: sizes.iter().map(ToString::to_string).collect(),
+        });
+    }
+    let variant = sweep::Variant {
+        fields: Vec::new(),
+        topology,
+        ccl,
+    };
+    let plan = sweep::Plan::new(workload, vec![variant], axes, args.verify_data)?;
+    let mut points = plan.points();
+    if let Some(shard) = args.shard {
+        points = shard.select(points);
+    }
+    let jobs = args
+        .jobs
+        .map(NonZeroUsize::get)
+        .or_else(|| {
+            std::thread::available_parallelism()
+                .ok()
+                .map(NonZeroUsize::get)
+        })
+        .unwrap_or(1);
+    let bar = if io::stderr().is_terminal() {
+        indicatif::ProgressBar::new(points.len() as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let rows = sweep::run(&plan, &points, jobs, &|| bar.inc(1));
+    bar.finish_and_clear();
+    let source = results::Source {
+        command: command_line(),
+        sweep: command_line_without(&["--shard", "--out", "--jobs"]),
+        config: config_flags(cli),
+        machine: plan.variants[0].topology.summary().to_string(),
+        shard: args.shard.map(|s| s.to_string()),
+    };
+    let set = results::ResultSet::new(source, rows);
+    let rows: Vec<_> = set.rows().collect();
+    print_out(&table::render(&rows))?;
+    if let Some(dir) = &args.out {
+        write_results(dir, &set)?;
+    }
+    Ok(())
+}
+
+/// Writes `results.csv`, `results.json` and the figures into `dir`.
+fn write_results(dir: &Path, set: &results::ResultSet) -> Result<(), CliError> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("results.json"), set.to_json())?;
+    std::fs::write(dir.join("results.csv"), set.to_csv())?;
+    let rows: Vec<_> = set.rows().collect();
+    for svg in figures::figures(&rows) {
+        std::fs::write(dir.join(&svg.file), &svg.text)?;
+    }
+    Ok(())
+}
+
+/// The command line as typed (arguments with spaces quoted).
+fn command_line() -> String {
+    command_line_without(&[])
+}
+
+/// The command line without the flags in `skip` and their values.
+fn command_line_without(skip: &[&str]) -> String {
+    let mut words = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let flag = arg.split('=').next().unwrap_or_default();
+        if skip.contains(&flag) {
+            if !arg.contains('=') {
+                args.next();
+            }
+            continue;
+        }
+        words.push(if arg.contains(' ') {
+            format!("'{arg}'")
+        } else {
+            arg
+        });
+    }
+    std::iter::once("kernbench".to_owned())
+        .chain(words)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The configuration flags of the command line, which identify a run's
+/// machine beside its swept values.
+fn config_flags(cli: &Cli) -> String {
+    let mut flags = Vec::new();
+    if let Some(path) = &cli.topology {
+        flags.push(format!("--topology {}", path.display()));
+    }
+    if let Some(path) = &cli.ccl {
+        flags.push(format!("--ccl {}", path.display()));
+    }
+    flags.extend(cli.set.iter().map(|s| format!("--set {s}")));
+    flags.extend(cli.fidelity.iter().map(|f| format!("--fidelity {f}")));
+    flags.join(" ")
+}
+
 /// The clap command: the derived one with the workloads' flags added.
 fn command() -> clap::Command {
-    Cli::command().mut_subcommand("run", workload_flags::add)
+    Cli::command()
+        .mut_subcommand("run", workload_flags::add)
+        .mut_subcommand("sweep", |c| {
+            workload_flags::add(c).mut_args(workload_flags::as_list)
+        })
 }
 
 fn main() -> ExitCode {
@@ -401,6 +569,7 @@ mod workload_flags {
     use std::collections::BTreeMap;
 
     use clap::{Arg, ArgMatches, Command};
+    use kernbench::harness::sweep;
     use kernbench::workloads;
 
     /// `command` with one `--NAME VALUE` flag per workload parameter and
@@ -416,6 +585,29 @@ mod workload_flags {
                     .help_heading("Workload parameters")
             });
         command.args(flags).after_help(listing())
+    }
+
+    /// A workload flag of `sweep`: a comma-separated list.
+    pub fn as_list(arg: Arg) -> Arg {
+        if workloads::all_params().contains_key(arg.get_id().as_str()) {
+            arg.value_delimiter(',').action(clap::ArgAction::Append)
+        } else {
+            arg
+        }
+    }
+
+    /// The lists given for workload parameters (`sweep`).
+    pub fn lists(matches: &ArgMatches) -> Vec<sweep::Axis> {
+        workloads::all_params()
+            .into_keys()
+            .filter_map(|name| {
+                let values = matches.get_many::<String>(name)?;
+                Some(sweep::Axis {
+                    name: name.to_owned(),
+                    values: values.cloned().collect(),
+                })
+            })
+            .collect()
     }
 
     /// The values given for workload parameters.

@@ -30,7 +30,7 @@ impl Check {
 }
 
 /// The value of a figure.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(untagged)]
 pub enum Value {
     /// A count, a size or a time in ps.
@@ -47,6 +47,16 @@ impl fmt::Display for Value {
             Value::Int(n) => write!(f, "{n}"),
             Value::Real(x) => write!(f, "{x:.4}"),
             Value::Text(s) => f.write_str(s),
+        }
+    }
+}
+
+impl Value {
+    /// The value in full (reals in their shortest exact form), for CSV.
+    pub fn to_string_exact(&self) -> String {
+        match self {
+            Value::Real(x) => x.to_string(),
+            other => other.to_string(),
         }
     }
 }

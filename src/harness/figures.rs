@@ -1,0 +1,345 @@
+//! SVG figures of sweep results, drawn with `plotters` (SVG backend only):
+//! for collectives, latency and bus bandwidth against size on log axes,
+//! one curve per combination of the other swept values, with the
+//! algorithm's `model_ps` dashed beside its curve where the run reports it,
+//! and one comparison figure per further swept value (buffer kind,
+//! fidelity, dtype, ...) when more than one is swept.
+
+use std::collections::BTreeMap;
+
+use plotters::coord::ranged1d::ValueFormatter;
+use plotters::prelude::*;
+
+use super::results::Row;
+use super::table::{self, names};
+
+/// One SVG document and the file name it is saved under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Svg {
+    /// The file name, e.g. `latency_vs_size.svg`.
+    pub file: String,
+    /// The figure's title.
+    pub title: String,
+    /// The SVG text.
+    pub text: String,
+}
+
+/// One curve of a chart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Curve {
+    /// The legend entry.
+    pub label: String,
+    /// `(x, y)` points in x order.
+    pub points: Vec<(f64, f64)>,
+    /// Drawn dashed (a model beside the curve it models).
+    pub dashed: bool,
+    /// Its colour, as an index into the palette (a model shares its curve's).
+    pub color: usize,
+}
+
+/// A chart's labels and scales.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Axes<'a> {
+    /// The title.
+    pub title: &'a str,
+    /// The x axis label.
+    pub x: &'a str,
+    /// The y axis label.
+    pub y: &'a str,
+    /// Logarithmic x.
+    pub log_x: bool,
+    /// Logarithmic y.
+    pub log_y: bool,
+}
+
+/// The figures of `rows` (all of one result set, in order).
+pub fn figures(rows: &[&Row]) -> Vec<Svg> {
+    if !table::is_collective(rows) {
+        return Vec::new();
+    }
+    let mut svgs = vec![
+        collective_chart(
+            rows,
+            "latency_vs_size.svg",
+            "Latency vs size",
+            "time (us)",
+            time_us,
+        ),
+        collective_chart(
+            rows,
+            "busbw_vs_size.svg",
+            "Bus bandwidth vs size",
+            "busbw (GB/s)",
+            |r| r.number(names::BUSBW),
+        ),
+    ];
+    svgs.extend(comparisons(rows));
+    svgs.into_iter().flatten().collect()
+}
+
+/// The collective's time in µs: `time_ps`, else the first `*_ps` figure
+/// other than `model_ps` (`allreduce_ps`).
+pub fn time_us(row: &Row) -> Option<f64> {
+    let name = row
+        .figures
+        .0
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .find(|n| *n == names::TIME)
+        .or_else(|| {
+            row.figures
+                .0
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .find(|n| n.ends_with("_ps") && *n != names::MODEL)
+        })?;
+    row.number(name).map(|ps| ps / 1e6)
+}
+
+/// The bytes per rank of a row.
+fn bytes(row: &Row) -> Option<f64> {
+    row.number(names::BYTES)
+}
+
+/// One curve per group (the swept values other than size), plus the
+/// dashed model curves for the latency chart.
+fn collective_chart(
+    rows: &[&Row],
+    file: &str,
+    title: &str,
+    y: &str,
+    value: fn(&Row) -> Option<f64>,
+) -> Option<Svg> {
+    let groups = grouped(rows, table::group);
+    let mut curves = Vec::new();
+    for (color, (label, members)) in groups.iter().enumerate() {
+        curves.push(curve(label, members, value, false, color));
+        if file.starts_with("latency") {
+            let model = |r: &Row| r.number(names::MODEL).map(|ps| ps / 1e6);
+            curves.push(curve(
+                &format!("{label} model"),
+                members,
+                model,
+                true,
+                color,
+            ));
+        }
+    }
+    let axes = Axes {
+        title,
+        x: "bytes per rank",
+        y,
+        log_x: true,
+        log_y: true,
+    };
+    chart(file, axes, curves)
+}
+
+/// For each swept value other than size that takes several values while
+/// another one does too, busbw vs size with one curve per value of it
+/// (the others at their first value).
+fn comparisons(rows: &[&Row]) -> Vec<Option<Svg>> {
+    let mut axes: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for row in rows {
+        for (name, value) in &row.point.0 {
+            let values = axes.entry(name).or_default();
+            if !values.contains(&value.as_str()) {
+                values.push(value);
+            }
+        }
+    }
+    axes.remove(names::SIZE);
+    let varied: Vec<_> = axes.iter().filter(|(_, v)| v.len() > 1).collect();
+    if varied.len() < 2 {
+        return Vec::new();
+    }
+    varied
+        .iter()
+        .map(|(axis, _)| {
+            let fixed = |row: &&Row| {
+                axes.iter().all(|(name, values)| {
+                    name == *axis || row.point.get(name).map(String::as_str) == Some(values[0])
+                })
+            };
+            let chosen: Vec<&Row> = rows.iter().copied().filter(fixed).collect();
+            let by_axis = grouped(&chosen, |r| {
+                format!("{axis}={}", r.point.get(axis).cloned().unwrap_or_default())
+            });
+            let curves = by_axis
+                .iter()
+                .enumerate()
+                .map(|(color, (label, members))| {
+                    curve(label, members, |r| r.number(names::BUSBW), false, color)
+                })
+                .collect();
+            let title = format!("Bus bandwidth by {axis}");
+            let file = format!("busbw_by_{axis}.svg");
+            let axes = Axes {
+                title: &title,
+                x: "bytes per rank",
+                y: "busbw (GB/s)",
+                log_x: true,
+                log_y: true,
+            };
+            chart(&file, axes, curves)
+        })
+        .collect()
+}
+
+/// Rows grouped by `label`, groups in order of first appearance.
+fn grouped<'r>(rows: &[&'r Row], label: impl Fn(&Row) -> String) -> Vec<(String, Vec<&'r Row>)> {
+    let mut groups: Vec<(String, Vec<&Row>)> = Vec::new();
+    for row in rows {
+        let key = label(row);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, members)) => members.push(row),
+            None => groups.push((key, vec![row])),
+        }
+    }
+    groups
+}
+
+/// The `(bytes, value)` points of `rows` that completed with a value.
+fn curve(
+    label: &str,
+    rows: &[&Row],
+    value: impl Fn(&Row) -> Option<f64>,
+    dashed: bool,
+    color: usize,
+) -> Curve {
+    let mut points: Vec<_> = rows
+        .iter()
+        .filter(|r| r.error.is_none())
+        .filter_map(|r| Some((bytes(r)?, value(r)?)))
+        .collect();
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Curve {
+        label: label.to_owned(),
+        points,
+        dashed,
+        color,
+    }
+}
+
+/// The range of `values`, padded; positive only on a log axis. `None`
+/// when there is nothing to draw.
+fn range(values: impl Iterator<Item = f64>, log: bool) -> Option<std::ops::Range<f64>> {
+    let (mut low, mut high) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in values.filter(|v| v.is_finite() && (!log || *v > 0.0)) {
+        low = low.min(v);
+        high = high.max(v);
+    }
+    if low > high {
+        return None;
+    }
+    Some(if log {
+        low / 1.5..high * 1.5
+    } else {
+        let pad = ((high - low) * 0.05).max(high.abs() * 0.05).max(1e-9);
+        (low - pad).min(0.0)..high + pad
+    })
+}
+
+/// Draws `curves` (empty ones skipped); `None` when none has a point.
+pub fn chart(file: &str, axes: Axes<'_>, curves: Vec<Curve>) -> Option<Svg> {
+    let curves: Vec<_> = curves
+        .into_iter()
+        .filter(|c| !c.points.is_empty())
+        .collect();
+    let xs = range(
+        curves.iter().flat_map(|c| c.points.iter().map(|p| p.0)),
+        axes.log_x,
+    )?;
+    let ys = range(
+        curves.iter().flat_map(|c| c.points.iter().map(|p| p.1)),
+        axes.log_y,
+    )?;
+    let mut text = String::new();
+    {
+        let root = SVGBackend::with_string(&mut text, (900, 560)).into_drawing_area();
+        draw(&root, axes, xs, ys, &curves).ok()?;
+        root.present().ok()?;
+    }
+    Some(Svg {
+        file: file.to_owned(),
+        title: axes.title.to_owned(),
+        text,
+    })
+}
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+type DrawResult = Result<(), DrawingAreaErrorKind<std::io::Error>>;
+
+/// The chart on `root`, with linear or log scales per axis.
+fn draw(
+    root: &Area<'_>,
+    axes: Axes<'_>,
+    xs: std::ops::Range<f64>,
+    ys: std::ops::Range<f64>,
+    curves: &[Curve],
+) -> DrawResult {
+    root.fill(&WHITE)?;
+    let mut builder = ChartBuilder::on(root);
+    builder
+        .caption(axes.title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(48)
+        .y_label_area_size(72);
+    match (axes.log_x, axes.log_y) {
+        (true, true) => {
+            let chart = builder.build_cartesian_2d(xs.log_scale(), ys.log_scale())?;
+            plot(chart, axes, curves)
+        }
+        (true, false) => {
+            let chart = builder.build_cartesian_2d(xs.log_scale(), ys)?;
+            plot(chart, axes, curves)
+        }
+        (false, true) => {
+            let chart = builder.build_cartesian_2d(xs, ys.log_scale())?;
+            plot(chart, axes, curves)
+        }
+        (false, false) => {
+            let chart = builder.build_cartesian_2d(xs, ys)?;
+            plot(chart, axes, curves)
+        }
+    }
+}
+
+/// Mesh, curves (solid with markers, or dashed) and legend.
+fn plot<'a, X, Y>(
+    mut chart: ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    axes: Axes<'_>,
+    curves: &[Curve],
+) -> DrawResult
+where
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    chart
+        .configure_mesh()
+        .x_desc(axes.x)
+        .y_desc(axes.y)
+        .label_style(("sans-serif", 13))
+        .draw()?;
+    for curve in curves {
+        let color = Palette99::pick(curve.color).to_rgba();
+        let style = color.stroke_width(2);
+        let points = curve.points.iter().copied();
+        let series = if curve.dashed {
+            chart.draw_series(DashedLineSeries::new(points, 6, 4, style))?
+        } else {
+            chart.draw_series(LineSeries::new(points, style).point_size(3))?
+        };
+        series
+            .label(&curve.label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 13))
+        .draw()?;
+    Ok(())
+}
