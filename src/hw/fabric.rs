@@ -38,14 +38,63 @@ pub struct Fabric {
     machine: Arc<Machine>,
     router: PathRouter,
     links: Vec<Rc<Link>>,
-    hbm: Vec<Rc<HbmController>>,
-    sram: Vec<Rc<MemoryPort>>,
-    mcpu: Vec<Rc<Mcpu>>,
-    pe_dma: Vec<Rc<DmaEngine>>,
-    tcm: Vec<Rc<MemoryPort>>,
-    pe_gemm: Vec<Rc<GemmEngine>>,
-    pe_math: Vec<Rc<MathEngine>>,
+    /// One entry per cube, SIP-major.
+    cubes: Vec<CubeUnits>,
+    /// One entry per PE, cube-major.
+    pes: Vec<PeUnits>,
     io_cpu: Vec<Rc<IoCpu>>,
+}
+
+/// The units every cube has. A new per-cube unit is one field here and one
+/// line in [`CubeUnits::new`].
+pub struct CubeUnits {
+    /// The HBM controller and its pseudo-channels.
+    pub hbm: Rc<HbmController>,
+    /// The SRAM port.
+    pub sram: Rc<MemoryPort>,
+    /// The M_CPU and its DMA engine.
+    pub mcpu: Rc<Mcpu>,
+}
+
+impl CubeUnits {
+    fn new(spec: &TopologySpec, sip: u32, cube: u32) -> Self {
+        let (mcpu, mcpu_dma) = (naming::mcpu(sip, cube), naming::mcpu_dma(sip, cube));
+        let pc = |k| naming::hbm_pc(sip, cube, k);
+        CubeUnits {
+            hbm: Rc::new(HbmController::new(
+                &naming::hbm(sip, cube),
+                &spec.cube.hbm,
+                pc,
+            )),
+            sram: Rc::new(MemoryPort::new(&naming::sram(sip, cube), &spec.cube.sram)),
+            mcpu: Rc::new(Mcpu::new(&mcpu, &mcpu_dma, &spec.cube.mcpu)),
+        }
+    }
+}
+
+/// The units every PE has. A new per-PE unit is one field here and one
+/// line in [`PeUnits::new`].
+pub struct PeUnits {
+    /// PE_DMA.
+    pub dma: Rc<DmaEngine>,
+    /// The TCM port (direct PE access, not DMA paths).
+    pub tcm: Rc<MemoryPort>,
+    /// PE_GEMM, the matrix engine.
+    pub gemm: Rc<GemmEngine>,
+    /// PE_MATH, the vector unit.
+    pub math: Rc<MathEngine>,
+}
+
+impl PeUnits {
+    fn new(spec: &TopologySpec, sip: u32, cube: u32, pe: u32) -> Self {
+        let name = naming::pe(sip, cube, pe);
+        PeUnits {
+            dma: Rc::new(DmaEngine::new(&format!("{name}.dma"), &spec.pe.dma)),
+            tcm: Rc::new(MemoryPort::new(&naming::tcm(sip, cube, pe), &spec.pe.tcm)),
+            gemm: Rc::new(GemmEngine::new(&format!("{name}.gemm"), &spec.pe)),
+            math: Rc::new(MathEngine::new(&format!("{name}.math"), &spec.pe)),
+        }
+    }
 }
 
 impl Fabric {
@@ -65,40 +114,16 @@ impl Fabric {
             .collect();
         let spec = machine.spec().clone();
         let cubes = cube_coords(&machine);
-        let pes = pe_coords(&machine);
+        let pes = cubes
+            .iter()
+            .flat_map(|&(s, c)| (0..machine.pes_per_cube()).map(move |p| (s, c, p)));
         Fabric {
             router: PathRouter::new(machine.clone()),
             links,
-            hbm: cubes.iter().map(|&(s, c)| hbm_of(&spec, s, c)).collect(),
-            sram: cubes
+            pes: pes.map(|(s, c, p)| PeUnits::new(&spec, s, c, p)).collect(),
+            cubes: cubes
                 .iter()
-                .map(|&(s, c)| Rc::new(MemoryPort::new(&naming::sram(s, c), &spec.cube.sram)))
-                .collect(),
-            mcpu: cubes.iter().map(|&(s, c)| mcpu_of(&spec, s, c)).collect(),
-            pe_dma: pes
-                .iter()
-                .map(|&(s, c, p)| {
-                    let name = format!("{}.dma", naming::pe(s, c, p));
-                    Rc::new(DmaEngine::new(&name, &spec.pe.dma))
-                })
-                .collect(),
-            tcm: pes
-                .iter()
-                .map(|&(s, c, p)| Rc::new(MemoryPort::new(&naming::tcm(s, c, p), &spec.pe.tcm)))
-                .collect(),
-            pe_gemm: pes
-                .iter()
-                .map(|&(s, c, p)| {
-                    let name = format!("{}.gemm", naming::pe(s, c, p));
-                    Rc::new(GemmEngine::new(&name, &spec.pe))
-                })
-                .collect(),
-            pe_math: pes
-                .iter()
-                .map(|&(s, c, p)| {
-                    let name = format!("{}.math", naming::pe(s, c, p));
-                    Rc::new(MathEngine::new(&name, &spec.pe))
-                })
+                .map(|&(s, c)| CubeUnits::new(&spec, s, c))
                 .collect(),
             io_cpu: (0..machine.sip_count())
                 .map(|s| Rc::new(IoCpu::new(&naming::io_cpu(s), &spec.sip.io_cpu)))
@@ -187,7 +212,7 @@ impl Fabric {
                 self.hbm(sip, cube).access(offset, len).await?;
             }
             MemSpace::Sram { sip, cube } => {
-                self.sram[self.cube_index(sip, cube)].access(len).await?;
+                self.sram(sip, cube).access(len).await?;
             }
             MemSpace::Tcm { .. } => sim::sleep(self.machine.spec().pe.tcm.latency).await,
             MemSpace::Host => {}
@@ -219,39 +244,49 @@ impl Fabric {
         self.cube_index(sip, cube) * self.machine.pes_per_cube() as usize + pe as usize
     }
 
+    /// The units of one cube.
+    pub fn cube(&self, sip: u32, cube: u32) -> &CubeUnits {
+        &self.cubes[self.cube_index(sip, cube)]
+    }
+
+    /// The units of one PE.
+    pub fn pe(&self, sip: u32, cube: u32, pe: u32) -> &PeUnits {
+        &self.pes[self.pe_index(sip, cube, pe)]
+    }
+
     /// A cube's HBM controller.
     pub fn hbm(&self, sip: u32, cube: u32) -> &Rc<HbmController> {
-        &self.hbm[self.cube_index(sip, cube)]
+        &self.cube(sip, cube).hbm
     }
 
     /// A cube's SRAM port.
     pub fn sram(&self, sip: u32, cube: u32) -> &Rc<MemoryPort> {
-        &self.sram[self.cube_index(sip, cube)]
+        &self.cube(sip, cube).sram
     }
 
     /// A cube's M_CPU (and its DMA engine).
     pub fn mcpu(&self, sip: u32, cube: u32) -> &Rc<Mcpu> {
-        &self.mcpu[self.cube_index(sip, cube)]
+        &self.cube(sip, cube).mcpu
     }
 
     /// A PE's PE_DMA engine.
     pub fn pe_dma(&self, sip: u32, cube: u32, pe: u32) -> &Rc<DmaEngine> {
-        &self.pe_dma[self.pe_index(sip, cube, pe)]
+        &self.pe(sip, cube, pe).dma
     }
 
     /// A PE's TCM port (for direct PE access, not DMA paths).
     pub fn tcm(&self, sip: u32, cube: u32, pe: u32) -> &Rc<MemoryPort> {
-        &self.tcm[self.pe_index(sip, cube, pe)]
+        &self.pe(sip, cube, pe).tcm
     }
 
     /// A PE's matrix engine (PE_GEMM).
     pub fn pe_gemm(&self, sip: u32, cube: u32, pe: u32) -> &Rc<GemmEngine> {
-        &self.pe_gemm[self.pe_index(sip, cube, pe)]
+        &self.pe(sip, cube, pe).gemm
     }
 
     /// A PE's vector unit (PE_MATH).
     pub fn pe_math(&self, sip: u32, cube: u32, pe: u32) -> &Rc<MathEngine> {
-        &self.pe_math[self.pe_index(sip, cube, pe)]
+        &self.pe(sip, cube, pe).math
     }
 
     /// A SIP's IO_CPU.
@@ -264,26 +299,6 @@ fn cube_coords(machine: &Machine) -> Vec<(u32, u32)> {
     (0..machine.sip_count())
         .flat_map(|s| (0..machine.cubes_per_sip()).map(move |c| (s, c)))
         .collect()
-}
-
-fn pe_coords(machine: &Machine) -> Vec<(u32, u32, u32)> {
-    let pes = machine.pes_per_cube();
-    cube_coords(machine)
-        .into_iter()
-        .flat_map(|(s, c)| (0..pes).map(move |p| (s, c, p)))
-        .collect()
-}
-
-fn hbm_of(spec: &TopologySpec, sip: u32, cube: u32) -> Rc<HbmController> {
-    let name = naming::hbm(sip, cube);
-    Rc::new(HbmController::new(&name, &spec.cube.hbm, |pc| {
-        naming::hbm_pc(sip, cube, pc)
-    }))
-}
-
-fn mcpu_of(spec: &TopologySpec, sip: u32, cube: u32) -> Rc<Mcpu> {
-    let (name, dma) = (naming::mcpu(sip, cube), naming::mcpu_dma(sip, cube));
-    Rc::new(Mcpu::new(&name, &dma, &spec.cube.mcpu))
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ pub mod server;
 pub mod transit;
 
 pub use dma::{DmaCompletion, DmaEngine};
-pub use fabric::Fabric;
+pub use fabric::{CubeUnits, Fabric, PeUnits};
 pub use hbm::{HbmController, hbm_formula, pc_shares};
 pub use io_cpu::{CubeFanout, IoCpu, LaunchReport};
 pub use link::{HopParams, Link};

@@ -331,6 +331,14 @@ impl Distributed {
         group.plan(collective)?.network(&self.inner.device)
     }
 
+    /// IPCQ messages (slot-sized segments) sent so far over every network
+    /// this process group installed; 0 before `init_process_group`.
+    pub fn ipcq_messages(&self) -> u64 {
+        let group = self.inner.group.borrow();
+        let plans = group.iter().flat_map(|g| g.plans.values());
+        plans.map(|plan| plan.ipcq_messages()).sum()
+    }
+
     /// Reduces `tensor` across the ranks in place with `op`: every cube
     /// tile of every rank ends holding the reduction of all of them (seed
     /// seed ADR-0032: each tile is one contribution; `Avg` divides by their

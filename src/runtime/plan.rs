@@ -122,6 +122,11 @@ impl Plan {
         Ok(self.network.get_or_init(|| network).clone())
     }
 
+    /// IPCQ messages sent over this plan's network (0 if not installed).
+    pub fn ipcq_messages(&self) -> u64 {
+        self.network.get().map_or(0, |network| network.messages())
+    }
+
     /// The algorithm.
     pub fn algorithm(&self) -> &dyn CclAlgorithm {
         self.algorithm.as_ref()

@@ -234,7 +234,7 @@ impl Workload {
             Some(ccl) => Torch::with_ccl(device.clone(), ccl.clone()),
             None => Torch::new(device.clone()),
         };
-        let host = (self.definition.host)(torch, options.clone());
+        let host = (self.definition.host)(torch.clone(), options.clone());
         let handle = simulation.spawn("host.rank0", scope_rank(0, host));
         let stats = simulation.run()?;
         let mut outcome = handle.output()??;
