@@ -173,12 +173,7 @@ impl Fabric {
     /// The packet payload used on `path`: the smallest `max_payload` of its
     /// links (a transfer is packetised once, at its source).
     pub fn max_payload(&self, path: &Path) -> NonZeroU64 {
-        path.edges()
-            .iter()
-            .map(|&e| self.machine.edge(e).link.max_payload.get().bytes())
-            .min()
-            .and_then(NonZeroU64::new)
-            .unwrap_or(NonZeroU64::MIN)
+        NonZeroU64::new(path.max_payload()).unwrap_or(NonZeroU64::MIN)
     }
 
     /// How transfers are simulated (`simulation.fidelity`).

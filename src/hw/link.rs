@@ -13,6 +13,8 @@
 //!
 //! [`transit`]: super::transit
 
+use std::cell::Cell;
+
 use crate::config::units::{Bandwidth, Fraction, Size};
 use crate::sim::{SimDuration, SimTime, TimeError};
 use crate::topology::LinkSpec;
@@ -74,6 +76,12 @@ impl From<&LinkSpec> for HopParams {
 pub struct Link {
     params: HopParams,
     server: SerialServer,
+    /// `S(0)`, a header-only packet's occupancy (doorbells, credits,
+    /// requests), if it fits in u64 picoseconds.
+    header: Option<SimDuration>,
+    /// The last other payload whose occupancy was asked for, and that
+    /// occupancy (most transfers over a link use one full-packet size).
+    recent: Cell<(u64, SimDuration)>,
 }
 
 /// When a packet occupies a link and when it reaches the next hop.
@@ -91,7 +99,27 @@ impl Link {
         Link {
             params,
             server: SerialServer::new(name, Activity::Packet),
+            header: params.occupancy(0).ok(),
+            recent: Cell::new((u64::MAX, SimDuration::ZERO)),
         }
+    }
+
+    /// `S(payload)` of this link ([`HopParams::occupancy`]), remembering
+    /// the last payload asked for; errors name the link.
+    pub fn occupancy(&self, payload: u64) -> Result<SimDuration, HwError> {
+        if let (0, Some(header)) = (payload, self.header) {
+            return Ok(header);
+        }
+        let (last, occupancy) = self.recent.get();
+        if last == payload {
+            return Ok(occupancy);
+        }
+        let occupancy = self
+            .params
+            .occupancy(payload)
+            .map_err(HwError::time(self.name()))?;
+        self.recent.set((payload, occupancy));
+        Ok(occupancy)
     }
 
     /// The name given at creation.

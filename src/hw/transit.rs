@@ -193,9 +193,17 @@ impl FlowFront {
     /// occupancy), the measure [`Bottleneck`] compares.
     fn cross(&mut self, link: &Link, plan: &PacketPlan) -> Result<SimDuration, HwError> {
         let name = link.name();
-        let params = link.params();
-        let occupancy = |b| params.occupancy(b).map_err(HwError::time(name));
-        let (full, tail) = (occupancy(plan.full)?, occupancy(plan.last)?);
+        // One packet: only its own size matters (`full` is unused).
+        let (full, tail) = if plan.packets == 1 {
+            let tail = link.occupancy(plan.last)?;
+            (tail, tail)
+        } else {
+            let tail = link.params().occupancy(plan.last);
+            (
+                link.occupancy(plan.full)?,
+                tail.map_err(HwError::time(name))?,
+            )
+        };
         let overflow = |e| HwError::time(name)(e);
         let fulls = full.checked_mul(plan.packets - 1).map_err(overflow)?;
         let busy = fulls.checked_add(tail).map_err(overflow)?;
@@ -214,7 +222,7 @@ impl FlowFront {
         let last_leaves = after(self.last.max(last_full_leaves), tail)?;
         let first_leaves = after(booked.start, first_size)?;
         let residency = booked.end.saturating_since(self.first);
-        let latency = params.latency;
+        let latency = link.params().latency;
         *self = FlowFront {
             first: after(first_leaves, latency)?,
             last_full: after(last_full_leaves, latency)?,

@@ -51,9 +51,18 @@ pub enum RouteError {
 pub struct Path {
     nodes: Vec<NodeId>,
     edges: Vec<EdgeId>,
+    /// The smallest `max_payload` of the path's links (bytes; 0 for an
+    /// empty path).
+    max_payload: u64,
 }
 
 impl Path {
+    /// The largest packet payload every link of the path takes: a transfer
+    /// is packetised once, at its source (0 for an empty path).
+    pub fn max_payload(&self) -> u64 {
+        self.max_payload
+    }
+
     /// Where the route starts.
     pub fn from(&self) -> NodeId {
         self.nodes[0]
@@ -228,6 +237,12 @@ impl PathRouter {
                 }
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Path { nodes, edges })
+        let payload = |e: &EdgeId| machine.edge(*e).link.max_payload.get().bytes();
+        let max_payload = edges.iter().map(payload).min().unwrap_or(0);
+        Ok(Path {
+            nodes,
+            edges,
+            max_payload,
+        })
     }
 }

@@ -238,9 +238,7 @@ impl Workload {
         let handle = simulation.spawn("host.rank0", scope_rank(0, host));
         let stats = simulation.run()?;
         let mut outcome = handle.output()??;
-        outcome
-            .figures
-            .push(Figure::int("sim_events", stats.events));
+        outcome.figures.extend(run_figures(&torch, stats.events));
         if options.verify_data {
             outcome.checks.push(replay_check(&device));
         }
@@ -252,6 +250,17 @@ impl Workload {
             outcome,
         ))
     }
+}
+
+/// What every run reports about the simulation itself: its events and,
+/// when a process group was used, the IPCQ messages it sent.
+fn run_figures(torch: &Torch, events: u64) -> Vec<Figure> {
+    let messages = torch.distributed.ipcq_messages();
+    let mut figures = vec![Figure::int("sim_events", events)];
+    if messages > 0 {
+        figures.push(Figure::int("ipcq_messages", messages));
+    }
+    figures
 }
 
 /// `OpLog::verify` as a check.

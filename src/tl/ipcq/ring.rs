@@ -264,10 +264,9 @@ impl Ring {
 
     fn send_credit(self: &Rc<Self>, fabric: Rc<Fabric>, head: u64) {
         let ring = self.clone();
-        let name = format!("ipcq credit {} -> {}", self.name(), self.spec.sender);
         let path = self.credit.clone();
         // The task ends when the credit lands; nobody joins it.
-        drop(sim::spawn(&name, async move {
+        drop(sim::spawn("ipcq credit", async move {
             let sent = fabric.send(&path, 0).await;
             ring.credit_landed(head, sent.err().map(|e| e.to_string()));
         }));
