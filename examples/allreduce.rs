@@ -1,93 +1,148 @@
-//! The main job: `torch.distributed.all_reduce` on the default machine,
-//! written like a PyTorch DDP worker.
+//! The main job: `torch.distributed.all_reduce` on the default machine over
+//! a range of sizes, checked, as an nccl-tests style table.
 //!
 //! ```sh
-//! cargo run --release --example allreduce [-- --trace FILE]
+//! cargo run --release --example allreduce [-- -b 256 -e 64M -f 4 \
+//!     --algorithm NAME --fidelity packet|flow --trace FILE]
 //! ```
 //!
-//! For each size, a fresh simulation runs one worker per rank (rank = SIP):
-//! `set_device(rank)`, `init_process_group("ahbm")`, a cube-mesh tensor
-//! (`DPPolicy(cube=row_wise, pe=replicate, num_cubes, num_pes=1)`, ADR-0032
-//! D2) filled with rank-dependent values, `all_reduce` between two
-//! barriers, read back and checked. Prints one OK line per rank and an
-//! nccl-tests-style table; exits non-zero on a wrong result.
+//! Each size is the `ccl_allreduce` workload (`kernbench run --bench
+//! ccl_allreduce --verify-data`): a fresh simulation runs one DDP worker per
+//! rank (rank = SIP) that places a cube-mesh tensor, fills it, all-reduces it
+//! between two barriers, reads it back and checks it. Sizes are bytes per
+//! rank, from `-b` to `-e` (K/M/G suffixes, powers of 1024, as nccl-tests
+//! takes them) multiplied by `-f`; the default runs 256 B to 64 MiB in
+//! `flow` fidelity (identical to `packet` uncontended, ADR-0012), which takes
+//! seconds; `--fidelity packet` is the per-packet reference.
+//! Exits 1 if a check fails, 2 on bad arguments.
 
 use std::error::Error;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use half::f16;
 use kernbench::ccl::CclConfig;
-use kernbench::device::Device;
-use kernbench::mem::{DType, DataMode};
-use kernbench::runtime::{DPPolicy, ReduceOp, Split, Torch, spawn};
-use kernbench::sim::{self, SimDuration, Simulation};
-use kernbench::topology::{Machine, TopologySpec};
+use kernbench::config::Overrides;
+use kernbench::topology::{Fidelity, Machine, TopologySpec};
 use kernbench::trace::ChromeTraceLayer;
-use kernbench::workloads::WorkloadError;
-use kernbench::workloads::ccl_allreduce::{bandwidths, expected, pattern};
-use ndarray::ArrayD;
+use kernbench::workloads::{self, Options};
+use serde_json::Value;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
-/// Elements per cube tile, per row of the table.
-const TILE_ELEMENTS: [usize; 5] = [8, 64, 512, 4096, 16384];
+const USAGE: &str = "usage: allreduce [-b BYTES] [-e BYTES] [-f FACTOR] [--algorithm NAME] \
+                     [--fidelity packet|flow] [--trace FILE]";
 
-/// What one rank saw.
-struct RankLine {
-    rank: usize,
-    time: SimDuration,
-    ok: bool,
+/// What the command line asks for.
+struct Args {
+    min_bytes: u64,
+    max_bytes: u64,
+    factor: u64,
+    algorithm: Option<String>,
+    fidelity: Fidelity,
+    trace: Option<PathBuf>,
 }
 
-/// The DDP worker (author guide §1 step 3, in Rust).
-async fn worker(torch: Torch, n_elem: usize) -> Result<RankLine, WorkloadError> {
-    let dist = &torch.distributed;
-    let rank = dist.get_rank().unwrap_or(0);
-    torch.ahbm.set_device(rank);
-    dist.init_process_group("ahbm")?;
-    let world_size = dist.get_world_size()?;
-    let cubes = torch.device().fabric().machine().cubes_per_sip() as usize;
-    let dp = DPPolicy::new(Split::RowWise, Split::Replicate, cubes as u32, 1);
-    let tensor = torch.zeros(&[cubes, n_elem], DType::F16, &dp)?;
-    tensor.copy_from(&pattern(rank, cubes, n_elem)).await?;
-    dist.barrier().await?;
-    let start = sim::now();
-    dist.all_reduce(&tensor, ReduceOp::Sum).await?;
-    dist.barrier().await?;
-    let time = sim::now() - start;
-    let back: Option<ArrayD<f16>> = tensor.to_ndarray().await?;
-    let ok = back == Some(expected(world_size, cubes, n_elem).into_dyn());
-    tensor.free()?;
-    Ok(RankLine { rank, time, ok })
+/// A usage error (exit 2).
+#[derive(Debug)]
+struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}\n{USAGE}", self.0)
+    }
 }
 
-/// One size on a fresh simulation: every rank's line.
-fn run_size(
-    machine: &Arc<Machine>,
-    ccl: &CclConfig,
-    n_elem: usize,
-) -> Result<Vec<RankLine>, Box<dyn Error>> {
-    let device = Device::from_machine(machine.clone(), DataMode::On)?;
-    let torch = Torch::with_ccl(device, ccl.clone());
-    let mut simulation = Simulation::new();
-    let handle = simulation.spawn("driver", async move {
-        torch.distributed.init_process_group("ahbm")?;
-        let world_size = torch.distributed.get_world_size()?;
-        spawn(world_size, move |_rank| worker(torch.clone(), n_elem))
-            .await
-            .map_err(|e| WorkloadError::Rank(e.rank, Box::new(e.source)))
-    });
-    simulation.run()?;
-    Ok(handle.output()??)
+impl Error for Usage {}
+
+/// `N`, `NK`, `NM` or `NG` bytes (powers of 1024), positive.
+fn bytes(flag: &str, text: &str) -> Result<u64, Usage> {
+    let (digits, scale) = match text.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&text[..i], 1 << 10),
+        Some((i, 'M' | 'm')) => (&text[..i], 1 << 20),
+        Some((i, 'G' | 'g')) => (&text[..i], 1 << 30),
+        _ => (text, 1),
+    };
+    let value: u64 = digits.parse().map_err(|_| {
+        Usage(format!(
+            "{flag} {text}: expected a positive whole number of bytes, optionally with K, M or G"
+        ))
+    })?;
+    match value.checked_mul(scale) {
+        Some(n) if n > 0 => Ok(n),
+        Some(_) => Err(Usage(format!("{flag} {text}: must be positive"))),
+        None => Err(Usage(format!("{flag} {text}: too large"))),
+    }
+}
+
+fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, Usage> {
+    let mut parsed = Args {
+        min_bytes: 256,
+        max_bytes: 64 << 20,
+        factor: 4,
+        algorithm: None,
+        fidelity: Fidelity::Flow,
+        trace: None,
+    };
+    let mut args = args.into_iter();
+    while let Some(flag) = args.next() {
+        let mut value = || {
+            args.next()
+                .ok_or_else(|| Usage(format!("{flag} needs a value")))
+        };
+        match flag.as_str() {
+            "-b" | "--min-bytes" => parsed.min_bytes = bytes(&flag, &value()?)?,
+            "-e" | "--max-bytes" => parsed.max_bytes = bytes(&flag, &value()?)?,
+            "-f" | "--step-factor" => {
+                let text = value()?;
+                parsed.factor = match text.parse() {
+                    Ok(f) if f >= 2 => f,
+                    _ => return Err(Usage(format!("{flag} {text}: expected a whole number ≥ 2"))),
+                };
+            }
+            "--algorithm" => parsed.algorithm = Some(value()?),
+            "--fidelity" => {
+                let text = value()?;
+                parsed.fidelity = Fidelity::ALL
+                    .into_iter()
+                    .find(|f| f.name() == text)
+                    .ok_or_else(|| Usage(format!("--fidelity {text}: expected packet or flow")))?;
+            }
+            "--trace" => parsed.trace = Some(value()?.into()),
+            other => return Err(Usage(format!("unknown argument `{other}`"))),
+        }
+    }
+    if parsed.min_bytes > parsed.max_bytes {
+        let (b, e) = (parsed.min_bytes, parsed.max_bytes);
+        return Err(Usage(format!("-b {b} is larger than -e {e}")));
+    }
+    Ok(parsed)
+}
+
+/// `-b`, `-b·f`, ... up to `-e`.
+fn sizes(args: &Args) -> Vec<u64> {
+    let mut sizes = vec![args.min_bytes];
+    while let Some(next) = sizes.last().and_then(|s| s.checked_mul(args.factor)) {
+        if next > args.max_bytes {
+            break;
+        }
+        sizes.push(next);
+    }
+    sizes
 }
 
 fn main() -> ExitCode {
-    match run() {
+    let args = match parse(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(usage) => {
+            eprintln!("error: {usage}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&args) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {
-            eprintln!("error: a rank holds a wrong result");
+            eprintln!("error: a check failed (see the #wrong column)");
             ExitCode::FAILURE
         }
         Err(error) => {
@@ -97,63 +152,103 @@ fn main() -> ExitCode {
     }
 }
 
-/// `--trace FILE`, if given.
-fn trace_path() -> Result<Option<PathBuf>, Box<dyn Error>> {
-    let mut args = std::env::args().skip(1);
-    match (args.next().as_deref(), args.next()) {
-        (None, _) => Ok(None),
-        (Some("--trace"), Some(path)) => Ok(Some(path.into())),
-        _ => Err("usage: allreduce [--trace FILE]".into()),
-    }
-}
-
-fn run() -> Result<bool, Box<dyn Error>> {
-    let guard = match trace_path()? {
+fn run(args: &Args) -> Result<bool, Box<dyn Error>> {
+    let guard = match &args.trace {
         Some(path) => {
-            let (layer, guard) = ChromeTraceLayer::to_file(&path)?;
+            let (layer, guard) = ChromeTraceLayer::to_file(path)
+                .map_err(|e| format!("cannot write trace file {}: {e}", path.display()))?;
             tracing_subscriber::registry().with(layer).init();
             Some(guard)
         }
         None => None,
     };
-    let spec = TopologySpec::load(&TopologySpec::default_source(), &[])?;
+    let fidelity = format!("simulation.fidelity={}", args.fidelity);
+    let overrides = Overrides::parse(&[fidelity])?;
+    let spec = TopologySpec::load(&TopologySpec::default_source(), &overrides.topology)?;
     let machine = Arc::new(Machine::build(&spec)?);
     let ccl = CclConfig::load(&CclConfig::default_source(), &[])?;
-    let algorithm = ccl.default_algorithm().name.to_owned();
-    let cubes = machine.cubes_per_sip() as usize;
+    let algorithm = args
+        .algorithm
+        .clone()
+        .unwrap_or_else(|| ccl.default_algorithm().name.to_owned());
     println!(
-        "# all_reduce, algorithm {algorithm}, {} SIPs x {cubes} cubes",
-        machine.sip_count()
+        "# all_reduce, algorithm {algorithm}, {} SIPs x {} cubes, {} fidelity",
+        machine.sip_count(),
+        machine.cubes_per_sip(),
+        args.fidelity
     );
     println!(
-        "#{:>11} {:>10} {:>6} {:>6} {:>12} {:>9} {:>9}",
-        "size(B)", "count", "type", "redop", "time(us)", "algbw", "busbw"
+        "#{:>11} {:>10} {:>6} {:>6} {:>12} {:>9} {:>9} {:>7}",
+        "size(B)", "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong"
     );
+    let workload = workloads::find("ccl_allreduce")?;
     let mut all_ok = true;
-    for n_elem in TILE_ELEMENTS {
-        let lines = run_size(&machine, &ccl, n_elem)?;
-        for line in &lines {
-            let verdict = if line.ok { "OK" } else { "WRONG" };
-            println!(
-                "  rank {}: {} elements {verdict}",
-                line.rank,
-                cubes * n_elem
-            );
-            all_ok &= line.ok;
-        }
-        let time = lines.iter().map(|l| l.time).max().unwrap_or_default();
-        let bytes = (cubes * n_elem * 2) as u64;
-        let (algbw, busbw) = bandwidths(bytes, time, lines.len());
-        let us = time.as_ps() as f64 / 1e6;
+    for size in sizes(args) {
+        let options = Options {
+            verify_data: true,
+            algorithm: Some(algorithm.clone()),
+            size: Some(size),
+            ccl: Some(ccl.clone()),
+            ..Options::default()
+        };
+        let report = match workload.run(machine.clone(), &options) {
+            Ok(report) => serde_json::to_value(&report)?,
+            Err(error) => {
+                println!(" {size:>11}  {error}");
+                all_ok = false;
+                continue;
+            }
+        };
+        let figure = |name: &str| report["figures"][name].clone();
+        let real = |name: &str| figure(name).as_f64().unwrap_or(0.0);
+        let wrong = report["checks_failed"].as_u64().unwrap_or(0);
+        all_ok &= wrong == 0;
+        let us = figure("allreduce_ps").as_u64().unwrap_or(0) as f64 / 1e6;
+        let dtype = match figure("dtype") {
+            Value::String(dtype) => dtype,
+            _ => "half".to_owned(),
+        };
         println!(
-            " {bytes:>11} {:>10} {:>6} {:>6} {us:>12.3} {algbw:>9.3} {busbw:>9.3}",
-            cubes * n_elem,
-            "half",
-            "sum"
+            " {size:>11} {:>10} {dtype:>6} {:>6} {us:>12.3} {:>9.3} {:>9.3} {wrong:>7}",
+            size / 2,
+            "sum",
+            real("algbw_gbps"),
+            real("busbw_gbps"),
         );
     }
     if let Some(guard) = guard {
         guard.finish()?;
     }
     Ok(all_ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(text: &str) -> Result<Args, Usage> {
+        parse(text.split_whitespace().map(str::to_owned))
+    }
+
+    #[test]
+    fn sizes_follow_the_nccl_tests_flags() {
+        let a = args("-b 1K -e 1M -f 4").unwrap();
+        assert_eq!(sizes(&a), vec![1024, 4096, 16384, 65536, 262144, 1048576]);
+        assert_eq!(sizes(&args("").unwrap()).last(), Some(&(64 << 20)));
+    }
+
+    #[test]
+    fn bad_arguments_name_the_flag() {
+        for (input, part) in [
+            ("-b -256", "-b -256"),
+            ("-b 0", "must be positive"),
+            ("-f 1", "-f 1"),
+            ("--fidelity fluid", "packet or flow"),
+            ("--bogus", "unknown argument `--bogus`"),
+            ("-b 2M -e 1M", "larger than"),
+        ] {
+            let error = args(input).err().unwrap().to_string();
+            assert!(error.contains(part), "{input}: {error}");
+        }
+    }
 }
