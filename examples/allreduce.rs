@@ -25,7 +25,7 @@ use kernbench::ccl::CclConfig;
 use kernbench::config::Overrides;
 use kernbench::topology::{Fidelity, Machine, TopologySpec};
 use kernbench::trace::ChromeTraceLayer;
-use kernbench::workloads::{self, Options};
+use kernbench::workloads::{self, ByteSize, Options};
 use serde_json::Value;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -55,23 +55,12 @@ impl std::fmt::Display for Usage {
 
 impl Error for Usage {}
 
-/// `N`, `NK`, `NM` or `NG` bytes (powers of 1024), positive.
+/// `N`, `NK`, `NM` or `NG` bytes (powers of 1024, [`ByteSize`]), positive.
 fn bytes(flag: &str, text: &str) -> Result<u64, Usage> {
-    let (digits, scale) = match text.char_indices().last() {
-        Some((i, 'K' | 'k')) => (&text[..i], 1 << 10),
-        Some((i, 'M' | 'm')) => (&text[..i], 1 << 20),
-        Some((i, 'G' | 'g')) => (&text[..i], 1 << 30),
-        _ => (text, 1),
-    };
-    let value: u64 = digits.parse().map_err(|_| {
-        Usage(format!(
-            "{flag} {text}: expected a positive whole number of bytes, optionally with K, M or G"
-        ))
-    })?;
-    match value.checked_mul(scale) {
-        Some(n) if n > 0 => Ok(n),
-        Some(_) => Err(Usage(format!("{flag} {text}: must be positive"))),
-        None => Err(Usage(format!("{flag} {text}: too large"))),
+    match text.parse::<ByteSize>() {
+        Ok(ByteSize(n)) if n > 0 => Ok(n),
+        Ok(_) => Err(Usage(format!("{flag} {text}: must be positive"))),
+        Err(error) => Err(Usage(format!("{flag} {text}: {error}"))),
     }
 }
 
@@ -186,11 +175,11 @@ fn run(args: &Args) -> Result<bool, Box<dyn Error>> {
     for size in sizes(args) {
         let options = Options {
             verify_data: true,
-            algorithm: Some(algorithm.clone()),
-            size: Some(size),
             ccl: Some(ccl.clone()),
             ..Options::default()
-        };
+        }
+        .with("algorithm", &algorithm)
+        .with("size", size);
         let report = match workload.run(machine.clone(), &options) {
             Ok(report) => serde_json::to_value(&report)?,
             Err(error) => {
