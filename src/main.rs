@@ -18,6 +18,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
 use kernbench::ccl::CclConfig;
+use kernbench::config::units::parse_positive_bytes;
 use kernbench::config::{ConfigError, ConfigSource, Overrides};
 use kernbench::harness::{figures, results, sweep, table};
 use kernbench::topology::{
@@ -133,8 +134,8 @@ struct ProbeArgs {
     #[arg(long)]
     json: bool,
 
-    /// Reference transfer size in bytes.
-    #[arg(long, default_value_t = kernbench::probe::REFERENCE_BYTES)]
+    /// Reference transfer size: a number of bytes or a size such as "32 KiB".
+    #[arg(long, default_value_t = kernbench::probe::REFERENCE_BYTES, allow_hyphen_values = true, value_parser = parse_positive_bytes)]
     size: u64,
 }
 
@@ -210,6 +211,7 @@ impl CliError {
         match self {
             CliError::Config(_)
             | CliError::Ccl(_)
+            | CliError::Probe(kernbench::probe::ProbeError::SizeTooLarge { .. })
             | CliError::Topology(_)
             | CliError::View(_)
             | CliError::DotWithoutView => ExitCode::from(2),

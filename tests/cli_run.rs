@@ -153,8 +153,10 @@ fn usage_errors_exit_with_code_2() {
     assert!(stderr(&both).contains("--shape cannot be combined with --m, --k or --n"));
 }
 
+/// 2048^3 needs 2MK + 2KN + 6MN = 40 MiB of TCM at once; the PE has 8 MiB,
+/// so the run is refused before anything is allocated (a usage error).
 #[test]
-fn a_run_that_cannot_complete_exits_with_code_1() {
+fn a_shape_past_the_tcm_is_refused_before_running() {
     let dir = TempDir::new("run-fail");
     let output = kernbench(
         dir.path(),
@@ -166,6 +168,11 @@ fn a_run_that_cannot_complete_exits_with_code_1() {
             "2048x2048x2048",
         ],
     );
-    assert_eq!(output.status.code(), Some(1));
-    assert!(stderr(&output).starts_with("error: kernel `gemm_single_pe` failed on sip0.cube0.pe0"));
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(
+        message.starts_with("error: --shape 2048x2048x2048: A, B and C need 41943040 B of TCM"),
+        "{message}"
+    );
+    assert!(message.contains("8 MiB (pe.tcm.capacity)"), "{message}");
 }

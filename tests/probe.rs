@@ -120,3 +120,29 @@ fn cli_probe_json_reports_cases_and_checks() {
             .all(|c| c["passed"] != false)
     );
 }
+
+#[test]
+fn small_sizes_pass_with_the_load_sweep_at_the_reference_size() {
+    let report = probe::run(&machine(&[]), 256).unwrap();
+    assert!(report.passed, "{report}");
+    let load: Vec<u64> = report
+        .cases
+        .iter()
+        .filter(|c| c.name.starts_with("load/"))
+        .map(|c| c.bytes)
+        .collect();
+    assert!(!load.is_empty() && load.iter().all(|&b| b == REFERENCE_BYTES));
+}
+
+#[test]
+fn sizes_past_the_tcm_are_refused_with_the_largest_valid_one() {
+    // The size sweep copies 32 x the size into an 8 MiB TCM: 256 KiB at most.
+    let error = probe::run(&machine(&[]), 256 * 1024 + 1).unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.contains("largest valid size is 262144 B"),
+        "{message}"
+    );
+    assert!(message.contains("pe.tcm.capacity"), "{message}");
+    assert!(probe::run(&machine(&[]), u64::MAX).is_err());
+}

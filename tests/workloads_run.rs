@@ -118,7 +118,7 @@ fn va_offset_verify_copies_every_byte_and_data_off_times_the_same() {
 }
 
 #[test]
-fn a_gemm_larger_than_the_tcm_is_an_error_naming_the_pe() {
+fn a_gemm_larger_than_the_tcm_is_refused_naming_the_key() {
     let huge = GemmDims {
         m: 2048,
         k: 2048,
@@ -127,10 +127,9 @@ fn a_gemm_larger_than_the_tcm_is_an_error_naming_the_pe() {
     let error = run("gemm_single_pe", false, Some(huge))
         .unwrap_err()
         .to_string();
-    assert!(
-        error.contains("kernel `gemm_single_pe` failed on sip0.cube0.pe0"),
-        "{error}"
-    );
+    // 2MK + 2KN + 6MN = 10 x 2048^2 B = 40 MiB > the 8 MiB TCM.
+    assert!(error.contains("need 41943040 B of TCM"), "{error}");
+    assert!(error.contains("(pe.tcm.capacity)"), "{error}");
 }
 
 #[test]

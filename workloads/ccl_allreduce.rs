@@ -99,6 +99,7 @@ async fn run(torch: Torch, options: Options) -> Result<Outcome, WorkloadError> {
     let cubes = torch.device().fabric().machine().cubes_per_sip() as usize;
     let size = options.get::<ByteSize>("size")?;
     let n_elem = tile_elements(size, cubes, dist.n_elem(Collective::AllReduce)?)?;
+    check_tile_fits(&torch, n_elem)?;
     let results = spawn(world_size, move |_rank| {
         let torch = torch.clone();
         async move { worker(&torch, cubes, n_elem).await }
@@ -127,6 +128,19 @@ fn tile_elements(
         )));
     }
     Ok((size / per_tile) as usize)
+}
+
+/// A rank's tile fits its cube's HBM, checked before anything is allocated.
+fn check_tile_fits(torch: &Torch, n_elem: usize) -> Result<(), WorkloadError> {
+    let capacity = torch.device().fabric().machine().spec().cube.hbm.capacity;
+    let tile = (n_elem as u128) * ELEMENT as u128;
+    if tile > u128::from(capacity.get().bytes()) {
+        return Err(WorkloadError::BadOption(format!(
+            "--size: each cube's tile would be {tile} B, but a cube's HBM holds {capacity} \
+             (cube.hbm.capacity): lower --size or raise cube.hbm.capacity"
+        )));
+    }
+    Ok(())
 }
 
 /// The DDP worker: place, fill, all-reduce between barriers, read back.

@@ -94,6 +94,24 @@ fn dims(options: &Options) -> Result<GemmDims, WorkloadError> {
     }
 }
 
+/// The operands and product fit the PE's TCM at once (`2MK + 2KN + 6MN`
+/// bytes, see the module docs), checked before anything is allocated.
+fn check_fits_tcm(torch: &Torch, dims: GemmDims) -> Result<(), WorkloadError> {
+    let GemmDims { m, k, n } = dims;
+    let (m, k, n) = (m as u128, k as u128, n as u128);
+    let needed = 2 * m * k + 2 * k * n + 6 * m * n;
+    let capacity = torch.device().fabric().machine().spec().pe.tcm.capacity;
+    if needed > u128::from(capacity.get().bytes()) {
+        return Err(WorkloadError::BadOption(format!(
+            "--shape {}x{}x{}: A, B and C need {needed} B of TCM at once (2MK + 2KN + 6MN), \
+             but a PE's TCM holds {capacity} (pe.tcm.capacity): lower --shape or raise \
+             pe.tcm.capacity",
+            dims.m, dims.k, dims.n
+        )));
+    }
+    Ok(())
+}
+
 /// The kernel's arguments: device addresses of the operands.
 #[derive(Debug, Clone, Copy)]
 struct GemmArgs {
@@ -117,6 +135,7 @@ async fn gemm(tl: Tl, args: GemmArgs) -> Result<(), KernelError> {
 }
 
 async fn run(torch: Torch, dims: GemmDims) -> Result<Outcome, WorkloadError> {
+    check_fits_tcm(&torch, dims)?;
     let GemmDims { m, k, n } = dims;
     let (a_host, b_host) = (operand(m, k, 1), operand(k, n, 2));
     let start = sim::now();

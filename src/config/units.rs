@@ -635,6 +635,29 @@ impl fmt::Display for Frequency {
     }
 }
 
+/// Reads a byte count given on a command line: a plain number of bytes
+/// (`4096`, `64_000`, `1e6`) or a size with a unit (`"64 KiB"`). Zero and
+/// negative values are refused ("must be positive"), so every `--size`
+/// flag, the CLI's and the examples', reads the same way.
+pub fn parse_positive_bytes(text: &str) -> Result<u64, UnitError> {
+    let (number, unit) = split_number(text.trim());
+    let bytes = if unit.trim().is_empty() {
+        Decimal::parse(number)
+            .and_then(|decimal| decimal.times(1))
+            .map_err(|f| SIZE.failure(text, f))?
+    } else {
+        SIZE.parse(text)?
+    };
+    match bytes {
+        0 => Err(UnitError::OutOfRange {
+            text: text.to_owned(),
+            what: "a size",
+            range: "positive",
+        }),
+        bytes => Ok(bytes),
+    }
+}
+
 /// Reads a duration such as `"8 ns"` or `"1.5 us"` into exact picoseconds.
 pub fn parse_duration(text: &str) -> Result<SimDuration, UnitError> {
     DURATION.parse(text).map(SimDuration::from_ps)
@@ -1022,6 +1045,19 @@ mod tests {
         let far = "1e99999 B".parse::<Size>().unwrap_err();
         assert!(matches!(far, UnitError::TooLarge { .. }), "{far}");
         assert_eq!("0e5 B".parse::<Size>().unwrap().bytes(), 0);
+    }
+
+    #[test]
+    fn command_line_sizes_are_positive_bytes() {
+        assert_eq!(parse_positive_bytes("4096"), Ok(4096));
+        assert_eq!(parse_positive_bytes("64_000"), Ok(64_000));
+        assert_eq!(parse_positive_bytes("1e6"), Ok(1_000_000));
+        assert_eq!(parse_positive_bytes("64 KiB"), Ok(65_536));
+        let negative = parse_positive_bytes("-256").unwrap_err().to_string();
+        assert_eq!(negative, "\"-256\" is negative: a size must be positive");
+        let zero = parse_positive_bytes("0").unwrap_err().to_string();
+        assert!(zero.contains("must be positive"), "{zero}");
+        assert!(parse_positive_bytes("many").is_err());
     }
 
     #[test]

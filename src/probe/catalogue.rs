@@ -19,6 +19,7 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
+use super::REFERENCE_BYTES;
 use crate::hw::{DmaEngine, Fabric, Mcpu};
 use crate::topology::{Machine, MemSpace, NodeId, PathRouter};
 
@@ -114,7 +115,10 @@ const READER: (u32, u32, u32) = (0, 0, 0);
 /// The load points of the load sweep (capped at the PE count).
 const LOADS: [u32; 5] = [1, 2, 4, 6, 8];
 /// The size sweep as (numerator, denominator) of the reference size.
-const SIZES: [(u64, u64); 4] = [(1, 8), (1, 1), (8, 1), (32, 1)];
+const SIZES: [(u64, u64); 4] = [(1, 8), (1, 1), (8, 1), (LARGEST_FACTOR, 1)];
+
+/// The largest multiple of the reference size a case copies.
+pub(super) const LARGEST_FACTOR: u64 = 32;
 
 /// Every case for `machine` with reference size `bytes`.
 pub fn catalogue(machine: &Arc<Machine>, bytes: u64) -> Vec<ProbeCase> {
@@ -122,7 +126,9 @@ pub fn catalogue(machine: &Arc<Machine>, bytes: u64) -> Vec<ProbeCase> {
     let mut cases = host_cases(&router, bytes);
     cases.extend(pe_cases(&router, bytes));
     cases.extend(size_sweep(bytes));
-    cases.extend(load_sweep(&router, bytes));
+    let tcm = machine.spec().pe.tcm.capacity.get().bytes();
+    let load_bytes = bytes.max(REFERENCE_BYTES.min(tcm / LARGEST_FACTOR));
+    cases.extend(load_sweep(&router, load_bytes));
     cases
 }
 

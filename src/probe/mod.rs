@@ -6,7 +6,12 @@
 //! SIP, another SIP) — on a fresh simulation and fresh hardware, and puts
 //! the closed-form **formula** time beside the simulated **actual** time.
 //! Uncontended cases must agree to the picosecond. A size sweep and a
-//! 5-point load sweep (1..8 PEs reading the far HBM at once) show growth;
+//! 5-point load sweep (1..8 PEs reading the far HBM at once) show growth
+//! (the load sweep moves at least [`REFERENCE_BYTES`] per flow, or the
+//! largest valid size if that is less: at a few hundred bytes the flows
+//! barely share hardware and the time stays flat, so a smaller `--size` is
+//! raised to it for that sweep only; sizes above a PE's TCM / 32 are
+//! refused, naming the largest valid one);
 //! automatic checks (formula = actual when uncontended, time grows with size
 //! and load, D2H ≥ H2D, best < worst) decide the exit code.
 //!
@@ -42,6 +47,21 @@ pub const REFERENCE_BYTES: u64 = 32 << 10;
 /// Why the probe could not run (as opposed to a check failing).
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
+    /// A reference size whose sweep does not fit the reading PE's TCM.
+    #[error(
+        "--size {bytes}: the size sweep copies up to {factor} x that into a PE's TCM, which \
+         holds {capacity} (pe.tcm.capacity): the largest valid size is {largest} B"
+    )]
+    SizeTooLarge {
+        /// The size asked for.
+        bytes: u64,
+        /// The largest multiple of it the sweep copies.
+        factor: u64,
+        /// The TCM's capacity.
+        capacity: crate::config::units::NonZeroSize,
+        /// The largest size that fits.
+        largest: u64,
+    },
     /// A device operation failed while setting up or running a case.
     #[error("probe case {case}: {source}")]
     Device {
@@ -88,11 +108,29 @@ pub struct CaseResult {
 
 /// Runs the whole catalogue on `machine` with `bytes` as the reference size.
 pub fn run(machine: &Arc<Machine>, bytes: u64) -> Result<ProbeReport, ProbeError> {
+    check_size(machine, bytes)?;
     let results = catalogue(machine, bytes)
         .iter()
         .map(|case| run_case(machine, case))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(ProbeReport::new(results))
+}
+
+/// Every case of the catalogue fits its memories at `bytes` (checked
+/// before anything is allocated): the largest copy lands in a TCM.
+fn check_size(machine: &Machine, bytes: u64) -> Result<(), ProbeError> {
+    let capacity = machine.spec().pe.tcm.capacity;
+    let factor = catalogue::LARGEST_FACTOR;
+    let largest = capacity.get().bytes() / factor;
+    if bytes > largest {
+        return Err(ProbeError::SizeTooLarge {
+            bytes,
+            factor,
+            capacity,
+            largest,
+        });
+    }
+    Ok(())
 }
 
 /// Runs one case on a fresh simulation and fresh hardware.
