@@ -385,8 +385,23 @@ mod tests {
         let names: Vec<&str> = config.algorithm_names().collect();
         assert_eq!(
             names,
-            ["hello_send", "intercube_allreduce", "ring_allreduce"]
+            [
+                "chain_broadcast",
+                "chain_reduce",
+                "hello_send",
+                "intercube_allreduce",
+                "ring_allgather",
+                "ring_allreduce",
+                "ring_alltoall",
+                "ring_reducescatter"
+            ]
         );
+        let defaults = config.defaults();
+        assert_eq!(
+            defaults.entry_for(Collective::AllGather),
+            Some("ring_allgather")
+        );
+        assert_eq!(defaults.entry_for(Collective::SendRecv), None);
     }
 
     #[test]

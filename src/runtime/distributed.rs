@@ -59,7 +59,8 @@ pub const BACKEND: &str = "ahbm";
 
 /// The `torch.distributed` calls the `ahbm` backend implements (seed ADR-0047 D8).
 pub const SUPPORTED: &str = "init_process_group, is_initialized, get_rank, get_world_size, \
-                             get_backend, all_reduce, barrier";
+                             get_backend, all_reduce, all_gather, reduce_scatter, broadcast, \
+                             reduce, all_to_all, barrier";
 
 /// What a `torch.distributed` call can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -190,6 +191,32 @@ pub enum DistError {
         /// Blocks it must hold.
         blocks: usize,
     },
+    /// An output tensor whose tiles do not fit the call.
+    #[error(
+        "output tensor `{tensor}`: a cube tile of {elements} elements, the call writes {expected}"
+    )]
+    OutputSize {
+        /// The output tensor.
+        tensor: String,
+        /// Elements per tile.
+        elements: usize,
+        /// Elements the call writes per tile.
+        expected: usize,
+    },
+    /// An output tensor of another dtype than the input.
+    #[error("output tensor `{tensor}`: its dtype differs from the input's")]
+    OutputDType {
+        /// The output tensor.
+        tensor: String,
+    },
+    /// A root or peer rank outside the world.
+    #[error("rank {rank} does not exist: the world has ranks 0 to {}", world_size - 1)]
+    NoSuchRank {
+        /// The rank named.
+        rank: usize,
+        /// The world size.
+        world_size: usize,
+    },
     /// A tensor operation failed.
     #[error(transparent)]
     Tensor(#[from] TensorError),
@@ -205,6 +232,26 @@ pub enum DistError {
     /// A `torch.distributed` call the backend does not implement.
     #[error("torch.distributed.{0} is not supported by the ahbm backend (supported: {SUPPORTED})")]
     Unsupported(&'static str),
+}
+
+impl DistError {
+    /// Whether the configuration (ccl.yaml, the machine, the algorithm
+    /// chosen) is at fault rather than the run: `init_process_group`'s
+    /// refusals.
+    pub fn is_config(&self) -> bool {
+        matches!(
+            self,
+            DistError::Config(_)
+                | DistError::NoSuchEntry(_)
+                | DistError::Algorithm(_)
+                | DistError::WrongCollective { .. }
+                | DistError::Refused { .. }
+                | DistError::WorldSizeDiffers { .. }
+                | DistError::NoAlgorithm(_)
+                | DistError::WorldTooLarge { .. }
+                | DistError::Wiring(_)
+        )
+    }
 }
 
 /// `torch.distributed`: see the module docs. Cheap to clone; clones share
@@ -341,17 +388,60 @@ impl Distributed {
 
     /// Reduces `tensor` across the ranks in place with `op`: every cube
     /// tile of every rank ends holding the reduction of all of them (seed
-    /// seed ADR-0032: each tile is one contribution; `Avg` divides by their
+    /// ADR-0032: each tile is one contribution; `Avg` divides by their
     /// number).
     pub async fn all_reduce(&self, tensor: &Tensor, op: ReduceOp) -> Result<(), DistError> {
-        let call = Call {
-            input: tensor,
-            output: None,
-            op,
-            root: 0,
-            rank: worker::get_rank() as u32,
-        };
-        self.run(Collective::AllReduce, &call, 1).await
+        let call = Call::in_place(tensor, op, 0);
+        self.run(Collective::AllReduce, &call, (1, 0)).await
+    }
+
+    /// `all_gather_into_tensor(output, input)`: block `j` of every cube
+    /// tile of `output` (one block per endpoint, endpoint `j = rank × cubes
+    /// + cube`) becomes endpoint `j`'s `input` tile.
+    pub async fn all_gather(&self, output: &Tensor, input: &Tensor) -> Result<(), DistError> {
+        let call = Call::out_of_place(input, output, ReduceOp::Sum);
+        let blocks = self.endpoints(Collective::AllGather)?;
+        self.run(Collective::AllGather, &call, (1, blocks)).await
+    }
+
+    /// `reduce_scatter_tensor(output, input, op)`: each `input` tile holds
+    /// one block per endpoint; endpoint `e`'s `output` tile becomes the
+    /// reduction of block `e` of every endpoint's input.
+    pub async fn reduce_scatter(
+        &self,
+        output: &Tensor,
+        input: &Tensor,
+        op: ReduceOp,
+    ) -> Result<(), DistError> {
+        let call = Call::out_of_place(input, output, op);
+        let blocks = self.endpoints(Collective::ReduceScatter)?;
+        self.run(Collective::ReduceScatter, &call, (blocks, 1))
+            .await
+    }
+
+    /// `broadcast(tensor, src)`: every cube tile of every rank becomes the
+    /// tile of the root endpoint (cube `root_cube`, default 0, of `src`).
+    pub async fn broadcast(&self, tensor: &Tensor, src: usize) -> Result<(), DistError> {
+        let call = Call::in_place(tensor, ReduceOp::Sum, src as u32);
+        self.run(Collective::Broadcast, &call, (1, 0)).await
+    }
+
+    /// `reduce(tensor, dst, op)`: the root endpoint's tile (cube
+    /// `root_cube`, default 0, of `dst`) becomes the reduction of every
+    /// tile of every rank; the others keep theirs.
+    pub async fn reduce(&self, tensor: &Tensor, dst: usize, op: ReduceOp) -> Result<(), DistError> {
+        let call = Call::in_place(tensor, op, dst as u32);
+        self.run(Collective::Reduce, &call, (1, 0)).await
+    }
+
+    /// `all_to_all_single(output, input)`: tiles hold one block per
+    /// endpoint; block `j` of endpoint `e`'s `output` becomes block `e` of
+    /// endpoint `j`'s `input`.
+    pub async fn all_to_all(&self, output: &Tensor, input: &Tensor) -> Result<(), DistError> {
+        let call = Call::out_of_place(input, output, ReduceOp::Sum);
+        let blocks = self.endpoints(Collective::AllToAll)?;
+        self.run(Collective::AllToAll, &call, (blocks, blocks))
+            .await
     }
 
     /// `all_reduce(tensor, op, async_op=True)`: starts the all-reduce and
@@ -359,14 +449,8 @@ impl Distributed {
     /// Argument errors are returned here, failures of the collective by
     /// `wait`. `tensor` must not be touched until then.
     pub fn all_reduce_async(&self, tensor: &Tensor, op: ReduceOp) -> Result<Work, DistError> {
-        let call = Call {
-            input: tensor,
-            output: None,
-            op,
-            root: 0,
-            rank: worker::get_rank() as u32,
-        };
-        let launch = self.launch(Collective::AllReduce, &call, 1)?;
+        let call = Call::in_place(tensor, op, 0);
+        let launch = self.launch(Collective::AllReduce, &call, (1, 0))?;
         Ok(Work::spawn("all_reduce", launch))
     }
 
@@ -374,22 +458,17 @@ impl Distributed {
     /// `hello_send`) over `tensor`'s tiles: a kernbench extension for
     /// teaching and test kernels that are no `torch.distributed` call.
     pub async fn run_custom(&self, tensor: &Tensor) -> Result<(), DistError> {
-        let call = Call {
-            input: tensor,
-            output: None,
-            op: ReduceOp::Sum,
-            root: 0,
-            rank: worker::get_rank() as u32,
-        };
-        self.run(Collective::Custom, &call, 1).await
+        let call = Call::in_place(tensor, ReduceOp::Sum, 0);
+        self.run(Collective::Custom, &call, (1, 0)).await
     }
 
-    /// Launches `collective`'s kernel on the caller's SIP for `call`.
+    /// Launches `collective`'s kernel on the caller's SIP for `call`, whose
+    /// input and output tiles hold `blocks` = (input, output) blocks each.
     async fn run(
         &self,
         collective: Collective,
         call: &Call<'_>,
-        blocks: usize,
+        blocks: (usize, usize),
     ) -> Result<(), DistError> {
         self.launch(collective, call, blocks)?.await
     }
@@ -400,11 +479,11 @@ impl Distributed {
         &self,
         collective: Collective,
         call: &Call<'_>,
-        blocks: usize,
+        (in_blocks, out_blocks): (usize, usize),
     ) -> Result<impl Future<Output = Result<(), DistError>> + 'static, DistError> {
         let group = self.group(collective.name())?;
         let plan = group.plan(collective)?;
-        let args = plan.kernel_args(call, blocks)?;
+        let args = plan.kernel_args(call, in_blocks, out_blocks)?;
         let network = plan.network(&self.inner.device)?;
         let kernel = plan.algorithm().kernel();
         let (device, target) = (self.inner.device.clone(), (call.rank, plan.grid()));
@@ -420,14 +499,8 @@ impl Distributed {
     pub fn all_reduce_model(&self, tensor: &Tensor) -> Result<Option<SimDuration>, DistError> {
         let group = self.group("all_reduce_model")?;
         let plan = group.plan(Collective::AllReduce)?;
-        let call = Call {
-            input: tensor,
-            output: None,
-            op: ReduceOp::Sum,
-            root: 0,
-            rank: worker::get_rank() as u32,
-        };
-        let args = plan.kernel_args(&call, 1)?;
+        let call = Call::in_place(tensor, ReduceOp::Sum, 0);
+        let args = plan.kernel_args(&call, 1, 0)?;
         let net = Network::new(self.inner.device.fabric(), plan.endpoint_coords());
         Ok(plan.algorithm().model(&args, &net)?)
     }
@@ -442,26 +515,6 @@ impl Distributed {
         }
         group.barrier.wait().await;
         Ok(())
-    }
-
-    /// `broadcast`: not supported (seed ADR-0047 D8).
-    pub fn broadcast(&self, _tensor: &Tensor, _src: usize) -> Result<(), DistError> {
-        Err(DistError::Unsupported("broadcast"))
-    }
-
-    /// `reduce`: not supported.
-    pub fn reduce(&self, _tensor: &Tensor, _dst: usize, _op: ReduceOp) -> Result<(), DistError> {
-        Err(DistError::Unsupported("reduce"))
-    }
-
-    /// `all_gather`: not supported.
-    pub fn all_gather(&self, _outputs: &[Tensor], _input: &Tensor) -> Result<(), DistError> {
-        Err(DistError::Unsupported("all_gather"))
-    }
-
-    /// `reduce_scatter`: not supported.
-    pub fn reduce_scatter(&self, _output: &Tensor, _inputs: &[Tensor]) -> Result<(), DistError> {
-        Err(DistError::Unsupported("reduce_scatter"))
     }
 
     /// `gather`: not supported.

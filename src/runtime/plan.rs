@@ -17,6 +17,7 @@ use std::rc::Rc;
 
 use super::distributed::DistError;
 use super::tensor::Tensor;
+use super::worker;
 use crate::ccl::install::{check_slot_memory, install_endpoints};
 use crate::ccl::registry;
 use crate::ccl::topology::Wiring;
@@ -57,6 +58,27 @@ pub(super) struct Call<'a> {
     pub root: u32,
     /// The rank whose SIP runs the kernel.
     pub rank: u32,
+}
+
+impl<'a> Call<'a> {
+    /// An in-place call of the calling worker's rank.
+    pub fn in_place(tensor: &'a Tensor, op: ReduceOp, root: u32) -> Call<'a> {
+        Call {
+            input: tensor,
+            output: None,
+            op,
+            root,
+            rank: worker::get_rank() as u32,
+        }
+    }
+
+    /// An out-of-place call of the calling worker's rank.
+    pub fn out_of_place(input: &'a Tensor, output: &'a Tensor, op: ReduceOp) -> Call<'a> {
+        Call {
+            output: Some(output),
+            ..Call::in_place(input, op, 0)
+        }
+    }
 }
 
 impl Plan {
@@ -138,29 +160,55 @@ impl Plan {
     }
 
     /// The kernel arguments of `call` (see the module docs): the input
-    /// tile holds `blocks` blocks of `n_elem` elements (1 for in-place
-    /// calls, the endpoint count when it holds one block per endpoint).
-    pub fn kernel_args(&self, call: &Call<'_>, blocks: usize) -> Result<KernelArgs, DistError> {
-        let cubes = self.shape.cubes();
+    /// tile holds `in_blocks` blocks of `n_elem` elements (1 for in-place
+    /// calls, the endpoint count when it holds one block per endpoint) and
+    /// the output tile, if any, `out_blocks`.
+    pub fn kernel_args(
+        &self,
+        call: &Call<'_>,
+        in_blocks: usize,
+        out_blocks: usize,
+    ) -> Result<KernelArgs, DistError> {
+        if call.root as usize >= self.world_size {
+            return Err(DistError::NoSuchRank {
+                rank: call.root as usize,
+                world_size: self.world_size,
+            });
+        }
         let (tiles, tile_elems) = self.tiles_of(call.input, call.rank)?;
-        let out_tiles = match call.output {
-            Some(output) => self.tiles_of(output, call.rank)?.0,
-            None => Rc::from([]),
-        };
-        if tile_elems % blocks != 0 {
+        let n_elem = tile_elems / in_blocks;
+        if tile_elems % in_blocks != 0 || n_elem == 0 {
             return Err(DistError::BlockMismatch {
                 tensor: call.input.name().to_owned(),
                 elements: tile_elems,
-                blocks,
+                blocks: in_blocks,
             });
         }
+        let out_tiles = match call.output {
+            Some(output) => {
+                let (tiles, elements) = self.tiles_of(output, call.rank)?;
+                if elements != n_elem * out_blocks {
+                    return Err(DistError::OutputSize {
+                        tensor: output.name().to_owned(),
+                        elements,
+                        expected: n_elem * out_blocks,
+                    });
+                }
+                if output.dtype() != call.input.dtype() {
+                    return Err(DistError::OutputDType {
+                        tensor: output.name().to_owned(),
+                    });
+                }
+                tiles
+            }
+            None => Rc::from([]),
+        };
         let tile = self.algorithm.kernel_args(
             self.world_size,
-            tile_elems / blocks,
+            n_elem,
             self.shape.cube_w,
             self.shape.cube_h,
         );
-        debug_assert_eq!(tiles.len(), cubes as usize);
         Ok(KernelArgs {
             t_ptr: call.input.data_ptr()?,
             tiles,

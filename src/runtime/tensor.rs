@@ -300,6 +300,25 @@ impl Tensor {
         self.upload(&shards, &bytes).instrument(span).await
     }
 
+    /// The H2D copy [`copy_from`](Self::copy_from) makes, timed the same,
+    /// with no values: what a timing-only run (device data off) does
+    /// instead of building a host array of the tensor's size. With data on
+    /// the tensor ends zero-filled.
+    pub async fn copy_timing_only(&self) -> Result<(), TensorError> {
+        let shards = self.shards()?;
+        let span = self.span("h2d", &shards);
+        async {
+            for shard in &shards {
+                h2d(&self.runtime.device, shard, None)
+                    .await
+                    .map_err(|source| self.device_error(source))?;
+            }
+            Ok(())
+        }
+        .instrument(span)
+        .await
+    }
+
     /// Reads the tensor back (D2H, timed; see the module docs). `None` when
     /// the device keeps no data (a timing-only run).
     pub async fn to_ndarray<T: Element>(&self) -> Result<Option<ArrayD<T>>, TensorError> {
@@ -344,7 +363,7 @@ impl Tensor {
         let cols = view_2d(&self.shape).1;
         for shard in shards {
             let block = pack(bytes, cols, shard.spec, self.element_size());
-            h2d(&self.runtime.device, shard, &block)
+            h2d(&self.runtime.device, shard, Some(&block))
                 .await
                 .map_err(|source| self.device_error(source))?;
         }
@@ -509,10 +528,13 @@ fn host_copy_engine(device: &Device, shard: &Shard) -> (Rc<Mcpu>, NodeId) {
     (mcpu, fabric.machine().host())
 }
 
-/// H2D of one shard through a host staging buffer.
-async fn h2d(device: &Device, shard: &Shard, block: &[u8]) -> Result<(), DeviceError> {
+/// H2D of one shard through a host staging buffer holding `block` (`None`:
+/// nothing written to it, for timing-only copies).
+async fn h2d(device: &Device, shard: &Shard, block: Option<&[u8]>) -> Result<(), DeviceError> {
     let staging = device.alloc(MemSpace::Host, shard.bytes)?;
-    device.write_untimed(naming::HOST, staging, block)?;
+    if let Some(block) = block {
+        device.write_untimed(naming::HOST, staging, block)?;
+    }
     let (mcpu, host) = host_copy_engine(device, shard);
     let copied = device
         .dma_copy(mcpu.dma(), host, staging, shard.addr, shard.bytes)

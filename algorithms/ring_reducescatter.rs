@@ -1,0 +1,54 @@
+//! `ring_reducescatter`: `reduce_scatter` over a ring of every endpoint
+//! (ccl.yaml `topology: ring_1d`). Each input tile holds one block per
+//! endpoint; endpoint `e`'s output is the reduction of block `e` of every
+//! input. Round `s` (`1 ≤ s < n`): receive the partial of block
+//! `e − s − 1` from the west, combine it with the own input block, and send
+//! the result east — the partial of block `b` starts at endpoint `b + 1`
+//! and is combined in ring order until it ends, complete, at `b` (round
+//! `n − 1`), where an `avg` is scaled once. nccl-tests' busbw factor
+//! `(n − 1) / n`.
+//!
+//! Each received slot is released as soon as it is combined, so one IPCQ
+//! slot per ring suffices.
+
+use kernbench::ccl::topology::Dir;
+use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, finish, reduce_received};
+use kernbench::tl::{Kernel, KernelError, Tl};
+
+struct RingReducescatter;
+
+/// Registers the algorithm (ADR-0009).
+pub fn algorithm() -> Box<dyn CclAlgorithm> {
+    Box::new(RingReducescatter)
+}
+
+impl CclAlgorithm for RingReducescatter {
+    fn collective(&self) -> Collective {
+        Collective::ReduceScatter
+    }
+
+    fn kernel(&self) -> Kernel<KernelArgs, ()> {
+        Kernel::new("ring_reducescatter", ring_reducescatter)
+    }
+}
+
+async fn ring_reducescatter(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
+    let cube = tl.program_id(1);
+    let (input, output) = (args.tile_addr(cube)?, args.out_addr(cube)?);
+    let (n, e) = (args.endpoints(), args.endpoint(cube));
+    let block = |b: usize| input + (b * args.tile.n_elem) as u64 * args.dtype.size();
+    let mut acc = tl
+        .load(block((e + n - 1) % n), &args.shape(), args.dtype)
+        .await?;
+    for step in 1..n {
+        tl.send(Dir::E, &acc).await?;
+        tl.free(&acc)?;
+        let received = tl.recv(Dir::W, &args.shape(), args.dtype).await?;
+        let b = (e + 2 * n - step - 1) % n;
+        acc = tl.load(block(b), &args.shape(), args.dtype).await?;
+        reduce_received(&tl, args.op, &acc, &received).await?;
+        tl.release(&received)?;
+    }
+    let result = finish(&tl, args.op, acc, n).await?;
+    tl.store(output, &result).await
+}
