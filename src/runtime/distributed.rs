@@ -420,7 +420,7 @@ impl Distributed {
             rank: worker::get_rank() as u32,
         };
         let args = plan.kernel_args(&call, 1)?;
-        let net = Network::new(self.inner.device.fabric(), plan.endpoint_coords());
+        let net = Network::new(self.inner.device.fabric(), plan.wired());
         Ok(plan.algorithm().model(&args, &net)?)
     }
 
