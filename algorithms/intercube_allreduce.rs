@@ -56,8 +56,15 @@ impl CclAlgorithm for IntercubeAllreduce {
         CHUNK_PARAMS
     }
 
-    fn supports(&self, _: &WorldShape, params: &Params) -> Result<(), String> {
-        check_chunk(params)
+    fn supports(&self, shape: &WorldShape, params: &Params) -> Result<(), String> {
+        let corner = shape.cubes() - 1;
+        match shape.root_cube {
+            Some(root) if root != corner => Err(format!(
+                "its root cube is the south-east corner of the cube mesh (root_cube: {corner}), \
+                 not {root}"
+            )),
+            _ => check_chunk(params),
+        }
     }
 
     fn endpoints(&self, shape: &WorldShape) -> Result<Endpoints, TopologyError> {

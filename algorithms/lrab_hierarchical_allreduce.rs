@@ -56,8 +56,14 @@ impl CclAlgorithm for LrabHierarchicalAllreduce {
         CHUNK_PARAMS
     }
 
-    fn supports(&self, _: &WorldShape, params: &Params) -> Result<(), String> {
-        check_chunk(params)
+    fn supports(&self, shape: &WorldShape, params: &Params) -> Result<(), String> {
+        let middle = (shape.cube_h - 1) / 2 * shape.cube_w + (shape.cube_w - 1) / 2;
+        match shape.root_cube {
+            Some(root) if root != middle => Err(format!(
+                "its root cube is the middle of the cube mesh (root_cube: {middle}), not {root}"
+            )),
+            _ => check_chunk(params),
+        }
     }
 
     fn endpoints(&self, shape: &WorldShape) -> Result<Endpoints, TopologyError> {

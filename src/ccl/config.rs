@@ -385,7 +385,17 @@ mod tests {
         let names: Vec<&str> = config.algorithm_names().collect();
         assert_eq!(
             names,
-            ["hello_send", "intercube_allreduce", "ring_allreduce"]
+            [
+                "hello_send",
+                "intercube_allreduce",
+                "lrab_hierarchical_allreduce",
+                "mesh_allreduce",
+                "rd_allreduce",
+                "rhd_allreduce",
+                "ring_allreduce",
+                "ring_rsag_allreduce",
+                "tree_allreduce"
+            ]
         );
     }
 
