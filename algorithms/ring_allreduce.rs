@@ -1,14 +1,25 @@
-//! `ring_allreduce` (seed author guide §2): a ring over every endpoint (PE
-//! 0 of each cube of each SIP). Each runs `endpoints − 1` rounds: send the
-//! tile it holds east, receive one from the west, `acc = op(acc, recv)` on
-//! PE_MATH, and forward the received tile next round, so every tile passes
-//! every endpoint once. Each ends with the reduction of all tiles.
+//! `ring_allreduce` (author guide §2): the teaching ring over every
+//! endpoint (PE 0 of each cube of each SIP), `ring_1d` wiring.
 //!
-//! It forwards the slot it received while the next one arrives, so it
-//! needs two IPCQ slots per ring.
+//! The tile is cut into chunks (ccl.yaml `params.chunk`, default
+//! `helpers::DEFAULT_CHUNK`); each chunk's partial sum travels east along the
+//! ring from endpoint 0 to the last endpoint, `acc += received` at every
+//! stop, and the last endpoint's sum travels back west to endpoint 0,
+//! stored at every stop. Each element is summed once, in one order, so
+//! every endpoint ends with the same bits; chunk `c + 1` climbs while
+//! chunk `c` comes back (the helper runs both directions at once).
+//!
+//! Cost ([`RingAllreduce::model`]): a chain of `2 (n − 1)` messages of one
+//! chunk, pipelined over `C` chunks: `Σ_hops (α_h + m/β_h) + (C − 1) ·
+//! max_h (α_h + m/β_h)`.
 
+use kernbench::ccl::cost::{self, CostError, Network};
+use kernbench::ccl::helpers::{
+    CHUNK_PARAMS, Line, TreeLinks, check_chunk, hierarchy, tile_chunks, tile_reduce_broadcast,
+};
 use kernbench::ccl::topology::Dir;
-use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, Requirements, finish, reduce_received};
+use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, ParamSpec, Params, WorldShape};
+use kernbench::sim::SimDuration;
 use kernbench::tl::{Kernel, KernelError, Tl};
 
 struct RingAllreduce;
@@ -27,25 +38,30 @@ impl CclAlgorithm for RingAllreduce {
         Kernel::new("ring_allreduce", ring_allreduce)
     }
 
-    fn requirements(&self) -> Requirements {
-        Requirements {
-            min_slots: 2,
-            ..Requirements::default()
-        }
+    /// The chain of [`links`] from endpoint 0 to the end and back.
+    fn params(&self) -> &'static [ParamSpec] {
+        CHUNK_PARAMS
+    }
+
+    fn supports(&self, _: &WorldShape, params: &Params) -> Result<(), String> {
+        check_chunk(params)
+    }
+
+    fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
+        let n = args.endpoints();
+        let tree: Vec<TreeLinks> = (0..n).map(|e| links(e, n)).collect();
+        let (chunks, piece) = tile_chunks(args);
+        cost::tree(net, &tree, piece, chunks).map(Some)
     }
 }
 
+/// Endpoint `e`'s place on the line `0 → n − 1` (sum at the end).
+fn links(e: usize, n: usize) -> TreeLinks {
+    hierarchy(&[Line::to_end(e as u32, n as u32, Dir::W, Dir::E)])
+}
+
 async fn ring_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
-    let addr = args.tile_addr(tl.program_id(1))?;
-    let acc = tl.load(addr, &args.shape(), args.dtype).await?;
-    let mut current = acc.clone();
-    for _ in 1..args.endpoints() {
-        let _round = tl.phase("ring_round");
-        tl.send(Dir::E, &current).await?;
-        let received = tl.recv(Dir::W, &args.shape(), args.dtype).await?;
-        reduce_received(&tl, args.op, &acc, &received).await?;
-        current = received;
-    }
-    let result = finish(&tl, args.op, acc, args.endpoints()).await?;
-    tl.store(addr, &result).await
+    let me = links(args.endpoint(tl.program_id(1)), args.endpoints());
+    let (chunks, _) = tile_chunks(&args);
+    tile_reduce_broadcast(&tl, &args, &me, chunks).await
 }

@@ -5,7 +5,9 @@
 //! `torch.distributed` collective: it declares [`Collective::Custom`].
 
 use kernbench::ccl::topology::Dir;
-use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, ReduceOp, reduce_received};
+use kernbench::ccl::{
+    CclAlgorithm, Collective, KernelArgs, ReduceOp, Requirements, reduce_received,
+};
 use kernbench::tl::{Kernel, KernelError, Tl};
 
 struct TestDoubleSend;
@@ -22,6 +24,17 @@ impl CclAlgorithm for TestDoubleSend {
 
     fn kernel(&self) -> Kernel<KernelArgs, ()> {
         Kernel::new("test_double_send", double_send)
+    }
+
+    /// With one slot per ring, each endpoint's second send waits for the
+    /// slot its east neighbour holds until that neighbour's second
+    /// receive, which comes after the neighbour's own second send: a
+    /// circular wait.
+    fn requirements(&self) -> Requirements {
+        Requirements {
+            min_slots: 2,
+            ..Requirements::default()
+        }
     }
 }
 

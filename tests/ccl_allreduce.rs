@@ -156,13 +156,9 @@ fn ccl_yaml_ipcq_settings_reach_the_rings() {
     .unwrap();
     assert_eq!(sleep.checks_failed, 0);
     assert_eq!(sleep.simulated_ps, poll.simulated_ps);
-    // With one slot every rank would hold its only slot (the tile it
-    // forwards) while sending into its neighbour's: a circular wait, so the
-    // algorithm's declared need of two slots refuses it at init.
-    let error = run_with_ccl(&["ccl.defaults.ipcq.slots=1"], "ring_allreduce").unwrap_err();
-    assert_eq!(
-        error,
-        "ccl.yaml entry `ring_allreduce`: `ring_allreduce` needs at least 2 IPCQ slots per ring, \
-         ipcq.slots is 1 (set ccl.yaml ipcq.slots: 2)"
-    );
+    // The ring releases each slot once it has added or passed it on, so
+    // one slot per ring is enough (the chunks then move in lockstep).
+    let one = run_with_ccl(&["ccl.defaults.ipcq.slots=1"], "ring_allreduce").unwrap();
+    assert_eq!(one.checks_failed, 0, "{:?}", one.checks);
+    assert!(one.simulated_ps >= sleep.simulated_ps);
 }

@@ -129,7 +129,7 @@ fn topo_refuses_what_run_refuses_with_the_same_message() {
         &["--set", "ccl.algorithms.intercube_allreduce.module=nope"],
         &["--set", "ccl.defaults.world_size=7"],
         &["--set", "pe.tcm.capacity=16 KiB"],
-        &["--set", "ccl.defaults.ipcq.slots=1"],
+        &["--set", "ccl.algorithms.intercube_allreduce.root_cube=3"],
     ];
     for sets in cases {
         let outcome = |command: &[&str]| {

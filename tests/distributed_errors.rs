@@ -193,12 +193,16 @@ fn an_algorithm_runs_only_for_the_collective_it_declares() {
 
 #[test]
 fn requirements_are_checked_at_init_not_by_a_deadlock() {
-    let one_slot = "defaults: {algorithm: a, buffer_kind: tcm, n_elem: 8, ipcq: {slots: 1}}\n\
-                    algorithms:\n  a: {module: ring_allreduce, topology: ring_1d}\n";
+    let one_slot = "defaults: {algorithm: b, buffer_kind: tcm, n_elem: 8, ipcq: {slots: 1}}\n\
+                    algorithms:\n  a: {module: test_double_send, topology: ring_1d}\n  \
+                    b: {module: ring_allreduce, topology: ring_1d}\n";
+    let device = torch().device().clone();
+    let dist = Torch::with_ccl(device, ccl(one_slot)).distributed;
+    let error = dist.init_process_group_with("ahbm", Collective::Custom, "a");
     assert_eq!(
-        init_error(&[], one_slot),
-        "ccl.yaml entry `a`: `ring_allreduce` needs at least 2 IPCQ slots per ring, ipcq.slots \
-         is 1 (set ccl.yaml ipcq.slots: 2)"
+        error.unwrap_err().to_string(),
+        "ccl.yaml entry `a`: `test_double_send` needs at least 2 IPCQ slots per ring, \
+         ipcq.slots is 1 (set ccl.yaml ipcq.slots: 2)"
     );
     let torus = ["system.sips.count=4", "system.sips.topology=torus_2d"];
     let three = "defaults: {algorithm: a, buffer_kind: tcm, n_elem: 8, world_size: 3}\n\
@@ -225,7 +229,7 @@ fn root_cube_and_params_reach_the_algorithm() {
     assert_eq!(
         init_error(&[], params),
         "ccl.yaml entry `a`: params.chunks: `ring_allreduce` has no such parameter (it takes: \
-         none)"
+         chunk)"
     );
 }
 

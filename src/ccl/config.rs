@@ -390,10 +390,16 @@ mod tests {
                 "chain_reduce",
                 "hello_send",
                 "intercube_allreduce",
+                "lrab_hierarchical_allreduce",
+                "mesh_allreduce",
+                "rd_allreduce",
+                "rhd_allreduce",
                 "ring_allgather",
                 "ring_allreduce",
                 "ring_alltoall",
-                "ring_reducescatter"
+                "ring_reducescatter",
+                "ring_rsag_allreduce",
+                "tree_allreduce"
             ]
         );
         let defaults = config.defaults();

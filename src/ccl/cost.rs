@@ -22,8 +22,11 @@
 use crate::config::units::Bandwidth;
 use crate::hw::Fabric;
 use crate::sim::SimDuration;
-use crate::tl::PeCoord;
+use crate::tl::{Dir, PeCoord};
 use crate::topology::RouteError;
+
+use super::endpoints::Endpoints;
+use super::helpers::TreeLinks;
 
 /// The α-β parameters of one route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +54,17 @@ pub enum CostError {
     /// A message from an endpoint to itself (it crosses no link).
     #[error("cost model: endpoint {0} sends to itself")]
     ToItself(usize),
+    /// A direction missing from an endpoint's table.
+    #[error("cost model: endpoint {endpoint} has no neighbour in direction {dir}")]
+    NoNeighbour {
+        /// The endpoint.
+        endpoint: usize,
+        /// The direction.
+        dir: Dir,
+    },
+    /// A tree whose parents do not lead to a root.
+    #[error("cost model: the parents of endpoint {0} do not lead to a root")]
+    NoRoot(usize),
     /// A PE with no TCM node.
     #[error("cost model: no TCM for {0:?}")]
     NoTcm(PeCoord),
@@ -59,22 +73,29 @@ pub enum CostError {
     Route(#[from] RouteError),
 }
 
-/// The collective's endpoints on one machine: the routes between them.
+/// The collective's endpoints on one machine: their neighbour tables and
+/// the routes between them.
 pub struct Network<'a> {
     fabric: &'a Fabric,
-    coords: &'a [PeCoord],
+    endpoints: &'a Endpoints,
 }
 
 impl<'a> Network<'a> {
-    /// The endpoints `coords` (endpoint `e` runs on `coords[e]`) of
-    /// `fabric`'s machine.
-    pub fn new(fabric: &'a Fabric, coords: &'a [PeCoord]) -> Network<'a> {
-        Network { fabric, coords }
+    /// The (wired) `endpoints` of `fabric`'s machine.
+    pub fn new(fabric: &'a Fabric, endpoints: &'a Endpoints) -> Network<'a> {
+        Network { fabric, endpoints }
     }
 
     /// Endpoints in the collective.
     pub fn endpoints(&self) -> usize {
-        self.coords.len()
+        self.endpoints.coords.len()
+    }
+
+    /// The endpoint `endpoint`'s table names in `dir`.
+    pub fn peer(&self, endpoint: usize, dir: Dir) -> Result<usize, CostError> {
+        let table = self.endpoints.tables.get(endpoint);
+        let peer = table.and_then(|t| t.get(&dir)).copied();
+        peer.ok_or(CostError::NoNeighbour { endpoint, dir })
     }
 
     /// The α-β parameters of the route from endpoint `from` to `to`.
@@ -97,6 +118,7 @@ impl<'a> Network<'a> {
 
     fn tcm(&self, endpoint: usize) -> Result<crate::topology::NodeId, CostError> {
         let pe = *self
+            .endpoints
             .coords
             .get(endpoint)
             .ok_or(CostError::NoEndpoint(endpoint))?;
@@ -116,6 +138,53 @@ pub fn pipeline(hops: &[SimDuration], chunks: u64) -> SimDuration {
     let slowest = hops.iter().copied().max().unwrap_or(SimDuration::ZERO);
     let extra = slowest.as_ps().saturating_mul(chunks.saturating_sub(1));
     plus(sequence(hops.iter().copied()), SimDuration::from_ps(extra))
+}
+
+/// A reduce-then-broadcast tree ([`super::helpers::reduce_broadcast`]) of
+/// `links` (by endpoint) moving `chunks` pieces of `piece_bytes`: the
+/// pieces climb from the leaf farthest from the root and descend to the
+/// farthest leaf, one [`pipeline`] (the root sends a piece down only once
+/// every child's part has arrived).
+pub fn tree(
+    net: &Network,
+    links: &[TreeLinks],
+    piece_bytes: u64,
+    chunks: u64,
+) -> Result<SimDuration, CostError> {
+    let (mut up, mut down) = (Vec::new(), Vec::new());
+    for leaf in 0..links.len() {
+        let (climb, descend) = paths(net, links, leaf, piece_bytes)?;
+        if sequence(climb.iter().copied()) > sequence(up.iter().copied()) {
+            up = climb;
+        }
+        if sequence(descend.iter().copied()) > sequence(down.iter().copied()) {
+            down = descend;
+        }
+    }
+    up.extend(down);
+    Ok(pipeline(&up, chunks))
+}
+
+/// The message costs from `leaf` up to the root and from the root down to
+/// `leaf` (root first).
+fn paths(
+    net: &Network,
+    links: &[TreeLinks],
+    leaf: usize,
+    bytes: u64,
+) -> Result<(Vec<SimDuration>, Vec<SimDuration>), CostError> {
+    let (mut up, mut down, mut at) = (Vec::new(), Vec::new(), leaf);
+    while let Some(dir) = links.get(at).ok_or(CostError::NoEndpoint(at))?.parent {
+        if up.len() > links.len() {
+            return Err(CostError::NoRoot(leaf));
+        }
+        let parent = net.peer(at, dir)?;
+        up.push(net.message(at, parent, bytes)?);
+        down.push(net.message(parent, at, bytes)?);
+        at = parent;
+    }
+    down.reverse();
+    Ok((up, down))
 }
 
 /// The sum of `steps` (dependent steps, one after another).

@@ -23,8 +23,11 @@ use std::future::Future;
 use crate::mem::DType;
 use crate::tl::{Dir, KernelError, TensorHandle, Tl};
 
-use super::algorithm::reduce_received;
-use super::collective::ReduceOp;
+use crate::topology::SipGrid;
+
+use super::algorithm::{KernelArgs, finish, reduce_received};
+use super::collective::{ParamKind, ParamSpec, Params, ReduceOp};
+use super::topology::NeighborMap;
 
 /// A view of part of a tile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +74,43 @@ pub fn chunk_count(n_elem: u64, dtype: DType, chunk_bytes: Option<u64>) -> u64 {
     };
     let per_chunk = (chunk / dtype.size()).max(1);
     n_elem.div_ceil(per_chunk).clamp(1, n_elem.max(1))
+}
+
+/// The chunk size of pipelined algorithms when ccl.yaml `params.chunk`
+/// gives none: small enough that a 64 KiB tile flows as 8 pieces, large
+/// enough that a piece's bytes outweigh its per-message overhead on the
+/// cube mesh.
+pub const DEFAULT_CHUNK: u64 = 8 * 1024;
+
+/// The ccl.yaml `params` of a pipelined algorithm: `chunk`, the largest
+/// piece a tile is cut into (a size, default [`DEFAULT_CHUNK`]).
+pub const CHUNK_PARAMS: &[ParamSpec] = &[ParamSpec {
+    name: "chunk",
+    kind: ParamKind::Size,
+}];
+
+/// Refuses a `params.chunk` that is not a whole number of elements of
+/// every dtype (a multiple of 4 B, the f32 element; f16 and bf16 take
+/// 2 B). Zero is refused by the params check itself.
+pub fn check_chunk(params: &Params) -> Result<(), String> {
+    match params.size("chunk") {
+        Some(chunk) if chunk % DType::F32.size() != 0 => Err(format!(
+            "params.chunk: {chunk} B is not a whole number of elements of every dtype \
+             (a multiple of 4 B: f32 elements are 4 B, f16 and bf16 2 B)"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// How a pipelined algorithm cuts `args`' tile: the number of chunks of
+/// at most `params.chunk` bytes (default [`DEFAULT_CHUNK`]), and the
+/// smallest chunk's bytes (what a cost model charges per piece, a lower
+/// bound).
+pub fn tile_chunks(args: &KernelArgs) -> (u64, u64) {
+    let (n, dtype) = (args.tile.n_elem as u64, args.dtype);
+    let chunk = args.params.size("chunk").unwrap_or(DEFAULT_CHUNK);
+    let chunks = chunk_count(n, dtype, Some(chunk));
+    (chunks, n / chunks * dtype.size())
 }
 
 /// The chunk `rank` sends and the chunk it receives at `step` of a ring
@@ -191,41 +231,53 @@ pub fn hierarchy(levels: &[Line]) -> TreeLinks {
 /// `links`, `chunks` (offsets from the tile's start) at a time: each
 /// chunk is summed up the tree (`acc += child` in `links.children` order)
 /// and the root's sum is sent back down and stored at `tile + offset` on
-/// every endpoint. Partial sums and the result travel concurrently (two
+/// every endpoint (the children in alternating order, chunk by chunk).
+/// Partial sums and the result travel concurrently (two
 /// tasks of this program on different rings), so chunk `c + 1` climbs
-/// while chunk `c` descends: the phases pipeline.
+/// while chunk `c` descends: the phases pipeline. Each chunk's climb is a
+/// `reduce` phase, its descent a `broadcast` phase on the PE's trace track.
 pub async fn reduce_broadcast(
     tl: &Tl,
+    args: &KernelArgs,
     links: &TreeLinks,
     acc: &TensorHandle,
     tile: u64,
     chunks: &[Chunk],
 ) -> Result<(), KernelError> {
-    let up = reduce_up(tl, links, acc, tile, chunks);
+    let up = reduce_up(tl, args, links, acc, tile, chunks);
     let down = broadcast_down(tl, links, tile, acc.dtype(), chunks);
     futures::try_join!(up, down)?;
     Ok(())
 }
 
-/// The upward half: sums children into `acc`, passes the chunk to the
-/// parent, or at the root sends the result down and stores it.
+/// The upward half: combines children into `acc` with `args.op`, passes
+/// the chunk to the parent, or at the root finishes it ([`finish`]: the
+/// mean of `Avg`) and sends the result down and stores it.
 async fn reduce_up(
     tl: &Tl,
+    args: &KernelArgs,
     links: &TreeLinks,
     acc: &TensorHandle,
     tile: u64,
     chunks: &[Chunk],
 ) -> Result<(), KernelError> {
-    for chunk in chunks {
+    for (index, chunk) in chunks.iter().enumerate() {
+        let _phase = tl.phase("reduce");
         let part = piece(tl, acc, chunk)?;
         for &child in &links.children {
             let received = tl.recv(child, part.shape(), part.dtype()).await?;
-            reduce_received(tl, ReduceOp::Sum, &part, &received).await?;
+            reduce_received(tl, args.op, &part, &received).await?;
             tl.release(&received)?;
         }
         match links.parent {
             Some(parent) => tl.send(parent, &part).await?,
-            None => pass_down(tl, links, &part, tile + chunk.addr).await?,
+            None => {
+                let result = finish(tl, args.op, part.clone(), args.endpoints()).await?;
+                pass_down(tl, links, index, &result, tile + chunk.addr).await?;
+                if result != part {
+                    tl.free(&result)?;
+                }
+            }
         }
     }
     Ok(())
@@ -243,23 +295,32 @@ async fn broadcast_down(
     let Some(parent) = links.parent else {
         return Ok(());
     };
-    for chunk in chunks {
+    for (index, chunk) in chunks.iter().enumerate() {
+        let _phase = tl.phase("broadcast");
         let shape = [chunk.n_elem as usize];
         let result = tl.recv(parent, &shape, dtype).await?;
-        pass_down(tl, links, &result, tile + chunk.addr).await?;
+        pass_down(tl, links, index, &result, tile + chunk.addr).await?;
         tl.release(&result)?;
     }
     Ok(())
 }
 
-/// Sends `result` to every child and stores it at `dst`.
+/// Sends chunk `index`'s `result` to every child and stores it at `dst`.
+/// The children are served in `links.children` order for even chunks and
+/// in reverse for odd ones, so no child (no side of a line) always waits
+/// behind another.
 async fn pass_down(
     tl: &Tl,
     links: &TreeLinks,
+    index: usize,
     result: &TensorHandle,
     dst: u64,
 ) -> Result<(), KernelError> {
-    for &child in &links.children {
+    let mut children = links.children.clone();
+    if index % 2 == 1 {
+        children.reverse();
+    }
+    for child in children {
         tl.send(child, result).await?;
     }
     tl.store(dst, result).await
@@ -295,13 +356,20 @@ impl Ring {
     pub async fn reduce_scatter(
         &self,
         tl: &Tl,
+        op: ReduceOp,
         acc: &TensorHandle,
         pieces: &[Chunk],
     ) -> Result<(), KernelError> {
         self.steps(tl, acc, pieces, self.pos, |part, received| async move {
-            reduce_received(tl, ReduceOp::Sum, &part, &received).await
+            reduce_received(tl, op, &part, &received).await
         })
         .await
+    }
+
+    /// The piece of `pieces` this position owns after
+    /// [`reduce_scatter`](Self::reduce_scatter).
+    pub fn owned<'p>(&self, pieces: &'p [Chunk]) -> &'p Chunk {
+        &pieces[(self.pos + 1) % self.len.max(1)]
     }
 
     /// The `len − 1` all-gather steps after [`reduce_scatter`](Self::reduce_scatter):
@@ -345,6 +413,212 @@ impl Ring {
     }
 }
 
+/// How a line picks its root: [`Line::to_end`] or [`Line::to_middle`].
+pub type LineRoot = fn(u32, u32, Dir, Dir) -> Line;
+
+/// The lines of a hierarchical all-reduce (seed ADR-0032) for `cube` of
+/// SIP `args.sip_rank`, lowest first: its row of the cube mesh (`W`/`E`),
+/// its column (`N`/`S`), then the SIPs over `global_*` (a ring of SIPs as
+/// one line, a torus or mesh as its row then its column; wrap links are
+/// not used), each summing towards the root `line` picks. With
+/// [`hierarchy`], the tree of [`reduce_broadcast`] on the intercube tables.
+pub fn cube_and_sip_lines(args: &KernelArgs, cube: u32, line: LineRoot) -> Vec<Line> {
+    let cubes = GridPos::of(cube, args.tile.cube_w, args.tile.cube_h);
+    let mut lines = vec![
+        cubes.row(line, Dir::W, Dir::E),
+        cubes.column(line, Dir::N, Dir::S),
+    ];
+    let rank = args.sip_rank;
+    match args.sip_grid {
+        SipGrid::Ring => lines.push(line(rank, args.tile.n_sips, Dir::GlobalW, Dir::GlobalE)),
+        SipGrid::Torus { w, h } | SipGrid::Mesh { w, h } => {
+            let sips = GridPos::of(rank, w, h);
+            lines.push(sips.row(line, Dir::GlobalW, Dir::GlobalE));
+            lines.push(sips.column(line, Dir::GlobalN, Dir::GlobalS));
+        }
+    }
+    lines
+}
+
+/// The hierarchical all-reduce of this program's tile (seed ADR-0032's
+/// phases, generalised): the tree of [`cube_and_sip_lines`] with roots
+/// where `line` puts them, run by [`reduce_broadcast`] in `chunks` pieces
+/// of the tile.
+pub async fn hierarchical_allreduce(
+    tl: &Tl,
+    args: &KernelArgs,
+    line: LineRoot,
+    chunks: u64,
+) -> Result<(), KernelError> {
+    let links = hierarchy(&cube_and_sip_lines(args, tl.program_id(1), line));
+    tile_reduce_broadcast(tl, args, &links, chunks).await
+}
+
+/// [`reduce_broadcast`] of this program's tile (cube `program_id(1)`'s)
+/// over `links`, in `chunks` pieces: loads it into TCM, runs the tree,
+/// and every endpoint's tile ends holding the result.
+pub async fn tile_reduce_broadcast(
+    tl: &Tl,
+    args: &KernelArgs,
+    links: &TreeLinks,
+    chunks: u64,
+) -> Result<(), KernelError> {
+    let tile = args.tile_addr(tl.program_id(1))?;
+    let n = args.tile.n_elem;
+    let acc = tl.load(tile, &[n], args.dtype).await?;
+    let pieces = chunked(0, chunks, n as u64, args.dtype);
+    reduce_broadcast(tl, args, links, &acc, tile, &pieces).await
+}
+
+/// Finishes the reduction of `part` in place ([`finish`]: `Avg` divides
+/// by the `args.endpoints()` contributions; the other ops leave it).
+pub async fn finish_in_place(
+    tl: &Tl,
+    args: &KernelArgs,
+    part: &TensorHandle,
+) -> Result<(), KernelError> {
+    let result = finish(tl, args.op, part.clone(), args.endpoints()).await?;
+    if &result != part {
+        tl.store(part, &result).await?;
+        tl.free(&result)?;
+    }
+    Ok(())
+}
+
+/// Every endpoint's [`TreeLinks`] in [`hierarchical_allreduce`] (endpoint
+/// `e` is cube `e mod cubes` of SIP `e / cubes`), for its cost model.
+pub fn hierarchical_tree(args: &KernelArgs, line: LineRoot) -> Vec<TreeLinks> {
+    let cubes = args.cubes();
+    (0..args.endpoints() as u32)
+        .map(|e| {
+            let sip = KernelArgs {
+                sip_rank: e / cubes,
+                ..args.clone()
+            };
+            hierarchy(&cube_and_sip_lines(&sip, e % cubes, line))
+        })
+        .collect()
+}
+
+/// The one chunk covering `pieces[range]` (consecutive pieces of one
+/// tile, as [`chunked`] makes them).
+pub fn span(pieces: &[Chunk], range: std::ops::Range<usize>) -> Chunk {
+    let part = &pieces[range];
+    let n_elem = part.iter().map(|c| c.n_elem).sum();
+    Chunk {
+        addr: part.first().map_or(0, |c| c.addr),
+        n_elem,
+        nbytes: part.iter().map(|c| c.nbytes).sum(),
+    }
+}
+
+/// The IPCQ directions recursive doubling uses, one per step (and one for
+/// the fold): the eight a table can hold.
+pub const DOUBLING_DIRS: [Dir; 8] = [
+    Dir::E,
+    Dir::W,
+    Dir::N,
+    Dir::S,
+    Dir::GlobalE,
+    Dir::GlobalW,
+    Dir::GlobalN,
+    Dir::GlobalS,
+];
+
+/// An endpoint's partners in recursive doubling / halving over `n`
+/// endpoints, with the standard fold for non-powers of two: the largest
+/// power of two `P ≤ n` endpoints form the core; endpoint `P + i` (an
+/// *extra*) first sends its tile to core endpoint `i` (its *host*), which
+/// adds it, runs the `log2 P` core steps with partners `rank xor 2^k`, and
+/// at the end sends the result back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Doubling {
+    /// This endpoint.
+    pub rank: usize,
+    /// Endpoints in all.
+    pub n: usize,
+    /// The core size `P`.
+    pub core: usize,
+    /// Core steps, `log2 P`.
+    pub steps: usize,
+}
+
+/// How an endpoint takes part in the fold of [`Doubling`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fold {
+    /// A core endpoint without an extra.
+    None,
+    /// A core endpoint that adds its extra's tile (in the direction).
+    Host(Dir),
+    /// An endpoint outside the core (its host in the direction).
+    Extra(Dir),
+}
+
+impl Doubling {
+    /// `rank`'s place among `n` endpoints, or what it requires: at most
+    /// 2^8 endpoints (and 2^7 for a non-power of two): one IPCQ direction
+    /// per step and one for the fold.
+    pub fn new(rank: usize, n: usize) -> Result<Doubling, String> {
+        let n = n.max(1);
+        let core: usize = 1 << n.ilog2();
+        let steps = core.trailing_zeros() as usize;
+        let dirs = steps + usize::from(core < n);
+        if dirs > DOUBLING_DIRS.len() {
+            return Err(format!(
+                "recursive doubling over {n} endpoints needs {dirs} IPCQ directions; there are {}",
+                DOUBLING_DIRS.len()
+            ));
+        }
+        Ok(Doubling {
+            rank,
+            n,
+            core,
+            steps,
+        })
+    }
+
+    /// The partner and direction of core step `k`.
+    pub fn partner(&self, k: usize) -> (usize, Dir) {
+        (self.rank ^ (1 << k), DOUBLING_DIRS[k])
+    }
+
+    /// This endpoint's part in the fold.
+    pub fn fold(&self) -> Fold {
+        let dir = DOUBLING_DIRS[self.steps.min(DOUBLING_DIRS.len() - 1)];
+        if self.rank >= self.core {
+            Fold::Extra(dir)
+        } else if self.rank + self.core < self.n {
+            Fold::Host(dir)
+        } else {
+            Fold::None
+        }
+    }
+
+    /// The fold partner, if any.
+    pub fn fold_peer(&self) -> Option<usize> {
+        match self.fold() {
+            Fold::Extra(_) => Some(self.rank - self.core),
+            Fold::Host(_) => Some(self.rank + self.core),
+            Fold::None => None,
+        }
+    }
+
+    /// The neighbour table: one direction per core step, one for the fold.
+    pub fn table(&self) -> NeighborMap {
+        let mut table = NeighborMap::new();
+        if self.rank < self.core {
+            table.extend((0..self.steps).map(|k| {
+                let (peer, dir) = self.partner(k);
+                (dir, peer)
+            }));
+        }
+        if let (Some(peer), Fold::Host(dir) | Fold::Extra(dir)) = (self.fold_peer(), self.fold()) {
+            table.insert(dir, peer);
+        }
+        table
+    }
+}
+
 /// A position on a `w × h` grid, row-major (`index = y · w + x`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GridPos {
@@ -373,12 +647,12 @@ impl GridPos {
     /// The row through this position, summing towards `root` chosen by
     /// `line` ([`Line::to_end`] or [`Line::to_middle`]); `lo`/`hi` are the
     /// directions of west and east.
-    pub fn row(&self, line: fn(u32, u32, Dir, Dir) -> Line, lo: Dir, hi: Dir) -> Line {
+    pub fn row(&self, line: LineRoot, lo: Dir, hi: Dir) -> Line {
         line(self.x, self.w, lo, hi)
     }
 
     /// The column through this position (`lo` north, `hi` south).
-    pub fn column(&self, line: fn(u32, u32, Dir, Dir) -> Line, lo: Dir, hi: Dir) -> Line {
+    pub fn column(&self, line: LineRoot, lo: Dir, hi: Dir) -> Line {
         line(self.y, self.h, lo, hi)
     }
 }

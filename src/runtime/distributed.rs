@@ -501,7 +501,7 @@ impl Distributed {
         let plan = group.plan(Collective::AllReduce)?;
         let call = Call::in_place(tensor, ReduceOp::Sum, 0);
         let args = plan.kernel_args(&call, 1, 0)?;
-        let net = Network::new(self.inner.device.fabric(), plan.endpoint_coords());
+        let net = Network::new(self.inner.device.fabric(), plan.wired());
         Ok(plan.algorithm().model(&args, &net)?)
     }
 

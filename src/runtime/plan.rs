@@ -26,7 +26,7 @@ use crate::ccl::{
     ReduceOp, WorldShape, wired_endpoints,
 };
 use crate::device::Device;
-use crate::tl::{Grid, IpcqNetwork, IpcqParams, PeCoord};
+use crate::tl::{Grid, IpcqNetwork, IpcqParams};
 use crate::topology::Machine;
 
 /// A resolved collective: see the module docs.
@@ -229,9 +229,9 @@ impl Plan {
         self.shape.endpoints()
     }
 
-    /// Where each IPCQ endpoint runs.
-    pub fn endpoint_coords(&self) -> &[PeCoord] {
-        &self.endpoints.coords
+    /// The wired IPCQ endpoints: where each runs and its table.
+    pub fn wired(&self) -> &Endpoints {
+        &self.endpoints
     }
 
     /// `tensor`'s tile addresses on `rank`'s SIP, one per cube, and their

@@ -1,0 +1,192 @@
+//! `mesh_allreduce`: a 2-D all-reduce over the grid of every cube of the
+//! machine (PE 0 of each cube of each SIP), rows then columns.
+//!
+//! The grid is the SIPs' cube meshes side by side as the SIPs are laid
+//! out: a ring of `n` SIPs of `w × h` cubes is a `(n·w) × h` grid; a
+//! `W × H` torus or mesh of SIPs is a `(W·w) × (H·h)` grid ([`position`]).
+//! The algorithm's tables join every cube to its grid neighbours with
+//! wrap-around (`E/W` along rows, `N/S` along columns). Then:
+//!
+//! 1. ring reduce-scatter along the row: endpoint at column `x` owns the
+//!    row's sum of piece `x + 1` of its tile;
+//! 2. ring reduce-scatter of that piece along the column, then
+//! 3. ring all-gather along the column: every endpoint of the column holds
+//!    the grid's sum of its piece;
+//! 4. ring all-gather along the row.
+//!
+//! Every sum is formed once and copied (`helpers::Ring`), so every endpoint
+//! ends with the same bits. Requires a tile of at least `grid width`
+//! elements, and a row piece of at least `grid height` elements.
+//!
+//! Cost ([`MeshAllreduce::model`]): an endpoint sends `2 (W − 1)` pieces of
+//! `S/W` east and `2 (H − 1)` of `S/(W H)` south, one after the other:
+//! `2 (W − 1)(α_row + S/(W β_row)) + 2 (H − 1)(α_col + S/(W H β_col))`,
+//! the largest over the endpoints.
+
+use kernbench::ccl::cost::{CostError, Network, sequence};
+use kernbench::ccl::helpers::{GridPos, Ring, chunked, finish_in_place, piece};
+use kernbench::ccl::topology::{Dir, NeighborMap, TopologyError};
+use kernbench::ccl::{CclAlgorithm, Collective, Endpoints, KernelArgs, WorldShape};
+use kernbench::sim::SimDuration;
+use kernbench::tl::{Kernel, KernelError, Tl};
+use kernbench::topology::SipGrid;
+
+struct MeshAllreduce;
+
+/// Registers the algorithm (ADR-0009).
+pub fn algorithm() -> Box<dyn CclAlgorithm> {
+    Box::new(MeshAllreduce)
+}
+
+impl CclAlgorithm for MeshAllreduce {
+    fn collective(&self) -> Collective {
+        Collective::AllReduce
+    }
+
+    fn kernel(&self) -> Kernel<KernelArgs, ()> {
+        Kernel::new("mesh_allreduce", mesh_allreduce)
+    }
+
+    fn endpoints(&self, shape: &WorldShape) -> Result<Endpoints, TopologyError> {
+        let mut endpoints = Endpoints::flat(shape)?;
+        let layout = Layout::new(shape.n_sips, shape.sip_grid, shape.cube_w, shape.cube_h);
+        endpoints.tables = (0..endpoints.coords.len() as u32)
+            .map(|e| layout.table(e))
+            .collect();
+        Ok(endpoints)
+    }
+
+    fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
+        let layout = Layout::of(args);
+        let (w, h) = layout.size();
+        let elem = args.dtype.size();
+        let row_piece = args.tile.n_elem as u64 / u64::from(w);
+        let mut worst = SimDuration::ZERO;
+        for e in 0..args.endpoints() {
+            let mut sends = Vec::new();
+            if w > 1 {
+                let step = net.message(e, net.peer(e, Dir::E)?, row_piece * elem)?;
+                sends.extend(std::iter::repeat_n(step, 2 * (w as usize - 1)));
+            }
+            if h > 1 {
+                let bytes = row_piece / u64::from(h) * elem;
+                let step = net.message(e, net.peer(e, Dir::S)?, bytes)?;
+                sends.extend(std::iter::repeat_n(step, 2 * (h as usize - 1)));
+            }
+            worst = worst.max(sequence(sends));
+        }
+        Ok(Some(worst))
+    }
+}
+
+/// How the SIPs' cube meshes form one grid.
+struct Layout {
+    n_sips: u32,
+    /// The SIP grid `(W, H)`; `None` for a ring (SIPs side by side).
+    sip_grid: Option<(u32, u32)>,
+    cube_w: u32,
+    cube_h: u32,
+}
+
+impl Layout {
+    fn new(n_sips: u32, sips: SipGrid, cube_w: u32, cube_h: u32) -> Layout {
+        let sip_grid = match sips {
+            SipGrid::Ring => None,
+            SipGrid::Torus { w, h } | SipGrid::Mesh { w, h } => Some((w, h)),
+        };
+        Layout {
+            n_sips,
+            sip_grid,
+            cube_w,
+            cube_h,
+        }
+    }
+
+    fn of(args: &KernelArgs) -> Layout {
+        let t = &args.tile;
+        Layout::new(t.n_sips, args.sip_grid, t.cube_w, t.cube_h)
+    }
+
+    /// The grid's width and height.
+    fn size(&self) -> (u32, u32) {
+        let (sw, sh) = self.sip_grid.unwrap_or((self.n_sips, 1));
+        (sw * self.cube_w, sh * self.cube_h)
+    }
+
+    /// Endpoint `e`'s place on the grid.
+    fn position(&self, e: u32) -> GridPos {
+        let cubes = self.cube_w * self.cube_h;
+        let (sip, cube) = (e / cubes, e % cubes);
+        let (sw, _) = self.sip_grid.unwrap_or((self.n_sips, 1));
+        let (w, h) = self.size();
+        GridPos {
+            x: sip % sw * self.cube_w + cube % self.cube_w,
+            y: sip / sw * self.cube_h + cube / self.cube_w,
+            w,
+            h,
+        }
+    }
+
+    /// The endpoint at grid position `(x, y)`.
+    fn endpoint(&self, x: u32, y: u32) -> usize {
+        let (sw, _) = self.sip_grid.unwrap_or((self.n_sips, 1));
+        let sip = y / self.cube_h * sw + x / self.cube_w;
+        let cube = y % self.cube_h * self.cube_w + x % self.cube_w;
+        (sip * self.cube_w * self.cube_h + cube) as usize
+    }
+
+    /// Endpoint `e`'s neighbours with wrap-around; none along a dimension
+    /// of length 1.
+    fn table(&self, e: u32) -> NeighborMap {
+        let p = self.position(e);
+        let mut table = NeighborMap::new();
+        if p.w > 1 {
+            table.insert(Dir::E, self.endpoint((p.x + 1) % p.w, p.y));
+            table.insert(Dir::W, self.endpoint((p.x + p.w - 1) % p.w, p.y));
+        }
+        if p.h > 1 {
+            table.insert(Dir::S, self.endpoint(p.x, (p.y + 1) % p.h));
+            table.insert(Dir::N, self.endpoint(p.x, (p.y + p.h - 1) % p.h));
+        }
+        table
+    }
+}
+
+async fn mesh_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
+    let cube = tl.program_id(1);
+    let layout = Layout::of(&args);
+    let p = layout.position(args.endpoint(cube) as u32);
+    let n = args.tile.n_elem;
+    let (w, h) = (p.w as usize, p.h as usize);
+    if n < w || n / w < h {
+        return Err(KernelError::failed(format!(
+            "mesh_allreduce: a tile of {n} elements cannot be cut into {w} row pieces of at \
+             least {h} elements (a {w}x{h} grid)"
+        )));
+    }
+    let tile = args.tile_addr(cube)?;
+    let acc = tl.load(tile, &[n], args.dtype).await?;
+    let row = Ring {
+        pos: p.x as usize,
+        len: w,
+        send: Dir::E,
+        recv: Dir::W,
+    };
+    let column = Ring {
+        pos: p.y as usize,
+        len: h,
+        send: Dir::S,
+        recv: Dir::N,
+    };
+    let row_pieces = chunked(0, w as u64, n as u64, args.dtype);
+    row.reduce_scatter(&tl, args.op, &acc, &row_pieces).await?;
+    let mine = row_pieces[(row.pos + 1) % w];
+    let column_pieces = chunked(mine.addr, h as u64, mine.n_elem, args.dtype);
+    column
+        .reduce_scatter(&tl, args.op, &acc, &column_pieces)
+        .await?;
+    finish_in_place(&tl, &args, &piece(&tl, &acc, column.owned(&column_pieces))?).await?;
+    column.all_gather(&tl, &acc, &column_pieces).await?;
+    row.all_gather(&tl, &acc, &row_pieces).await?;
+    tl.store(tile, &acc).await
+}
