@@ -158,7 +158,11 @@ fn ccl_yaml_ipcq_settings_reach_the_rings() {
     assert_eq!(sleep.simulated_ps, poll.simulated_ps);
     // The ring releases each slot once it has added or passed it on, so
     // one slot per ring is enough (the chunks then move in lockstep).
-    let one = run_with_ccl(&["ccl.defaults.ipcq.slots=1"], "ring_allreduce").unwrap();
+    let one = run_with_ccl(
+        &["ccl.algorithms.ring_allreduce.ipcq.slots=1"],
+        "ring_allreduce",
+    )
+    .unwrap();
     assert_eq!(one.checks_failed, 0, "{:?}", one.checks);
     assert!(one.simulated_ps >= sleep.simulated_ps);
 }
