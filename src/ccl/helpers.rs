@@ -514,16 +514,7 @@ pub fn span(pieces: &[Chunk], range: std::ops::Range<usize>) -> Chunk {
 
 /// The IPCQ directions recursive doubling uses, one per step (and one for
 /// the fold): the eight a table can hold.
-pub const DOUBLING_DIRS: [Dir; 8] = [
-    Dir::E,
-    Dir::W,
-    Dir::N,
-    Dir::S,
-    Dir::GlobalE,
-    Dir::GlobalW,
-    Dir::GlobalN,
-    Dir::GlobalS,
-];
+pub const DOUBLING_DIRS: [Dir; 8] = Dir::ALL;
 
 /// An endpoint's partners in recursive doubling / halving over `n`
 /// endpoints, with the standard fold for non-powers of two: the largest
