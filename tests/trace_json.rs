@@ -1,11 +1,11 @@
 //! The Chrome trace written by `kernbench::trace` for spans and events at
 //! known (fake) virtual times: structure, exact times, args, tracks and
-//! byte-for-byte determinism.
+//! processes, completion order and byte-for-byte determinism.
 
 use std::cell::Cell;
 
 use kernbench::sim::SimTime;
-use kernbench::trace::{ChromeTraceLayer, TraceHandle};
+use kernbench::trace::{ChromeTraceLayer, TraceHandle, TraceOptions};
 use serde_json::Value;
 use tracing::{info, info_span};
 use tracing_subscriber::layer::SubscriberExt;
@@ -27,6 +27,11 @@ fn set_ps(ps: u64) {
 fn scenario() -> TraceHandle {
     NOW.with(|now| now.set(None));
     let (layer, handle) = ChromeTraceLayer::new(fake_now);
+    play(layer);
+    handle
+}
+
+fn play(layer: ChromeTraceLayer) {
     tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
         info!("configuring");
         set_ps(0);
@@ -49,7 +54,6 @@ fn scenario() -> TraceHandle {
         set_ps(5_000_000);
         drop(kernel);
     });
-    handle
 }
 
 fn events(doc: &Value) -> &[Value] {
@@ -78,11 +82,12 @@ fn metadata_names_the_process_and_one_track_per_component() {
     let process = find(&doc, "M", "process_name");
     assert_eq!(
         (&process["pid"], &process["args"]["name"]),
-        (&1.into(), &"kernbench".into())
+        (&1.into(), &"sip0".into())
     );
-    assert_eq!(track_tid(&doc, "sip0.cube0.pe0"), 1);
-    assert_eq!(track_tid(&doc, "sip0.cube0.pe1"), 2);
+    assert_eq!(track_tid(&doc, "sip0.cube0.pe1"), 1, "its gemm ends first");
+    assert_eq!(track_tid(&doc, "sip0.cube0.pe0"), 2);
     let threads = events(&doc).iter().filter(|e| e["name"] == "thread_name");
+    assert!(threads.clone().all(|t| t["pid"] == 1), "both in sip0");
     assert_eq!(threads.count(), 2);
 }
 
@@ -137,25 +142,50 @@ fn fields_become_typed_args_and_tracks() {
 }
 
 #[test]
-fn events_are_sorted_by_time_and_untimed_ones_counted() {
+fn events_come_in_the_order_they_finish_and_untimed_ones_are_counted() {
     let handle = scenario();
     let doc = handle.to_value();
     let timed = events(&doc).iter().filter(|e| e["ph"] != "M");
     let starts: Vec<u64> = timed
         .map(|e| e["args"]["start_ps"].as_u64().unwrap())
         .collect();
-    assert_eq!(starts, [0, 1_000_000, 1_234_567, 2_000_000]);
+    // gemm ends at 1.5 us, the send is at 2 us, dma ends at 3 us, kernel at 5.
+    assert_eq!(starts, [1_000_000, 2_000_000, 1_234_567, 0]);
     assert_eq!(handle.untimed_dropped(), 1, "the configuring event");
     assert_eq!(doc["otherData"]["untimed_dropped"], 1);
 }
 
 #[test]
-fn two_runs_give_identical_bytes() {
+fn a_file_written_as_the_run_goes_has_the_same_bytes_as_memory() {
     let path =
         std::env::temp_dir().join(format!("kernbench-trace-json-{}.json", std::process::id()));
-    let guard = scenario().into_file(&path).unwrap();
+    NOW.with(|now| now.set(None));
+    let options = TraceOptions::default();
+    let (layer, guard) = ChromeTraceLayer::to_file_with_clock(&path, fake_now, options).unwrap();
+    play(layer);
     guard.finish().unwrap();
     let written = std::fs::read(&path).unwrap();
     std::fs::remove_file(&path).unwrap();
     assert_eq!(written, scenario().to_json().into_bytes());
+    assert_eq!(scenario().to_json(), scenario().to_json());
+}
+
+#[test]
+fn options_keep_a_window_and_matching_tracks() {
+    NOW.with(|now| now.set(None));
+    let options = TraceOptions {
+        window: "1.4us..2.5us".parse().unwrap(),
+        filter: "!*.pe1".parse().unwrap(),
+    };
+    let (layer, handle) = ChromeTraceLayer::in_memory(fake_now, options);
+    play(layer);
+    let doc = handle.to_value();
+    let names: Vec<&str> = events(&doc)
+        .iter()
+        .filter(|e| e["ph"] != "M")
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    // gemm (1 to 1.5 us) overlaps but is on pe1.
+    assert_eq!(names, ["send", "dma", "kernel"]);
+    assert_eq!(doc["otherData"]["filtered_out"], 1);
 }

@@ -1,8 +1,9 @@
-//! The `tracing` side: turning spans and events into timeline records.
+//! The `tracing` side: turning spans and events into trace events.
 
-use std::io;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
 use std::path::Path;
-use std::sync::{Arc, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
@@ -11,9 +12,9 @@ use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::{LookupSpan, SpanRef};
 
-use super::CompleteEvent;
-use super::output::{TraceFileGuard, TraceHandle};
-use super::timeline::{self, Record, SharedTimeline, Stamp, Timeline};
+use super::output::{SharedBuffer, TraceFileGuard, TraceHandle};
+use super::writer::{self, Args, Entry, SharedWriter, Writer};
+use super::{CompleteEvent, TraceOptions};
 use crate::sim::SimTime;
 
 /// Reads the current virtual time; `None` outside a simulation.
@@ -22,66 +23,102 @@ pub type Clock = fn() -> Option<SimTime>;
 /// The field that names a span's or event's track.
 const COMPONENT: &str = "component";
 
-/// A `tracing-subscriber` layer recording a virtual-time Chrome trace.
-///
-/// It buffers everything in memory; read it through the [`TraceHandle`] (or
-/// [`TraceFileGuard`]) returned with it.
+/// How much of a trace file is buffered before it is written.
+const FILE_BUFFER_BYTES: usize = 1 << 20;
+
+/// A `tracing-subscriber` layer writing a virtual-time Chrome trace as the
+/// run goes: to a file ([`TraceFileGuard`]) or to memory ([`TraceHandle`]).
 pub struct ChromeTraceLayer {
     clock: Clock,
-    timeline: SharedTimeline,
+    writer: SharedWriter,
 }
 
 /// A span still open: where and when it started, and its fields so far.
 struct OpenSpan {
-    stamp: Stamp,
+    start: SimTime,
     track: String,
     args: Map<String, Value>,
 }
 
 impl ChromeTraceLayer {
-    /// A layer reading time from `clock`, and the handle to its trace.
+    /// A layer reading time from `clock`, recording everything in memory,
+    /// and the handle to its trace.
     pub fn new(clock: Clock) -> (Self, TraceHandle) {
-        let timeline = SharedTimeline::default();
-        let handle = TraceHandle::new(Arc::clone(&timeline));
-        (ChromeTraceLayer { clock, timeline }, handle)
+        Self::in_memory(clock, TraceOptions::default())
     }
 
-    /// A layer reading the simulator's clock, [`crate::sim::try_now`].
+    /// A layer reading time from `clock`, recording in memory what
+    /// `options` keep, and the handle to its trace.
+    pub fn in_memory(clock: Clock, options: TraceOptions) -> (Self, TraceHandle) {
+        let buffer = Arc::new(Mutex::new(Vec::new()));
+        let out = Box::new(SharedBuffer(Arc::clone(&buffer)));
+        let layer = Self::writing(clock, out, options);
+        let handle = TraceHandle::new(Arc::clone(&layer.writer), buffer);
+        (layer, handle)
+    }
+
+    /// A layer reading the simulator's clock, [`crate::sim::try_now`],
+    /// recording everything in memory.
     pub fn with_sim_clock() -> (Self, TraceHandle) {
         Self::new(crate::sim::try_now)
     }
 
-    /// A layer reading the simulator's clock whose trace is written to `path`
-    /// when the guard is finished or dropped. The file is created now, so a
-    /// bad path is reported here rather than at the end of the run.
+    /// A layer reading the simulator's clock and writing everything to
+    /// `path`; see [`to_file_with_clock`](Self::to_file_with_clock).
     pub fn to_file(path: impl AsRef<Path>) -> io::Result<(Self, TraceFileGuard)> {
-        let (layer, handle) = Self::with_sim_clock();
-        Ok((layer, handle.into_file(path)?))
+        Self::to_file_with(path, TraceOptions::default())
     }
 
-    fn timeline(&self) -> MutexGuard<'_, Timeline> {
-        timeline::lock(&self.timeline)
+    /// A layer reading the simulator's clock and writing what `options`
+    /// keep to `path`; see [`to_file_with_clock`](Self::to_file_with_clock).
+    pub fn to_file_with(
+        path: impl AsRef<Path>,
+        options: TraceOptions,
+    ) -> io::Result<(Self, TraceFileGuard)> {
+        Self::to_file_with_clock(path, crate::sim::try_now, options)
     }
 
-    fn now(&self) -> Option<SimTime> {
-        (self.clock)()
+    /// A layer reading time from `clock` and writing what `options` keep to
+    /// `path` as events finish; the guard completes the file. The file is
+    /// created now, so a bad path is reported here rather than at the end
+    /// of the run.
+    pub fn to_file_with_clock(
+        path: impl AsRef<Path>,
+        clock: Clock,
+        options: TraceOptions,
+    ) -> io::Result<(Self, TraceFileGuard)> {
+        let path = path.as_ref().to_owned();
+        let file = BufWriter::with_capacity(FILE_BUFFER_BYTES, File::create(&path)?);
+        let layer = Self::writing(clock, Box::new(file), options);
+        let guard = TraceFileGuard::new(Arc::clone(&layer.writer), path);
+        Ok((layer, guard))
     }
 
-    /// Adds an event whose times the caller knows, see [`super::record_complete`].
+    fn writing(clock: Clock, out: Box<dyn Write + Send>, options: TraceOptions) -> Self {
+        let writer = Arc::new(Mutex::new(Writer::new(out, options)));
+        ChromeTraceLayer { clock, writer }
+    }
+
+    fn writer(&self) -> MutexGuard<'_, Writer> {
+        writer::lock(&self.writer)
+    }
+
+    /// A clock reading, counted as dropped if there is none.
+    fn reading(&self) -> Option<SimTime> {
+        let now = (self.clock)();
+        self.writer().reading(now)
+    }
+
+    /// Writes an event whose times the caller knows, see
+    /// [`super::record_complete`].
     pub(super) fn record_complete(&self, event: &CompleteEvent<'_>) {
-        let mut timeline = self.timeline();
-        let stamp = timeline.stamp_given(event.start);
-        let args = event
-            .args
-            .iter()
-            .map(|&(key, value)| (key.to_owned(), value.into()));
-        timeline.push(Record {
-            stamp,
-            dur: Some(event.end.saturating_since(event.start)),
-            track: event.track.to_owned(),
-            name: event.name.to_owned(),
+        self.writer().write(&Entry {
+            track: event.track,
+            name: event.name,
             category: event.category,
-            args: args.collect(),
+            start: event.start,
+            dur: Some(event.end.saturating_since(event.start)),
+            args: Args::Integers(event.args),
         });
     }
 }
@@ -92,7 +129,7 @@ where
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else { return };
-        let Some(stamp) = self.timeline().stamp(self.now()) else {
+        let Some(start) = self.reading() else {
             return;
         };
         let mut fields = Fields::default();
@@ -103,7 +140,7 @@ where
             .unwrap_or_else(|| span.metadata().target().to_owned());
         let args = fields.args;
         span.extensions_mut()
-            .replace(OpenSpan { stamp, track, args });
+            .replace(OpenSpan { start, track, args });
     }
 
     fn on_record(&self, id: &Id, values: &FieldValues<'_>, ctx: Context<'_, S>) {
@@ -124,7 +161,7 @@ where
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
-        let Some(stamp) = self.timeline().stamp(self.now()) else {
+        let Some(start) = self.reading() else {
             return;
         };
         let mut fields = Fields::default();
@@ -134,13 +171,14 @@ where
             .component
             .or_else(|| ctx.event_scope(event).and_then(inherited_track))
             .unwrap_or_else(|| meta.target().to_owned());
-        self.timeline().push(Record {
-            stamp,
-            dur: None,
-            track,
-            name: fields.message.unwrap_or_else(|| meta.name().to_owned()),
+        let name = fields.message.as_deref().unwrap_or_else(|| meta.name());
+        self.writer().write(&Entry {
+            track: &track,
+            name,
             category: meta.target(),
-            args: fields.args,
+            start,
+            dur: None,
+            args: Args::Fields(&fields.args),
         });
     }
 
@@ -149,17 +187,17 @@ where
         let Some(open) = span.extensions_mut().remove::<OpenSpan>() else {
             return;
         };
-        let now = self.now();
-        let mut timeline = self.timeline();
-        let end = timeline.end_time(now, open.stamp.at);
+        let now = (self.clock)();
+        let mut writer = self.writer();
+        let end = writer.end_time(now, open.start);
         let meta = span.metadata();
-        timeline.push(Record {
-            stamp: open.stamp,
-            dur: Some(end.saturating_since(open.stamp.at)),
-            track: open.track,
-            name: meta.name().to_owned(),
+        writer.write(&Entry {
+            track: &open.track,
+            name: meta.name(),
             category: meta.target(),
-            args: open.args,
+            start: open.start,
+            dur: Some(end.saturating_since(open.start)),
+            args: Args::Fields(&open.args),
         });
     }
 }
@@ -311,8 +349,8 @@ mod tests {
             drop(started);
         });
         let names: Vec<&str> = events.iter().map(|e| e["name"].as_str().unwrap()).collect();
-        assert_eq!(names, ["started", "inside"]);
-        assert_eq!(events[0]["args"]["dur_ps"], 0, "ends at the last time seen");
+        assert_eq!(names, ["inside", "started"], "in the order they finish");
+        assert_eq!(events[1]["args"]["dur_ps"], 0, "ends at the last time seen");
         assert_eq!(handle.untimed_dropped(), 2);
     }
 
@@ -325,6 +363,30 @@ mod tests {
             end: SimTime::from_ps(end),
             args: &[("bytes", 64)],
         }
+    }
+
+    #[test]
+    fn a_file_trace_is_the_memory_trace_and_valid_json() {
+        let path =
+            std::env::temp_dir().join(format!("kernbench-layer-{}.json", std::process::id()));
+        let scenario = || {
+            set_ps(3);
+            let _span = info_span!("op", component = "sip0.pe0");
+            info!(component = "host.rank0", "hello");
+        };
+        leave_simulation();
+        let (layer, guard) =
+            ChromeTraceLayer::to_file_with_clock(&path, fake_now, TraceOptions::default()).unwrap();
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), scenario);
+        guard.finish().unwrap();
+        let written = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        leave_simulation();
+        let (layer, handle) = ChromeTraceLayer::new(fake_now);
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), scenario);
+        assert_eq!(written, handle.to_json());
+        let doc: Value = serde_json::from_str(&written).unwrap();
+        assert_eq!(doc["traceEvents"].as_array().unwrap().len(), 2 * 4 + 2);
     }
 
     #[test]
@@ -377,7 +439,8 @@ mod tests {
             span.record("component", "b");
             info!(component = "a", "marker");
         });
-        assert_eq!(events[0]["args"]["bytes"], 128);
-        assert_ne!(events[0]["tid"], events[1]["tid"]);
+        let (marker, op) = (&events[0], &events[1]);
+        assert_eq!(op["args"]["bytes"], 128);
+        assert_ne!(op["tid"], marker["tid"]);
     }
 }

@@ -1,6 +1,6 @@
 //! Timelines: a `tracing` layer that stamps spans and events with **virtual**
 //! time and writes them as Chrome trace JSON (the Trace Event Format, opened
-//! by Perfetto and `chrome://tracing`).
+//! by Perfetto and `chrome://tracing`) while the run goes (ADR-0011).
 //!
 //! This module owns the mapping from `tracing` data to trace events:
 //!
@@ -8,19 +8,28 @@
 //!   creation to the virtual time of its close. Entering and exiting a span
 //!   (each `.await` of an instrumented future) does not matter.
 //! - An event becomes an instant event (`"ph":"i"`) named by its message.
+//! - [`record_complete`] writes a complete event whose times the caller
+//!   already knows (a server's reservation, a kernel's phase) without a span.
 //! - Fields become `args` (numbers stay numbers). The field `component`
 //!   instead names the track: one Chrome thread per component. Without it a
 //!   span or event inherits the track of its nearest recorded ancestor span,
 //!   and failing that uses its `tracing` target.
+//! - Tracks are grouped into Chrome processes by the first level of their
+//!   dotted names (`sip3.cube0.pe1` and `sip3.cube0.r0c0->...` in `sip3`,
+//!   `host.rank0` in `host`; names without a dot share `kernbench`).
 //! - Times are written in microseconds as exact decimals of the integer
 //!   picoseconds (`1234567` ps is `"ts":1.234567`); `args.start_ps` and
 //!   `args.dur_ps` repeat them as integers.
 //! - Spans and events seen while the clock reads `None` (outside a
-//!   simulation) are dropped and counted, see
-//!   [`TraceHandle::untimed_dropped`]. A span created in virtual time but
-//!   closed outside it ends at the last virtual time the layer saw.
-//! - Output is deterministic: events are sorted by time, then by the order
-//!   they were recorded; tracks are numbered in order of first appearance.
+//!   simulation) are dropped and counted (`otherData.untimed_dropped`). A
+//!   span created in virtual time but closed outside it ends at the last
+//!   virtual time the layer saw.
+//! - Events are written when they finish, in that order (viewers sort by
+//!   time); a track or process is announced just before its first event.
+//!   Memory does not grow with the trace's length, only with the number of
+//!   tracks and open spans. The same run gives the same bytes.
+//! - [`TraceOptions`] keep only a window of virtual time and tracks matching
+//!   name patterns; what they leave out is counted (`otherData.filtered_out`).
 //!
 //! It must not know any hardware: it knows virtual time, read through an
 //! injectable [`Clock`], and component names, which are opaque strings.
@@ -30,11 +39,18 @@
 //! out the timeline:
 //!
 //! ```no_run
-//! use kernbench::trace::ChromeTraceLayer;
+//! use kernbench::trace::{ChromeTraceLayer, TraceOptions};
 //! use tracing_subscriber::{EnvFilter, Layer, fmt, layer::SubscriberExt};
 //!
 //! let trace_file: Option<&str> = Some("trace.json"); // from `--trace FILE`
-//! let (chrome, guard) = trace_file.map(ChromeTraceLayer::to_file).transpose()?.unzip();
+//! let options = TraceOptions {
+//!     window: "10us..50us".parse()?,     // from `--trace-window`
+//!     filter: "sip0.*,!*->*".parse()?, // from `--trace-filter`
+//! };
+//! let (chrome, guard) = trace_file
+//!     .map(|path| ChromeTraceLayer::to_file_with(path, options))
+//!     .transpose()?
+//!     .unzip();
 //! let subscriber = tracing_subscriber::registry()
 //!     .with(fmt::layer().with_filter(EnvFilter::from_default_env()))
 //!     .with(chrome);
@@ -42,14 +58,16 @@
 //!     // run the simulation
 //! });
 //! guard.map(|g| g.finish()).transpose()?;
-//! # Ok::<(), std::io::Error>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 mod layer;
+mod options;
 mod output;
-mod timeline;
+mod writer;
 
 pub use layer::{ChromeTraceLayer, Clock};
+pub use options::{ComponentFilter, TraceOptionError, TraceOptions, TraceWindow};
 pub use output::{TraceFileGuard, TraceHandle};
 
 use crate::sim::SimTime;

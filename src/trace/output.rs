@@ -1,42 +1,61 @@
-//! Getting the trace out: in memory through a [`TraceHandle`], or into a file
-//! through a [`TraceFileGuard`].
+//! Where the trace goes: a file, written as the run goes and closed by a
+//! [`TraceFileGuard`], or a buffer in memory read through a [`TraceHandle`]
+//! (for tests and small runs).
 
-use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::Value;
 
-use super::timeline::{self, SharedTimeline};
+use super::writer::{self, SharedWriter};
 
-/// A reader of the trace a [`ChromeTraceLayer`](super::ChromeTraceLayer)
-/// records. Cheap to clone; every read is a snapshot of the spans closed and
-/// events recorded so far (spans still open are not in it).
+/// A byte buffer shared between the writer and the handles reading it.
+pub(super) struct SharedBuffer(pub Arc<Mutex<Vec<u8>>>);
+
+impl Write for SharedBuffer {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        let mut buffer = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        buffer.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A reader of a trace recorded in memory. Cheap to clone; every read is a
+/// complete document of the events written so far (spans still open are not
+/// in it).
 #[derive(Clone)]
 pub struct TraceHandle {
-    timeline: SharedTimeline,
+    writer: SharedWriter,
+    buffer: Arc<Mutex<Vec<u8>>>,
 }
 
 impl TraceHandle {
-    pub(super) fn new(timeline: SharedTimeline) -> Self {
-        TraceHandle { timeline }
+    pub(super) fn new(writer: SharedWriter, buffer: Arc<Mutex<Vec<u8>>>) -> Self {
+        TraceHandle { writer, buffer }
     }
 
     /// The trace as Chrome trace JSON text; identical inputs give identical
     /// bytes.
     pub fn to_json(&self) -> String {
-        timeline::lock(&self.timeline).to_json()
+        let writer = writer::lock(&self.writer);
+        let buffer = self.buffer.lock().unwrap_or_else(PoisonError::into_inner);
+        String::from_utf8_lossy(&buffer).into_owned() + &writer.tail()
     }
 
     /// The trace as a parsed JSON document (numbers become `f64`; use
     /// `args.start_ps` / `args.dur_ps` for exact times).
     pub fn to_value(&self) -> Value {
-        serde_json::from_str(&self.to_json()).expect("the trace renderer writes valid JSON")
+        serde_json::from_str(&self.to_json()).expect("the trace writer writes valid JSON")
     }
 
     /// `(start_ps, dur_ps)` of every span called `name` on track `track`,
-    /// in timeline order: what a test asserts on. Empty if the track does
-    /// not exist.
+    /// by start time: what a test asserts on. Empty if the track does not
+    /// exist.
     pub fn spans(&self, track: &str, name: &str) -> Vec<(u64, u64)> {
         let doc = self.to_value();
         let events = doc["traceEvents"].as_array().cloned().unwrap_or_default();
@@ -47,7 +66,7 @@ impl TraceHandle {
         else {
             return Vec::new();
         };
-        events
+        let mut spans: Vec<(u64, u64)> = events
             .iter()
             .filter(|e| e["ph"] == "X" && e["name"] == name && e["tid"] == tid)
             .filter_map(|e| {
@@ -56,40 +75,40 @@ impl TraceHandle {
                     e["args"]["dur_ps"].as_u64()?,
                 ))
             })
-            .collect()
+            .collect();
+        spans.sort();
+        spans
     }
 
     /// How many spans and events were dropped because the clock read `None`.
     pub fn untimed_dropped(&self) -> u64 {
-        timeline::lock(&self.timeline).untimed_dropped()
-    }
-
-    /// Creates `path` now and writes the trace into it when the returned
-    /// guard is finished or dropped.
-    pub fn into_file(self, path: impl AsRef<Path>) -> io::Result<TraceFileGuard> {
-        let path = path.as_ref().to_owned();
-        let file = File::create(&path)?;
-        Ok(TraceFileGuard {
-            handle: self,
-            path,
-            file: Some(file),
-        })
+        writer::lock(&self.writer).untimed_dropped()
     }
 }
 
-/// Writes the trace to its file once: on [`finish`](Self::finish), which
-/// reports errors, or else on drop, which prints them to stderr.
-#[must_use = "the trace file is written when the guard is finished or dropped"]
+/// Closes a trace file once: on [`finish`](Self::finish), which reports
+/// errors, or else on drop, which prints them to stderr. Events recorded
+/// after that are ignored.
+#[must_use = "the trace file is complete only when the guard is finished or dropped"]
 pub struct TraceFileGuard {
-    handle: TraceHandle,
+    writer: SharedWriter,
     path: PathBuf,
-    file: Option<File>,
+    finished: bool,
 }
 
 impl TraceFileGuard {
-    /// Writes the trace file now.
+    pub(super) fn new(writer: SharedWriter, path: PathBuf) -> Self {
+        TraceFileGuard {
+            writer,
+            path,
+            finished: false,
+        }
+    }
+
+    /// Completes the trace file now; the first write error of the whole
+    /// trace, if there was one.
     pub fn finish(mut self) -> io::Result<()> {
-        self.write()
+        self.close()
     }
 
     /// The file the trace goes to.
@@ -97,18 +116,18 @@ impl TraceFileGuard {
         &self.path
     }
 
-    fn write(&mut self) -> io::Result<()> {
-        let Some(mut file) = self.file.take() else {
-            return Ok(());
-        };
-        file.write_all(self.handle.to_json().as_bytes())?;
-        file.flush()
+    fn close(&mut self) -> io::Result<()> {
+        self.finished = true;
+        writer::lock(&self.writer).finish()
     }
 }
 
 impl Drop for TraceFileGuard {
     fn drop(&mut self) {
-        if let Err(err) = self.write() {
+        if self.finished {
+            return;
+        }
+        if let Err(err) = self.close() {
             eprintln!(
                 "kernbench: cannot write trace {}: {err}",
                 self.path.display()
@@ -123,7 +142,7 @@ mod tests {
 
     use super::*;
     use crate::sim::SimTime;
-    use crate::trace::ChromeTraceLayer;
+    use crate::trace::{ChromeTraceLayer, TraceOptions};
 
     fn at_one_us() -> Option<SimTime> {
         Some(SimTime::from_us(1))
@@ -133,18 +152,25 @@ mod tests {
         std::env::temp_dir().join(format!("kernbench-{}-{name}.json", std::process::id()))
     }
 
-    #[test]
-    fn guard_writes_the_trace_on_drop() {
-        let path = temp_path("guard-drop");
-        let (layer, handle) = ChromeTraceLayer::new(at_one_us);
-        let guard = handle.clone().into_file(&path).unwrap();
+    fn say_hello(layer: ChromeTraceLayer) {
         tracing::subscriber::with_default(
             tracing_subscriber::layer::SubscriberExt::with(tracing_subscriber::registry(), layer),
             || tracing::info!("hello"),
         );
+    }
+
+    #[test]
+    fn the_file_holds_what_memory_holds_once_the_guard_drops() {
+        let path = temp_path("guard-drop");
+        let options = TraceOptions::default();
+        let (layer, guard) =
+            ChromeTraceLayer::to_file_with_clock(&path, at_one_us, options).unwrap();
+        say_hello(layer);
         drop(guard);
         let written = fs::read_to_string(&path).unwrap();
         fs::remove_file(&path).unwrap();
+        let (layer, handle) = ChromeTraceLayer::new(at_one_us);
+        say_hello(layer);
         assert_eq!(written, handle.to_json());
         assert!(written.contains(r#""name":"hello""#), "{written}");
     }
@@ -158,8 +184,10 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn write_errors_are_reported_by_finish() {
-        let (_layer, handle) = ChromeTraceLayer::new(at_one_us);
-        let guard = handle.into_file("/dev/full").unwrap();
+        let options = TraceOptions::default();
+        let (layer, guard) =
+            ChromeTraceLayer::to_file_with_clock("/dev/full", at_one_us, options).unwrap();
+        say_hello(layer);
         assert!(guard.finish().is_err());
     }
 }
