@@ -21,10 +21,9 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-use tracing::Level;
-
 use super::{HwError, later};
 use crate::sim::{self, SimDuration, SimTime};
+use crate::trace::{self, CompleteEvent};
 
 /// What a server's busy periods are called in traces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,16 +45,16 @@ pub enum Activity {
 }
 
 impl Activity {
-    /// The trace span of one busy period on track `component`.
-    fn span(self, component: &str, bytes: u64) -> tracing::Span {
+    /// Its name in traces, and whether its jobs' bytes are shown there.
+    fn label(self) -> (&'static str, bool) {
         match self {
-            Activity::Packet => tracing::trace_span!("packet", component, bytes),
-            Activity::PcAccess => tracing::trace_span!("pc_access", component, bytes),
-            Activity::MemoryAccess => tracing::trace_span!("mem_access", component, bytes),
-            Activity::DmaIssue => tracing::trace_span!("dma_issue", component),
-            Activity::Dispatch => tracing::trace_span!("dispatch", component),
-            Activity::Gemm => tracing::trace_span!("gemm", component, bytes),
-            Activity::Math => tracing::trace_span!("math", component),
+            Activity::Packet => ("packet", true),
+            Activity::PcAccess => ("pc_access", true),
+            Activity::MemoryAccess => ("mem_access", true),
+            Activity::DmaIssue => ("dma_issue", false),
+            Activity::Dispatch => ("dispatch", false),
+            Activity::Gemm => ("gemm", true),
+            Activity::Math => ("math", false),
         }
     }
 }
@@ -249,7 +248,7 @@ impl SerialServer {
         while gaps.front().is_some_and(|gap| gap.1 <= now) {
             gaps.pop_front();
         }
-        let mut pieces = Pieces::new(tracing::span_enabled!(Level::TRACE));
+        let mut pieces = Pieces::new(trace::is_recording());
         let mut left = occupancy.as_ps();
         fill_gaps(&mut gaps, arrives, &mut left, &mut pieces);
         if left > 0 || pieces.first.is_none() {
@@ -292,18 +291,22 @@ impl SerialServer {
         }
     }
 
-    /// With a subscriber interested in TRACE spans, a daemon task opens a
-    /// span at the reservation's start and closes it at its end. It touches
-    /// no model state, so tracing never changes simulated times.
+    /// Writes the reservation to the trace being recorded, if any, as a
+    /// complete event on this server's track. It touches no model state, so
+    /// tracing never changes simulated times.
     fn trace(&self, reservation: Reservation, bytes: u64) {
-        if reservation.start == reservation.end || !tracing::span_enabled!(Level::TRACE) {
+        if reservation.start == reservation.end {
             return;
         }
-        let (name, activity) = (self.name.clone(), self.activity);
-        sim::spawn_daemon("hw-trace", async move {
-            sim::sleep_until(reservation.start).await;
-            let _span = activity.span(&name, bytes);
-            sim::sleep_until(reservation.end).await;
+        let (name, sized) = self.activity.label();
+        let with_bytes = [("bytes", bytes)];
+        trace::record_complete(&CompleteEvent {
+            track: &self.name,
+            name,
+            category: module_path!(),
+            start: reservation.start,
+            end: reservation.end,
+            args: if sized { &with_bytes } else { &[] },
         });
     }
 }
