@@ -24,7 +24,9 @@ use kernbench::harness::{figures, results, sweep, table};
 use kernbench::topology::{
     Fidelity, GraphView, Machine, Scope, TopologyError, TopologySpec, ViewError,
 };
-use kernbench::trace::{ChromeTraceLayer, TraceFileGuard};
+use kernbench::trace::{
+    ChromeTraceLayer, ComponentFilter, TraceFileGuard, TraceOptions, TraceWindow,
+};
 use kernbench::workloads::{self, Options, WorkloadError};
 
 /// Deterministic discrete-event simulator of the multi-device AHBM accelerator.
@@ -44,9 +46,19 @@ struct Cli {
     #[arg(long = "set", global = true, value_name = "KEY.PATH=VALUE")]
     set: Vec<String>,
 
-    /// Write a Chrome/Perfetto trace of the run to FILE.
+    /// Write a Chrome/Perfetto trace of the run to FILE (as the run goes).
     #[arg(long, global = true, value_name = "FILE")]
     trace: Option<PathBuf>,
+
+    /// Keep only trace events overlapping this window of simulated time,
+    /// e.g. `10us..50us`, `..2ms`, `150ns..`.
+    #[arg(long, global = true, value_name = "START..END", requires = "trace")]
+    trace_window: Option<TraceWindow>,
+
+    /// Keep only trace tracks whose component names match these globs; a
+    /// leading `!` drops instead, e.g. `sip0.*,!*->*` (SIP 0 without links).
+    #[arg(long, global = true, value_name = "PATTERN[,..]", requires = "trace")]
+    trace_filter: Option<ComponentFilter>,
 
     /// How transfers are simulated: `packet` (every packet at every hop, the
     /// reference) or `flow` (one reservation per hop, same uncontended times,
@@ -267,14 +279,19 @@ fn fidelity_names() -> clap::builder::PossibleValuesParser {
 /// equal, and, with `--trace FILE`, the virtual-time Chrome trace layer.
 /// The filter sits on the `fmt` layer only, so `RUST_LOG` does not thin out
 /// the timeline.
-fn init_tracing(trace: Option<&Path>) -> Result<Option<TraceFileGuard>, CliError> {
+fn init_tracing(cli: &Cli) -> Result<Option<TraceFileGuard>, CliError> {
+    let trace = cli.trace.as_deref();
+    let options = TraceOptions {
+        window: cli.trace_window.unwrap_or_default(),
+        filter: cli.trace_filter.clone().unwrap_or_default(),
+    };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
     let log = tracing_subscriber::fmt::layer()
         .without_time()
         .with_writer(io::stderr)
         .with_filter(filter);
     let (chrome, guard) = trace
-        .map(ChromeTraceLayer::to_file)
+        .map(|path| ChromeTraceLayer::to_file_with(path, options))
         .transpose()
         .map_err(|source| CliError::Trace {
             path: trace.unwrap_or(Path::new("")).to_path_buf(),
@@ -542,7 +559,7 @@ fn command() -> clap::Command {
 fn main() -> ExitCode {
     let matches = command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
-    let outcome = init_tracing(cli.trace.as_deref()).and_then(|guard| {
+    let outcome = init_tracing(&cli).and_then(|guard| {
         run(&cli, &matches)?;
         finish_trace(guard)
     });

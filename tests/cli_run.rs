@@ -4,6 +4,7 @@
 
 mod cli_common;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use cli_common::{TempDir, kernbench, stderr};
@@ -103,17 +104,112 @@ fn twice(dir: &TempDir, args: &[&str]) -> Vec<Vec<u8>> {
 }
 
 #[test]
-fn the_same_all_reduce_writes_a_byte_identical_trace_with_pe_tracks() {
+fn the_same_all_reduce_writes_a_byte_identical_trace_grouped_by_sip_with_phases() {
     let dir = TempDir::new("run-trace-ccl");
     let traces = twice(&dir, &["--bench", "ccl_allreduce"]);
     assert_eq!(traces[0], traces[1]);
-    let text = String::from_utf8_lossy(&traces[0]);
-    for track in ["sip0.cube0.pe0", "sip1.cube15.pe0"] {
-        assert!(text.contains(track), "no {track} track");
+    let trace: Value = serde_json::from_slice(&traces[0]).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let processes = named(events, "process_name");
+    for process in ["host", "sip0", "sip1"] {
+        assert!(processes.contains_key(process), "no process {process}");
     }
-    for phase in ["reduce", "broadcast"] {
-        let span = format!(r#""name":"{phase}","cat":"kernbench::tl::phase","ph":"X""#);
-        assert!(text.contains(&span), "no {phase} phase");
+    let threads = named(events, "thread_name");
+    for (track, (pid, _)) in &threads {
+        if let Some((sip, _)) = track.split_once('.').filter(|(p, _)| p.starts_with("sip")) {
+            assert_eq!(*pid, processes[sip].0, "{track} is not in {sip}'s process");
+        }
+    }
+    // Every endpoint (PE 0 of each of the 2 x 16 cubes) reduces on its own
+    // track, chunk by chunk; below the root of the reduction tree it also
+    // receives the broadcast.
+    let mut broadcasts = 0;
+    for sip in 0..2 {
+        for cube in 0..16 {
+            let track = format!("sip{sip}.cube{cube}.pe0");
+            let phases = phases_on(&track);
+            assert!(phases.contains(&"reduce"), "{track}: {phases:?}");
+            assert!(
+                phases.iter().all(|p| ["reduce", "broadcast"].contains(p)),
+                "{track}: {phases:?}"
+            );
+            broadcasts += usize::from(phases.contains(&"broadcast"));
+        }
+    }
+    assert_eq!(broadcasts, 2 * 16 - 1, "all but the root receive the result");
+}
+
+/// `(pid, tid)` of the processes or threads a trace names with metadata
+/// events called `what`, by name.
+fn named(events: &[Value], what: &str) -> BTreeMap<String, (Value, Value)> {
+    let named = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == what);
+    named
+        .map(|e| {
+            let name = e["args"]["name"].as_str().unwrap().to_owned();
+            (name, (e["pid"].clone(), e["tid"].clone()))
+        })
+        .collect()
+}
+
+#[test]
+fn a_trace_window_and_filter_keep_only_what_was_asked() {
+    let dir = TempDir::new("run-trace-window");
+    let args = [
+        "--trace",
+        "t.json",
+        "--trace-window",
+        "20us..30us",
+        "--trace-filter",
+        "sip1.*,!*->*",
+        "run",
+        "--bench",
+        "ccl_allreduce",
+    ];
+    let output = kernbench(dir.path(), &args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let trace: Value = serde_json::from_slice(&std::fs::read(dir.path().join("t.json")).unwrap())
+        .expect("the trace is valid JSON");
+    let events = trace["traceEvents"].as_array().unwrap();
+    let processes = named(events, "process_name");
+    assert_eq!(processes.keys().collect::<Vec<_>>(), ["sip1"]);
+    for track in named(events, "thread_name").keys() {
+        assert!(
+            track.starts_with("sip1.") && !track.contains("->"),
+            "{track}"
+        );
+    }
+    let timed: Vec<&Value> = events.iter().filter(|e| e["ph"] != "M").collect();
+    assert!(!timed.is_empty());
+    for event in timed {
+        let start = event["args"]["start_ps"].as_u64().unwrap();
+        let end = start + event["args"]["dur_ps"].as_u64().unwrap_or(0);
+        assert!(start <= 30_000_000 && end >= 20_000_000, "{event}");
+    }
+    assert!(trace["otherData"]["filtered_out"].as_u64().unwrap() > 0);
+    assert_eq!(trace["otherData"]["window"], "20 us..30 us");
+}
+
+#[test]
+fn bad_trace_options_are_usage_errors() {
+    let dir = TempDir::new("run-trace-usage");
+    let cases = [
+        (
+            &["--trace", "t.json", "--trace-window", "10us"][..],
+            "expected START..END",
+        ),
+        (
+            &["--trace", "t.json", "--trace-filter", "a,,b"][..],
+            "empty pattern",
+        ),
+        (&["--trace-window", "..10us"][..], "--trace <FILE>"),
+    ];
+    for (flags, message) in cases {
+        let args = [flags, &["run", "--bench", "gemm_single_pe"]].concat();
+        let output = kernbench(dir.path(), &args);
+        assert_eq!(output.status.code(), Some(2), "{flags:?}");
+        assert!(stderr(&output).contains(message), "{}", stderr(&output));
     }
 }
 
