@@ -1,6 +1,6 @@
 //! Timelines: a `tracing` layer that stamps spans and events with **virtual**
 //! time and writes them as Chrome trace JSON (the Trace Event Format, opened
-//! by Perfetto and `chrome://tracing`) while the run goes (ADR-0011).
+//! by Perfetto and `chrome://tracing`) while the run goes (ADR-0013).
 //!
 //! This module owns the mapping from `tracing` data to trace events:
 //!
