@@ -123,6 +123,14 @@ fn the_same_all_reduce_writes_a_byte_identical_trace_grouped_by_sip_with_phases(
     // Every endpoint (PE 0 of each of the 2 x 16 cubes) reduces on its own
     // track, chunk by chunk; below the root of the reduction tree it also
     // receives the broadcast.
+    let phases_on = |track: &str| -> Vec<&str> {
+        let (pid, tid) = &threads[track];
+        let on_track = events
+            .iter()
+            .filter(|e| e["pid"] == *pid && e["tid"] == *tid);
+        let phases = on_track.filter(|e| e["cat"] == "kernbench::tl::phase");
+        phases.map(|e| e["name"].as_str().unwrap()).collect()
+    };
     let mut broadcasts = 0;
     for sip in 0..2 {
         for cube in 0..16 {
@@ -136,7 +144,11 @@ fn the_same_all_reduce_writes_a_byte_identical_trace_grouped_by_sip_with_phases(
             broadcasts += usize::from(phases.contains(&"broadcast"));
         }
     }
-    assert_eq!(broadcasts, 2 * 16 - 1, "all but the root receive the result");
+    assert_eq!(
+        broadcasts,
+        2 * 16 - 1,
+        "all but the root receive the result"
+    );
 }
 
 /// `(pid, tid)` of the processes or threads a trace names with metadata
