@@ -21,13 +21,14 @@ use half::f16;
 use kernbench::mem::DType;
 use kernbench::runtime::launch::launch;
 use kernbench::runtime::{DPPolicy, Tensor, Torch};
-use kernbench::sim::{self, SimDuration};
+use kernbench::sim;
 use kernbench::tl::{Grid, Kernel, KernelError, Tl};
 use kernbench::topology::naming;
+use kernbench::workloads::gemm_check::{compare, operand, tflops};
 use kernbench::workloads::{
     Check, Definition, Figure, GemmDims, Options, Outcome, Param, WorkloadError,
 };
-use ndarray::{Array2, ArrayD};
+use ndarray::{Array2, Ix2};
 
 /// The workload's (and its kernel's) name.
 pub const NAME: &str = "gemm_single_pe";
@@ -137,7 +138,7 @@ async fn gemm(tl: Tl, args: GemmArgs) -> Result<(), KernelError> {
 async fn run(torch: Torch, dims: GemmDims) -> Result<Outcome, WorkloadError> {
     check_fits_tcm(&torch, dims)?;
     let GemmDims { m, k, n } = dims;
-    let (a_host, b_host) = (operand(m, k, 1), operand(k, n, 2));
+    let (a_host, b_host) = (operand::<f16>(m, k, 1), operand::<f16>(k, n, 2));
     let start = sim::now();
     let a = upload(&torch, "A", &a_host).await?;
     let b = upload(&torch, "B", &b_host).await?;
@@ -187,19 +188,12 @@ async fn run(torch: Torch, dims: GemmDims) -> Result<Outcome, WorkloadError> {
         Figure::real("achieved_tflops", tflops(flops, program)),
         Figure::real("peak_tflops", peak as f64 / 1e12),
     ];
-    let checks = result
-        .map(|c| vec![compare(&a_host, &b_host, &c)])
-        .unwrap_or_default();
+    let checks = match result.map(|c| c.into_dimensionality::<Ix2>()) {
+        Some(Ok(c)) => vec![compare(&a_host, &b_host, c.view())],
+        Some(Err(error)) => vec![Check::new("c_matches_reference", false, error.to_string())],
+        None => Vec::new(),
+    };
     Ok(Outcome { checks, figures })
-}
-
-/// A deterministic `rows × cols` f16 operand of multiples of ½ in `[-1, 1]`.
-fn operand(rows: usize, cols: usize, salt: u64) -> Array2<f16> {
-    Array2::from_shape_fn((rows, cols), |(r, c)| {
-        let i = (r * cols + c) as u64;
-        let mixed = i.wrapping_mul(2_654_435_761).wrapping_add(salt * 40_503) >> 13;
-        f16::from_f32(((mixed % 5) as f32 - 2.0) * 0.5)
-    })
 }
 
 /// A single-shard tensor named `name` holding `array`, on cube 0.
@@ -214,33 +208,4 @@ async fn upload(torch: &Torch, name: &str, array: &Array2<f16>) -> Result<Tensor
 /// The device address of a single-shard tensor.
 fn address(tensor: &Tensor) -> Result<u64, WorkloadError> {
     Ok(tensor.shards()?[0].addr)
-}
-
-/// `flops / time` in TFLOP/s (0 for no time).
-fn tflops(flops: u64, time: SimDuration) -> f64 {
-    if time == SimDuration::ZERO {
-        return 0.0;
-    }
-    flops as f64 / time.as_secs_f64() / 1e12
-}
-
-/// `C` against the f32 product of the same inputs.
-fn compare(a: &Array2<f16>, b: &Array2<f16>, c: &ArrayD<f16>) -> Check {
-    let reference = a.mapv(f16::to_f32).dot(&b.mapv(f16::to_f32));
-    let tolerance = f16::EPSILON.to_f32();
-    let (mut worst, mut outside) = (0.0f32, 0usize);
-    for (&got, &want) in c.iter().zip(reference.iter()) {
-        let error = (got.to_f32() - want).abs();
-        worst = worst.max(error);
-        outside += usize::from(error.is_nan() || error > tolerance * (want.abs() + 1.0));
-    }
-    let detail = format!(
-        "max |C - ref| = {worst:e} over {} elements; {outside} outside 2^-10 (|ref| + 1)",
-        reference.len()
-    );
-    Check::new(
-        "c_matches_reference",
-        outside == 0 && c.len() == reference.len(),
-        detail,
-    )
 }

@@ -18,8 +18,10 @@
 //!
 //! Knows the runtime and kernel APIs; nothing below uses it.
 
+pub mod gemm_check;
 mod options;
 mod report;
+pub mod tiled_gemm;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
