@@ -1,6 +1,7 @@
 //! `all_reduce(tensor, async_op=True)`: the collective runs while the
-//! caller goes on, `wait` returns when it is done, and the result and the
-//! collective's own time are those of the blocking call.
+//! caller goes on, `wait` returns when it is done (and the instant it
+//! finished), and the result and the collective's own time are those of
+//! the blocking call.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -30,8 +31,9 @@ enum Mode {
     Async(SimDuration),
 }
 
-/// Per rank: the time from the call to the result, and the values.
-type Results = Vec<(usize, SimDuration, Vec<f16>)>;
+/// Per rank: the time from the call to the result, from the call to the
+/// collective's end, and the values.
+type Results = Vec<(usize, SimDuration, SimDuration, Vec<f16>)>;
 
 /// Every rank fills its tensor with `rank + 1` and all-reduces it.
 fn all_reduce(mode: Mode) -> Results {
@@ -51,8 +53,11 @@ fn all_reduce(mode: Mode) -> Results {
                     .await?;
                 torch.distributed.barrier().await?;
                 let start = sim::now();
-                match mode {
-                    Mode::Blocking => torch.distributed.all_reduce(&t, ReduceOp::Sum).await?,
+                let finished = match mode {
+                    Mode::Blocking => {
+                        torch.distributed.all_reduce(&t, ReduceOp::Sum).await?;
+                        sim::now()
+                    }
                     Mode::Async(compute) => {
                         let work = torch.distributed.all_reduce_async(&t, ReduceOp::Sum)?;
                         assert!(
@@ -60,14 +65,14 @@ fn all_reduce(mode: Mode) -> Results {
                             "the call returns before the collective ends"
                         );
                         sim::sleep(compute).await;
-                        work.wait().await?;
+                        work.wait().await?
                     }
-                }
-                let time = sim::now() - start;
+                };
+                let (time, collective) = (sim::now() - start, finished - start);
                 let values = t.to_ndarray::<f16>().await?.unwrap();
                 results
                     .borrow_mut()
-                    .push((rank, time, values.into_iter().collect()));
+                    .push((rank, time, collective, values.into_iter().collect()));
                 Ok::<(), DistError>(())
             }
         })
@@ -86,7 +91,7 @@ fn async_all_reduce_gives_the_blocking_result_in_the_blocking_time() {
     let asynchronous = all_reduce(Mode::Async(SimDuration::ZERO));
     // Every tile of both ranks: 16 × 1 + 16 × 2.
     let expected = f16::from_f32((CUBES * (1 + 2)) as f32);
-    for (rank, _, values) in &asynchronous {
+    for (rank, _, _, values) in &asynchronous {
         assert!(values.iter().all(|&v| v == expected), "rank {rank}");
     }
     assert_eq!(blocking, asynchronous);
@@ -99,7 +104,10 @@ fn host_work_before_wait_overlaps_the_collective() {
     // Shorter host work is hidden entirely; longer work is what is waited.
     assert_eq!(all_reduce(Mode::Async(half))[0].1, alone);
     let longer = alone.checked_add(SimDuration::from_ns(100)).unwrap();
-    assert_eq!(all_reduce(Mode::Async(longer))[0].1, longer);
+    let late = &all_reduce(Mode::Async(longer))[0];
+    assert_eq!(late.1, longer);
+    // `wait` reports when the collective ended, not when it was waited for.
+    assert_eq!(late.2, alone);
 }
 
 #[test]

@@ -4,8 +4,9 @@
 //! The collective runs in a simulation task of its own, bound to the
 //! caller's rank, so the caller's host code goes on (launches the next
 //! kernel) while it runs; [`Work::wait`] returns when it has finished, with
-//! its error if it failed. A `Work` dropped without `wait` still runs to
-//! the end, as in torch.
+//! the instant it finished (so a caller can time the collective however
+//! late it waits) or its error. A `Work` dropped without `wait` still runs
+//! to the end, as in torch.
 //!
 //! Knows the simulation's tasks and the rank scope; nothing of algorithms.
 
@@ -13,12 +14,12 @@ use std::future::Future;
 
 use super::distributed::DistError;
 use super::worker;
-use crate::sim::{self, JoinHandle};
+use crate::sim::{self, JoinHandle, SimTime};
 
 /// A collective in flight; see the module docs.
 #[must_use = "a collective's errors surface through wait"]
 pub struct Work {
-    handle: JoinHandle<Result<(), DistError>>,
+    handle: JoinHandle<Result<SimTime, DistError>>,
 }
 
 impl Work {
@@ -29,7 +30,8 @@ impl Work {
     {
         let rank = worker::get_rank();
         let task = format!("rank{rank}.{name}");
-        let handle = sim::spawn(&task, worker::scope_rank(rank, collective));
+        let timed = async move { collective.await.map(|()| sim::now()) };
+        let handle = sim::spawn(&task, worker::scope_rank(rank, timed));
         Work { handle }
     }
 
@@ -38,8 +40,9 @@ impl Work {
         self.handle.is_finished()
     }
 
-    /// Waits until the collective has finished; its error if it failed.
-    pub async fn wait(self) -> Result<(), DistError> {
+    /// Waits until the collective has finished; the instant it finished,
+    /// or its error if it failed.
+    pub async fn wait(self) -> Result<SimTime, DistError> {
         self.handle.await.map_err(DistError::Work)?
     }
 }
