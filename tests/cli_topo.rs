@@ -145,3 +145,29 @@ fn topo_refuses_what_run_refuses_with_the_same_message() {
         assert_eq!(outcome(&["probe"]), run, "{sets:?}");
     }
 }
+
+/// A catalogue entry that cannot serve this machine (recursive doubling
+/// over 17 × 16 = 272 endpoints needs 9 IPCQ directions; a cube has 8) does
+/// not make the configuration invalid: `topo` and the default all-reduce
+/// load it, and the entry is refused (exit 2, naming it and its
+/// requirement) only when a run selects it.
+#[test]
+fn an_entry_that_does_not_fit_the_machine_is_refused_only_when_chosen() {
+    let dir = TempDir::new("topo-entry-fits-not");
+    let sips = ["--set", "system.sips.count=17"];
+    let topo = kernbench(dir.path(), &[&sips[..], &["topo"]].concat());
+    assert_eq!(topo.status.code(), Some(0), "{}", stderr(&topo));
+    let run = |algorithm: &str| {
+        let run = ["run", "--bench", "ccl_allreduce", "--algorithm", algorithm];
+        kernbench(dir.path(), &[&sips[..], &run].concat())
+    };
+    let chosen = run("rd_allreduce");
+    assert_eq!(chosen.status.code(), Some(2), "{}", stderr(&chosen));
+    let message = stderr(&chosen);
+    assert_eq!(message.lines().count(), 1, "{message}");
+    assert!(
+        message.starts_with("error: ") && message.contains("`rd_allreduce` requires"),
+        "{message}"
+    );
+    assert!(message.contains("272 endpoints"), "{message}");
+}

@@ -85,7 +85,7 @@ fn load(
 ) -> Result<Option<Vec<f32>>, StoreError> {
     Ok(store
         .bytes(addr, byte_len(dtype, elems))?
-        .map(|bytes| decode(dtype, bytes)))
+        .map(|bytes| decode(dtype, &bytes)))
 }
 
 /// `out (+)= a × b` with `f32` accumulation.
@@ -171,7 +171,7 @@ mod tests {
     }
 
     fn read(store: &MemoryStore, dtype: DType, addr: u64, elems: u64) -> Vec<f32> {
-        decode(dtype, store.read(addr, byte_len(dtype, elems)).unwrap())
+        decode(dtype, &store.read(addr, byte_len(dtype, elems)).unwrap())
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod compute;
 mod device;
 mod op;
 mod oplog;
+mod pages;
 mod store;
 mod virt;
 

@@ -563,6 +563,7 @@ fn elementwise(
     let (Some(a), Some(b)) = (store.bytes(lhs, len)?, store.bytes(rhs, len)?) else {
         return Ok(());
     };
+    let (a, b) = (&*a, &*b);
     let result = match dtype {
         DType::F32 => zip_elements(a, b, |x, y| {
             func.eval(f32::from_le_bytes(x), f32::from_le_bytes(y))
@@ -639,7 +640,7 @@ mod tests {
         };
         add.apply(&mut store).unwrap();
         let inf = f32::INFINITY;
-        assert_eq!(store.read(base, 8).unwrap(), f16s(&[1.5, 2.75, 0.0, inf]));
+        assert_eq!(&*store.read(base, 8).unwrap(), f16s(&[1.5, 2.75, 0.0, inf]));
         assert_eq!(add.name(), "add");
         assert_eq!(add.inputs(), [range(base, 8), range(base + 8, 8)]);
         assert_eq!(add.outputs(), [range(base, 8)]);
@@ -667,7 +668,7 @@ mod tests {
             };
             op.apply(&mut store).unwrap();
             assert_eq!(
-                store.read(base + 16, 8).unwrap(),
+                &*store.read(base + 16, 8).unwrap(),
                 f32s(&expected),
                 "{func:?}"
             );
@@ -684,7 +685,7 @@ mod tests {
             elems: 1,
         };
         op.apply(&mut store).unwrap();
-        assert_eq!(store.read(base + 36, 2).unwrap(), bf(3.0));
+        assert_eq!(&*store.read(base + 36, 2).unwrap(), bf(3.0));
     }
 
     #[test]

@@ -381,7 +381,7 @@ mod tests {
             .unwrap();
         log.apply(&mut store, "host", t(3), write(2)).unwrap();
         log.complete(dma, t(10)).unwrap();
-        assert_eq!(store.read(base, 8).unwrap(), [2, 2, 2, 2, 1, 1, 1, 1]);
+        assert_eq!(&*store.read(base, 8).unwrap(), [2, 2, 2, 2, 1, 1, 1, 1]);
         log.verify(&store).unwrap();
         assert_eq!(log.get(dma).unwrap().end(), Some(t(10)));
     }

@@ -1,10 +1,12 @@
-//! `MemoryStore`: the bytes of every memory, one contiguous buffer per
-//! mapped region.
+//! `MemoryStore`: the bytes of every memory, one sparse buffer per mapped
+//! region.
 //!
 //! Regions are keyed by device address in a `BTreeMap` (never a map per
-//! address or element): mapping 64 MiB costs one zeroed 64 MiB `Vec`, and a
-//! copy between regions is one `memcpy`. A region lies inside one memory
-//! ([`MemSpace`]); an access must lie inside one region.
+//! address or element). A region's bytes are pages allocated on the first
+//! non-zero write ([`Pages`]): mapping 64 MiB costs a table of 16 Ki page
+//! slots, and memory grows with the bytes written, not the bytes mapped. A
+//! region lies inside one memory ([`MemSpace`]); an access must lie inside
+//! one region.
 //!
 //! Regions are mapped explicitly ([`MemoryStore::map`], zero-filled), as
 //! the runtime does when it allocates; touching an unmapped byte is an
@@ -17,9 +19,11 @@
 //! the same in both modes. Only getting values out ([`MemoryStore::read`])
 //! differs: it fails with [`StoreError::DataOff`].
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
+use super::pages::Pages;
 use crate::topology::{AddressError, AddressMap, MemSpace};
 
 /// Whether a store holds bytes.
@@ -125,22 +129,21 @@ pub enum StoreError {
     },
 }
 
-/// One mapped region: its length and, with data on, its bytes.
+/// One mapped region: its length and, with data on, its bytes (with data
+/// off, no pages).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Region {
     len: u64,
-    bytes: Vec<u8>,
+    bytes: Pages,
 }
 
 /// A mapped region as seen from outside.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RegionView<'a> {
+pub struct RegionView {
     /// Device address of the first byte.
     pub addr: u64,
     /// Bytes in the region.
     pub len: u64,
-    /// The bytes, or `None` with data off.
-    pub bytes: Option<&'a [u8]>,
 }
 
 /// The first difference between two stores (see [`MemoryStore::diff`]).
@@ -234,18 +237,19 @@ impl MemoryStore {
         &self.map
     }
 
-    /// Bytes held in buffers (0 with data off).
+    /// Bytes held in allocated pages (0 with data off).
     pub fn resident_bytes(&self) -> u64 {
-        self.regions.values().map(|r| r.bytes.len() as u64).sum()
+        self.regions
+            .values()
+            .map(|r| r.bytes.resident() as u64)
+            .sum()
     }
 
     /// Mapped regions in address order.
-    pub fn regions(&self) -> impl Iterator<Item = RegionView<'_>> {
-        let mode = self.mode;
-        self.regions.iter().map(move |(&addr, region)| RegionView {
+    pub fn regions(&self) -> impl Iterator<Item = RegionView> {
+        self.regions.iter().map(|(&addr, region)| RegionView {
             addr,
             len: region.len,
-            bytes: (mode == DataMode::On).then_some(region.bytes.as_slice()),
         })
     }
 
@@ -268,8 +272,8 @@ impl MemoryStore {
             }
         }
         let bytes = match self.mode {
-            DataMode::On => vec![0; buffer_len(len)],
-            DataMode::Off => Vec::new(),
+            DataMode::On => Pages::zeroed(buffer_len(len)),
+            DataMode::Off => Pages::zeroed(0),
         };
         self.regions.insert(addr, Region { len, bytes });
         Ok(())
@@ -292,23 +296,23 @@ impl MemoryStore {
 
     /// The bytes at `[addr, addr + len)`; [`StoreError::DataOff`] with data
     /// off (after the addresses are checked).
-    pub fn read(&self, addr: u64, len: u64) -> Result<&[u8], StoreError> {
+    pub fn read(&self, addr: u64, len: u64) -> Result<Cow<'_, [u8]>, StoreError> {
         self.bytes(addr, len)?
             .ok_or(StoreError::DataOff { addr, len })
     }
 
     /// Writes `data` at `addr`.
     pub fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), StoreError> {
-        if let Some(target) = self.bytes_mut(addr, data.len() as u64)? {
-            target.copy_from_slice(data);
+        if let Some((region, at)) = self.located_mut(addr, data.len() as u64)? {
+            region.bytes.write(at, data);
         }
         Ok(())
     }
 
     /// Sets `len` bytes at `addr` to `value`.
     pub fn fill(&mut self, addr: u64, len: u64, value: u8) -> Result<(), StoreError> {
-        if let Some(target) = self.bytes_mut(addr, len)? {
-            target.fill(value);
+        if let Some((region, at)) = self.located_mut(addr, len)? {
+            region.bytes.fill(at, buffer_len(len), value);
         }
         Ok(())
     }
@@ -317,35 +321,27 @@ impl MemoryStore {
     /// memories. Overlapping ranges behave as if the source were read
     /// whole first.
     pub fn copy(&mut self, src: u64, dst: u64, len: u64) -> Result<(), StoreError> {
-        let (src_region, src_at) = self.locate(src, len)?;
-        let (dst_region, dst_at) = self.locate(dst, len)?;
-        if self.mode == DataMode::Off || len == 0 {
+        self.locate(src, len)?;
+        self.locate(dst, len)?;
+        let Some(data) = self.bytes(src, len)? else {
             return Ok(());
-        }
-        let n = buffer_len(len);
-        if src_region == dst_region {
-            let bytes = &mut self.region_mut(dst_region).bytes;
-            bytes.copy_within(src_at..src_at + n, dst_at);
-            return Ok(());
-        }
-        let mut target = std::mem::take(&mut self.region_mut(dst_region).bytes);
-        target[dst_at..dst_at + n]
-            .copy_from_slice(&self.regions[&src_region].bytes[src_at..src_at + n]);
-        self.region_mut(dst_region).bytes = target;
-        Ok(())
+        };
+        let data = data.into_owned();
+        self.write(dst, &data)
     }
 
     /// The first difference from `other`: regions (addresses and lengths)
     /// always, bytes when both stores keep them. `None` if they agree.
     pub fn diff(&self, other: &MemoryStore) -> Option<StoreDiff> {
-        let mut left = self.regions();
-        let mut right = other.regions();
+        let mut left = self.regions.iter();
+        let mut right = other.regions.iter();
         loop {
             let (l, r) = (left.next(), right.next());
             if l.is_none() && r.is_none() {
                 return None;
             }
-            if let Some(diff) = self.diff_regions(l, r) {
+            let bytes_kept = self.mode == DataMode::On && other.mode == DataMode::On;
+            if let Some(diff) = self.diff_regions(l, r, bytes_kept) {
                 return Some(diff);
             }
         }
@@ -353,29 +349,31 @@ impl MemoryStore {
 
     /// The bytes at `[addr, addr + len)` after checking them; `None` with
     /// data off.
-    pub(super) fn bytes(&self, addr: u64, len: u64) -> Result<Option<&[u8]>, StoreError> {
+    pub(super) fn bytes(&self, addr: u64, len: u64) -> Result<Option<Cow<'_, [u8]>>, StoreError> {
         let (region, at) = self.locate(addr, len)?;
         match self.mode {
             DataMode::Off => Ok(None),
-            DataMode::On if len == 0 => Ok(Some(&[])),
-            DataMode::On => Ok(Some(&self.regions[&region].bytes[at..at + buffer_len(len)])),
+            DataMode::On if len == 0 => Ok(Some(Cow::Borrowed(&[]))),
+            DataMode::On => Ok(Some(self.regions[&region].bytes.read(at, buffer_len(len)))),
         }
     }
 
-    fn bytes_mut(&mut self, addr: u64, len: u64) -> Result<Option<&mut [u8]>, StoreError> {
+    /// The region holding `[addr, addr + len)` and `addr`'s offset in it,
+    /// after checking them; `None` with data off or nothing to touch.
+    fn located_mut(
+        &mut self,
+        addr: u64,
+        len: u64,
+    ) -> Result<Option<(&mut Region, usize)>, StoreError> {
         let (region, at) = self.locate(addr, len)?;
         if self.mode == DataMode::Off || len == 0 {
             return Ok(None);
         }
-        Ok(Some(
-            &mut self.region_mut(region).bytes[at..at + buffer_len(len)],
-        ))
-    }
-
-    fn region_mut(&mut self, region: u64) -> &mut Region {
-        self.regions
+        let region = self
+            .regions
             .get_mut(&region)
-            .expect("located regions exist")
+            .expect("located regions exist");
+        Ok(Some((region, at)))
     }
 
     /// The region holding `[addr, addr + len)` and `addr`'s index in it.
@@ -423,40 +421,40 @@ impl MemoryStore {
     /// The difference between the `n`th regions of two stores, if any.
     fn diff_regions(
         &self,
-        left: Option<RegionView<'_>>,
-        right: Option<RegionView<'_>>,
+        left: Option<(&u64, &Region)>,
+        right: Option<(&u64, &Region)>,
+        bytes_kept: bool,
     ) -> Option<StoreDiff> {
         let layout = |addr, left: Option<u64>, right: Option<u64>| {
             Some(StoreDiff::Layout { addr, left, right })
         };
         match (left, right) {
-            (Some(l), Some(r)) if (l.addr, l.len) == (r.addr, r.len) => self.diff_bytes(l, r),
-            (Some(l), Some(r)) if l.addr == r.addr => layout(l.addr, Some(l.len), Some(r.len)),
-            (Some(l), Some(r)) if l.addr < r.addr => layout(l.addr, Some(l.len), None),
-            (_, Some(r)) => layout(r.addr, None, Some(r.len)),
-            (Some(l), None) => layout(l.addr, Some(l.len), None),
+            (Some((&l, lr)), Some((&r, rr))) if (l, lr.len) == (r, rr.len) => {
+                bytes_kept.then(|| self.diff_bytes(l, lr, rr)).flatten()
+            }
+            (Some((&l, lr)), Some((&r, rr))) if l == r => layout(l, Some(lr.len), Some(rr.len)),
+            (Some((&l, lr)), Some((&r, _))) if l < r => layout(l, Some(lr.len), None),
+            (_, Some((&r, rr))) => layout(r, None, Some(rr.len)),
+            (Some((&l, lr)), None) => layout(l, Some(lr.len), None),
             (None, None) => None,
         }
     }
 
-    fn diff_bytes(&self, l: RegionView<'_>, r: RegionView<'_>) -> Option<StoreDiff> {
-        let (a, b) = (l.bytes?, r.bytes?);
-        if a == b {
-            return None;
-        }
-        let index = a.iter().zip(b).position(|(x, y)| x != y)?;
-        let addr = l.addr + index as u64;
+    /// The first byte that differs between two regions mapped at `addr`.
+    fn diff_bytes(&self, addr: u64, left: &Region, right: &Region) -> Option<StoreDiff> {
+        let (at, left, right) = left.bytes.first_difference(&right.bytes)?;
+        let addr = addr + at as u64;
         let (space, _) = self.map.decode(addr).ok()?;
         Some(StoreDiff::Byte {
             addr,
             space,
-            left: a[index],
-            right: b[index],
+            left,
+            right,
         })
     }
 }
 
-/// A length already checked against a region (itself a `Vec`), as `usize`.
+/// A length already checked against a region, as `usize`.
 fn buffer_len(len: u64) -> usize {
     usize::try_from(len).expect("a region's length fits in memory")
 }
@@ -485,8 +483,10 @@ mod tests {
     fn regions_are_zeroed_and_disjoint() {
         let mut store = MemoryStore::new(map());
         store.map(at(HBM, 0x100), 0x100).unwrap();
-        assert_eq!(store.read(at(HBM, 0x1f0), 16).unwrap(), [0; 16]);
-        assert_eq!(store.resident_bytes(), 0x100);
+        assert_eq!(&*store.read(at(HBM, 0x1f0), 16).unwrap(), [0; 16]);
+        assert_eq!(store.resident_bytes(), 0, "no page until a non-zero write");
+        store.write(at(HBM, 0x1f0), &[1]).unwrap();
+        assert_eq!(store.resident_bytes(), 0x100, "one (short) page");
         let err = store.map(at(HBM, 0x80), 0x81).unwrap_err();
         assert!(matches!(err, StoreError::Overlaps { region, .. } if region == at(HBM, 0x100)));
         store.map(at(HBM, 0x80), 0x80).unwrap();
@@ -537,10 +537,10 @@ mod tests {
         store.map(tcm, 8).unwrap();
         store.write(hbm, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
         store.copy(hbm, hbm + 2, 6).unwrap();
-        assert_eq!(store.read(hbm, 8).unwrap(), [1, 2, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(&*store.read(hbm, 8).unwrap(), [1, 2, 1, 2, 3, 4, 5, 6]);
         store.copy(hbm + 4, tcm + 1, 4).unwrap();
         store.fill(tcm + 5, 3, 9).unwrap();
-        assert_eq!(store.read(tcm, 8).unwrap(), [0, 3, 4, 5, 6, 9, 9, 9]);
+        assert_eq!(&*store.read(tcm, 8).unwrap(), [0, 3, 4, 5, 6, 9, 9, 9]);
         store.copy(hbm, tcm, 0).unwrap();
     }
 
@@ -560,7 +560,7 @@ mod tests {
             store.copy(hbm, hbm + (64 << 20) - 8, 16),
             Err(StoreError::Straddles { .. })
         ));
-        assert_eq!(store.regions().next().unwrap().bytes, None);
+        assert_eq!(store.regions().next().unwrap().len, 64 << 20);
     }
 
     #[test]

@@ -43,7 +43,7 @@ use super::tensor::{Tensor, TensorError};
 use super::work::Work;
 use super::worker;
 use crate::ccl::cost::{CostError, Network};
-use crate::ccl::registry::{self, UnknownAlgorithm};
+use crate::ccl::registry::UnknownAlgorithm;
 use crate::ccl::topology::TopologyError;
 use crate::ccl::{CclConfig, Collective};
 use crate::config::ConfigError;
@@ -538,17 +538,17 @@ impl Distributed {
     }
 }
 
-/// Every check `init_process_group` makes, for every algorithm entry of
-/// `ccl` (as the collective its algorithm implements) and for the default
-/// group, on `machine`. Run when a configuration is loaded, so that every
-/// command refuses what a run would, with the same message.
+/// Every check `init_process_group` makes for the default group on
+/// `machine` (each collective's default entry resolved for it), and the
+/// machine-independent checks of every other entry (module, `params`). Run
+/// when a configuration is loaded, so that every command refuses what a
+/// run would, with the same message. An entry that is not a default and
+/// cannot serve this machine (e.g. recursive doubling beyond its IPCQ
+/// directions) is refused when a run selects it, not at load: a catalogue
+/// is valid on machines some of its entries do not fit.
 pub fn check_config(machine: &Machine, ccl: &CclConfig) -> Result<(), DistError> {
     for name in ccl.algorithm_names() {
-        let Some(config) = ccl.algorithm(name) else {
-            continue;
-        };
-        let collective = registry::find(config.module)?.collective();
-        Plan::resolve(machine, ccl, collective, name)?;
+        Plan::check_entry(ccl, name)?;
     }
     Group::build(machine, ccl, None).map(drop)
 }

@@ -90,10 +90,7 @@ impl Plan {
         collective: Collective,
         entry: &str,
     ) -> Result<Plan, DistError> {
-        let config = ccl
-            .algorithm(entry)
-            .ok_or_else(|| DistError::NoSuchEntry(entry.to_owned()))?;
-        let algorithm = registry::find(config.module)?;
+        let (config, algorithm, params) = Plan::check_entry(ccl, entry)?;
         let implements = algorithm.collective();
         if implements != collective {
             return Err(DistError::WrongCollective {
@@ -111,8 +108,6 @@ impl Plan {
         )
         .map_err(|e| refusal(entry, e.to_string()))?;
         check_requirements(entry, algorithm.as_ref(), &config, &shape)?;
-        let params = Params::check(config.module, algorithm.params(), config.params)
-            .map_err(|e| refusal(entry, e.to_string()))?;
         algorithm
             .supports(&shape, &params)
             .map_err(|reason| refusal(entry, format!("`{}` requires: {reason}", config.module)))?;
@@ -132,6 +127,23 @@ impl Plan {
             ipcq: config.ipcq,
             network: OnceCell::new(),
         })
+    }
+
+    /// The checks of ccl.yaml's `entry` that do not depend on the machine:
+    /// it exists, its module is a registered algorithm and its `params`
+    /// are the algorithm's. Whether it can serve a machine is known only
+    /// when it is resolved for one ([`Plan::resolve`]).
+    pub fn check_entry<'c>(
+        ccl: &'c CclConfig,
+        entry: &str,
+    ) -> Result<(Algorithm<'c>, Box<dyn CclAlgorithm>, Params), DistError> {
+        let config = ccl
+            .algorithm(entry)
+            .ok_or_else(|| DistError::NoSuchEntry(entry.to_owned()))?;
+        let algorithm = registry::find(config.module)?;
+        let params = Params::check(config.module, algorithm.params(), config.params)
+            .map_err(|e| refusal(entry, e.to_string()))?;
+        Ok((config, algorithm, params))
     }
 
     /// The IPCQ network, installed on `device` at the first call.

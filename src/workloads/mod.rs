@@ -99,15 +99,17 @@ pub enum WorkloadError {
 
 impl WorkloadError {
     /// Whether the caller asked for something wrong (an unknown workload,
-    /// an undeclared parameter, a value it cannot use): a usage error, exit
+    /// an undeclared parameter, a value it cannot use, a ccl.yaml entry
+    /// `init_process_group` refuses for this machine): a usage error, exit
     /// code 2 on the CLI.
     pub fn is_usage(&self) -> bool {
-        matches!(
-            self,
+        match self {
             WorkloadError::Unknown { .. }
-                | WorkloadError::UnusedOption { .. }
-                | WorkloadError::BadOption(_)
-        )
+            | WorkloadError::UnusedOption { .. }
+            | WorkloadError::BadOption(_) => true,
+            WorkloadError::Dist(error) => error.is_config(),
+            _ => false,
+        }
     }
 }
 
