@@ -193,14 +193,15 @@ fn run(args: &Args) -> Result<bool, Box<dyn Error>> {
         let wrong = report["checks_failed"].as_u64().unwrap_or(0);
         all_ok &= wrong == 0;
         let us = figure("allreduce_ps").as_u64().unwrap_or(0) as f64 / 1e6;
-        let dtype = match figure("dtype") {
-            Value::String(dtype) => dtype,
-            _ => "half".to_owned(),
+        let text = |name: &str| match figure(name) {
+            Value::String(text) => text,
+            _ => "-".to_owned(),
         };
         println!(
-            " {size:>11} {:>10} {dtype:>6} {:>6} {us:>12.3} {:>9.3} {:>9.3} {wrong:>7}",
-            size / 2,
-            "sum",
+            " {size:>11} {:>10} {:>6} {:>6} {us:>12.3} {:>9.3} {:>9.3} {wrong:>7}",
+            figure("count"),
+            text("dtype"),
+            text("op"),
             real("algbw_gbps"),
             real("busbw_gbps"),
         );

@@ -136,7 +136,7 @@ fn a_gemm_larger_than_the_tcm_is_refused_naming_the_key() {
 fn misuse_is_reported() {
     let unknown = run("nope", false, None).unwrap_err().to_string();
     assert!(
-        unknown.starts_with("no workload named `nope` (known: ccl_allreduce, "),
+        unknown.starts_with("no workload named `nope` (known: ccl_allgather, ccl_allreduce, "),
         "{unknown}"
     );
     let shape = run("va_offset_verify", false, Some(SMALL))

@@ -19,7 +19,6 @@
 //! of the same inputs within the output type's rounding.
 
 use half::{bf16, f16};
-use kernbench::runtime::tensor::dtype_name;
 use kernbench::runtime::{Tensor, Torch};
 use kernbench::sim::SimDuration;
 use kernbench::workloads::gemm_check::{Input, InputType, compare, operand, tflops};
@@ -141,7 +140,7 @@ async fn run<T: Input>(torch: Torch, dims: GemmDims) -> Result<Outcome, Workload
         tensor.free()?;
     }
     let peak = spec.pe.peak_flops() * u64::from(shape.0) * u64::from(shape.1);
-    let mut figures = vec![Figure::text("dtype", dtype_name(T::DTYPE))];
+    let mut figures = vec![Figure::text("dtype", T::DTYPE.name())];
     figures.extend(gemm_figures(
         dims,
         &plan,

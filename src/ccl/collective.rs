@@ -138,6 +138,21 @@ impl ReduceOp {
     }
 }
 
+impl std::str::FromStr for ReduceOp {
+    type Err = String;
+
+    /// A [`name`](ReduceOp::name); anything else is an error listing them.
+    fn from_str(text: &str) -> Result<ReduceOp, String> {
+        ReduceOp::parse(text).ok_or_else(|| {
+            let names: Vec<_> = ReduceOp::ALL.iter().map(|op| op.name()).collect();
+            format!(
+                "`{text}` is not a reduction (expected one of {})",
+                names.join(", ")
+            )
+        })
+    }
+}
+
 impl fmt::Display for ReduceOp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let name = match self {
@@ -369,6 +384,11 @@ mod tests {
             assert_eq!(ReduceOp::parse(op.name()), Some(op));
         }
         assert_eq!(ReduceOp::parse("mean"), None);
+        assert_eq!(
+            "mean".parse::<ReduceOp>().unwrap_err(),
+            "`mean` is not a reduction (expected one of sum, prod, min, max, avg)"
+        );
+        assert_eq!("prod".parse::<ReduceOp>(), Ok(ReduceOp::Product));
         assert_eq!(ReduceOp::Avg.binary(), BinaryFn::Add);
         assert_eq!(ReduceOp::Product.binary(), BinaryFn::Mul);
     }

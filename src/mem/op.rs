@@ -43,12 +43,48 @@ pub enum DType {
 }
 
 impl DType {
+    /// Every element type, in the order users are told them.
+    pub const ALL: [DType; 3] = [DType::F16, DType::BF16, DType::F32];
+
+    /// The name users write (`f16`, `bf16`, `f32`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+        }
+    }
+
     /// Bytes per element.
     pub const fn size(self) -> u64 {
         match self {
             DType::F32 => 4,
             DType::F16 | DType::BF16 => 2,
         }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for DType {
+    type Err = String;
+
+    /// A [`name`](DType::name); anything else is an error listing them.
+    fn from_str(text: &str) -> Result<DType, String> {
+        DType::ALL
+            .into_iter()
+            .find(|d| d.name() == text)
+            .ok_or_else(|| {
+                let names: Vec<_> = DType::ALL.iter().map(|d| d.name()).collect();
+                format!(
+                    "`{text}` is not a dtype (expected one of {})",
+                    names.join(", ")
+                )
+            })
     }
 }
 
@@ -604,6 +640,17 @@ fn zip_elements<const N: usize>(
 mod tests {
     use super::*;
     use crate::topology::{AddressMap, MemSpace, TopologySpec};
+
+    #[test]
+    fn dtypes_parse_their_names_and_list_them_otherwise() {
+        for dtype in DType::ALL {
+            assert_eq!(dtype.name().parse::<DType>(), Ok(dtype));
+        }
+        assert_eq!(
+            "f64x".parse::<DType>().unwrap_err(),
+            "`f64x` is not a dtype (expected one of f16, bf16, f32)"
+        );
+    }
 
     fn store() -> (MemoryStore, u64) {
         let spec = TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap();

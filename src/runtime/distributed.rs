@@ -371,6 +371,13 @@ impl Distributed {
         Ok(self.group("endpoints")?.plan(collective)?.endpoints())
     }
 
+    /// The cube of `collective`'s root endpoint on the root rank of a
+    /// rooted call (`broadcast`, `reduce`): ccl.yaml's `root_cube`, 0 if
+    /// unset.
+    pub fn root_cube(&self, collective: Collective) -> Result<usize, DistError> {
+        Ok(self.group("root_cube")?.plan(collective)?.root_cube())
+    }
+
     /// `collective`'s IPCQ network (e.g. for `tl::pointer_dump`),
     /// installed if it was not yet.
     pub fn network(&self, collective: Collective) -> Result<Rc<IpcqNetwork>, DistError> {

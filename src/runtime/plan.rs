@@ -241,6 +241,12 @@ impl Plan {
         self.shape.endpoints()
     }
 
+    /// The cube of a rooted call's root endpoint: ccl.yaml's `root_cube`,
+    /// 0 if unset.
+    pub fn root_cube(&self) -> usize {
+        self.shape.root_cube.unwrap_or(0) as usize
+    }
+
     /// The wired IPCQ endpoints: where each runs and its table.
     pub fn wired(&self) -> &Endpoints {
         &self.endpoints

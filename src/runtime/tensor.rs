@@ -79,15 +79,6 @@ element!(f32, DType::F32);
 element!(f16, DType::F16);
 element!(bf16, DType::BF16);
 
-/// The name of a dtype as users write it.
-pub fn dtype_name(dtype: DType) -> &'static str {
-    match dtype {
-        DType::F32 => "f32",
-        DType::F16 => "f16",
-        DType::BF16 => "bf16",
-    }
-}
-
 /// What a tensor operation could not do; every variant names the tensor.
 #[derive(Debug, thiserror::Error)]
 pub enum TensorError {
@@ -105,7 +96,7 @@ pub enum TensorError {
         array: Vec<usize>,
     },
     /// The array's element type is not the tensor's dtype.
-    #[error("tensor {name} holds {} but the array holds {}", dtype_name(*.tensor), dtype_name(*.array))]
+    #[error("tensor {name} holds {} but the array holds {}", .tensor.name(), .array.name())]
     DTypeMismatch {
         /// The tensor.
         name: String,

@@ -15,7 +15,6 @@ use ndarray::{Array2, ArrayView2};
 use super::Check;
 use crate::mem::DType;
 use crate::runtime::Element;
-use crate::runtime::tensor::dtype_name;
 use crate::sim::SimDuration;
 
 /// A GEMM input element type (`--dtype`): f16 or bf16, accumulated in f32.
@@ -40,7 +39,7 @@ impl InputType {
 
 impl fmt::Display for InputType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(dtype_name(self.dtype()))
+        f.write_str(self.dtype().name())
     }
 }
 

@@ -18,6 +18,7 @@
 //!
 //! Knows the runtime and kernel APIs; nothing below uses it.
 
+pub mod collective;
 pub mod gemm_check;
 mod options;
 mod report;
@@ -39,7 +40,7 @@ use crate::sim::{JoinError, SimError, SimTime, Simulation};
 use crate::topology::Machine;
 
 /// The workload modules (public: their helpers are API, e.g.
-/// `ccl_allreduce::bandwidths`) and the registry table.
+/// `ccl_allreduce::pattern`) and the registry table.
 mod generated {
     use super::Workload;
     include!(concat!(env!("OUT_DIR"), "/workloads.rs"));

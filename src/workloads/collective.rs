@@ -1,0 +1,648 @@
+//! The collective workloads' shared driver (`ccl_allreduce`,
+//! `ccl_allgather`, `ccl_reducescatter`, `ccl_broadcast`, `ccl_reduce`,
+//! `ccl_alltoall`, each a file of `workloads/` that calls [`run`] with its
+//! [`Collective`]): one `torch.distributed` call on every rank (rank =
+//! SIP) between barriers, the time between them, nccl-tests' bandwidths
+//! and, with `--verify-data`, the results checked.
+//!
+//! Parameters ([`PARAMS`], [`REDUCING_PARAMS`]): `--algorithm` (the
+//! ccl.yaml entry; default: the `defaults` entry of the collective),
+//! `--dtype f16|bf16|f32` (default f16), `--op sum|prod|min|max|avg` for
+//! the reducing calls (default sum) and `--size`, the input bytes per rank
+//! (default: ccl.yaml's `n_elem` per block).
+//!
+//! Tensors: every rank places a `(cubes, tile)` tensor of the dtype with
+//! `DPPolicy(cube=row_wise, pe=replicate, num_cubes=cubes, num_pes=1)`
+//! (one tile per cube, seed ADR-0032 D2) and, for the out-of-place calls,
+//! an output of the same placement. Participants are the endpoints (PE 0
+//! of every cube of every rank, `n = ranks × cubes`); a tile holds one
+//! block of `n_elem` elements, or one block per endpoint for the input of
+//! `reduce_scatter` / `all_to_all` and the output of `all_gather` /
+//! `all_to_all`. Before anything is allocated, a cube's tiles must fit its
+//! HBM and one block a PE's TCM (every kernel of the catalogue holds a
+//! block in TCM scratch while it combines or forwards it).
+//!
+//! Bandwidths (nccl-tests' PERFORMANCE.md, with `n` = endpoints, the
+//! participants that exchange data, and `S` the bytes per participant
+//! nccl-tests counts — the output of `all_gather`, the input otherwise):
+//! `algbw = S / t`, `busbw = algbw × f` with `f = 2 (n − 1) / n` for
+//! all_reduce, `(n − 1) / n` for all_gather, reduce_scatter and all_to_all,
+//! and 1 for broadcast and reduce ([`busbw_factor`]). `all_reduce` also
+//! reports its algorithm's α-β cost model `model_ps` when it states one
+//! (`CclAlgorithm::model`, a lower bound of the time).
+//!
+//! Timing only (no `--verify-data`): no host array of tensor size is built,
+//! filled, read or compared (`Tensor::copy_timing_only`). With
+//! `--verify-data`: inputs are seeded pseudo-random values in `[-1, 1)`
+//! (`[0.5, 1.5)` for `prod`), rounded to the dtype, and the check costs
+//! O(bytes): copies must be exact; a reduction must be within [`bound`] of
+//! an f64 reference, and overflow (a non-finite result, or a reference
+//! beyond the dtype's range) is a failure, never `inf == inf`; the calls
+//! whose result every endpoint holds must leave the same bits on every
+//! endpoint.
+
+use half::{bf16, f16};
+use ndarray::Array2;
+
+use super::{ByteSize, Check, Figure, Options, Outcome, Param, WorkloadError};
+use crate::ccl::{Collective, ReduceOp};
+use crate::mem::{DType, DataMode};
+use crate::runtime::{DPPolicy, Distributed, Split, Tensor, Torch, get_rank, spawn};
+use crate::sim::{self, SimDuration};
+
+const ALGORITHM: Param = Param {
+    name: "algorithm",
+    value_name: "NAME",
+    help: "The ccl.yaml algorithm entry to run (default: the collective's defaults entry)",
+};
+
+const DTYPE: Param = Param {
+    name: "dtype",
+    value_name: "DTYPE",
+    help: "Element type: f16, bf16 or f32 (default f16)",
+};
+
+const OP: Param = Param {
+    name: "op",
+    value_name: "OP",
+    help: "Reduction: sum, prod, min, max or avg (default sum)",
+};
+
+const SIZE: Param = Param {
+    name: "size",
+    value_name: "BYTES",
+    help: "Input bytes per rank, K/M/G suffixes allowed (default: ccl.yaml's n_elem per block)",
+};
+
+/// The parameters of a collective that reduces nothing.
+pub const PARAMS: &[Param] = &[ALGORITHM, DTYPE, SIZE];
+
+/// The parameters of a reducing collective (`--op` added).
+pub const REDUCING_PARAMS: &[Param] = &[ALGORITHM, DTYPE, OP, SIZE];
+
+/// What one rank's call needs and returns.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    collective: Collective,
+    op: ReduceOp,
+    dtype: DType,
+    cubes: usize,
+    endpoints: usize,
+    n_elem: usize,
+    /// The endpoint a rooted call reads or writes: cube `root_cube` of
+    /// rank 0.
+    root: usize,
+}
+
+impl Shape {
+    /// Blocks per input and per output tile (0: in place).
+    fn blocks(&self) -> (usize, usize) {
+        let n = self.endpoints;
+        match self.collective {
+            Collective::AllGather => (1, n),
+            Collective::ReduceScatter => (n, 1),
+            Collective::AllToAll => (n, n),
+            _ => (1, 0),
+        }
+    }
+
+    /// Bytes of one block.
+    fn block_bytes(&self) -> u128 {
+        self.n_elem as u128 * u128::from(self.dtype.size())
+    }
+
+    /// Elements of the input per rank.
+    fn rank_elements(&self) -> usize {
+        self.cubes * self.blocks().0 * self.n_elem
+    }
+}
+
+/// One rank's result.
+struct RankResult {
+    time: SimDuration,
+    model: Option<SimDuration>,
+    /// The rank's result tiles as f64, cube-major, with data on.
+    values: Option<Vec<f64>>,
+}
+
+/// Runs `collective` on every rank (see the module docs).
+pub async fn run(
+    torch: Torch,
+    options: Options,
+    collective: Collective,
+) -> Result<Outcome, WorkloadError> {
+    let dist = torch.distributed.clone();
+    match options.get::<String>("algorithm")? {
+        Some(name) => dist.init_process_group_with("ahbm", collective, &name)?,
+        None => dist.init_process_group("ahbm")?,
+    }
+    let mut shape = Shape {
+        collective,
+        op: options.get("op")?.unwrap_or(ReduceOp::Sum),
+        dtype: options.get("dtype")?.unwrap_or(DType::F16),
+        cubes: torch.device().fabric().machine().cubes_per_sip() as usize,
+        endpoints: dist.endpoints(collective)?,
+        n_elem: dist.n_elem(collective)?,
+        root: dist.root_cube(collective)?,
+    };
+    let size = options.get::<ByteSize>("size")?;
+    if let Some(size) = size {
+        shape.n_elem = block_elements(size, &shape)?;
+    }
+    check_fits(&torch, size, &shape)?;
+    let results = spawn(dist.get_world_size()?, move |_rank| {
+        let torch = torch.clone();
+        async move { worker(&torch, shape).await }
+    })
+    .await
+    .map_err(|e| WorkloadError::Rank(e.rank, Box::new(e.source)))?;
+    let algorithm = dist.algorithm(collective)?;
+    Ok(outcome(&algorithm, &shape, &results))
+}
+
+/// Elements per block for `--size` bytes of input per rank.
+fn block_elements(ByteSize(size): ByteSize, shape: &Shape) -> Result<usize, WorkloadError> {
+    let blocks = shape.cubes * shape.blocks().0;
+    let per_block = blocks as u64 * shape.dtype.size();
+    if size == 0 || size % per_block != 0 {
+        return Err(WorkloadError::BadOption(format!(
+            "--size {size}: must be a positive multiple of {per_block} B ({blocks} blocks of {})",
+            shape.dtype
+        )));
+    }
+    Ok((size / per_block) as usize)
+}
+
+/// A cube's tiles fit its HBM and a block fits a PE's TCM, checked before
+/// anything is allocated.
+fn check_fits(torch: &Torch, size: Option<ByteSize>, shape: &Shape) -> Result<(), WorkloadError> {
+    let spec = torch.device().fabric().machine().spec();
+    let (in_blocks, out_blocks) = shape.blocks();
+    let tiles = (in_blocks + out_blocks) as u128 * shape.block_bytes();
+    let flag = match size {
+        Some(size) => format!("--size {size}"),
+        None => "ccl.yaml n_elem".to_owned(),
+    };
+    let limits = [
+        (
+            "each cube's tiles",
+            tiles,
+            spec.cube.hbm.capacity,
+            "a cube's HBM",
+            "cube.hbm.capacity",
+        ),
+        (
+            "a block",
+            shape.block_bytes(),
+            spec.pe.tcm.capacity,
+            "a PE's TCM",
+            "pe.tcm.capacity",
+        ),
+    ];
+    for (what, bytes, capacity, memory, key) in limits {
+        if bytes > u128::from(capacity.get().bytes()) {
+            return Err(WorkloadError::BadOption(format!(
+                "{flag}: {what} would take {bytes} B, but {memory} holds {capacity} ({key}): \
+                 lower the size or raise {key}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The DDP worker: place, fill, call between barriers, read back.
+async fn worker(torch: &Torch, shape: Shape) -> Result<RankResult, WorkloadError> {
+    let dist = &torch.distributed;
+    dist.init_process_group("ahbm")?;
+    let dp = DPPolicy::new(Split::RowWise, Split::Replicate, shape.cubes as u32, 1);
+    let (in_blocks, out_blocks) = shape.blocks();
+    let input = torch.zeros(&[shape.cubes, in_blocks * shape.n_elem], shape.dtype, &dp)?;
+    match torch.device().data_mode() {
+        DataMode::On => fill(&input, get_rank(), &shape).await?,
+        DataMode::Off => input.copy_timing_only().await?,
+    }
+    let output = match out_blocks {
+        0 => None,
+        blocks => Some(torch.zeros(&[shape.cubes, blocks * shape.n_elem], shape.dtype, &dp)?),
+    };
+    let model = match shape.collective {
+        Collective::AllReduce => dist.all_reduce_model(&input)?,
+        _ => None,
+    };
+    dist.barrier().await?;
+    let start = sim::now();
+    call(dist, &shape, &input, output.as_ref()).await?;
+    dist.barrier().await?;
+    let time = sim::now() - start;
+    let values = read(output.as_ref().unwrap_or(&input)).await?;
+    input.free()?;
+    if let Some(output) = output {
+        output.free()?;
+    }
+    Ok(RankResult {
+        time,
+        model,
+        values,
+    })
+}
+
+/// The `torch.distributed` call of `shape.collective`.
+async fn call(
+    dist: &Distributed,
+    shape: &Shape,
+    input: &Tensor,
+    output: Option<&Tensor>,
+) -> Result<(), WorkloadError> {
+    let (op, root_rank) = (shape.op, 0);
+    match (shape.collective, output) {
+        (Collective::AllReduce, None) => dist.all_reduce(input, op).await?,
+        (Collective::Broadcast, None) => dist.broadcast(input, root_rank).await?,
+        (Collective::Reduce, None) => dist.reduce(input, root_rank, op).await?,
+        (Collective::AllGather, Some(out)) => dist.all_gather(out, input).await?,
+        (Collective::ReduceScatter, Some(out)) => dist.reduce_scatter(out, input, op).await?,
+        (Collective::AllToAll, Some(out)) => dist.all_to_all(out, input).await?,
+        (collective, _) => {
+            return Err(WorkloadError::BadOption(format!(
+                "no collective workload runs {collective}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The input value of element `i` of endpoint `e`'s tile: a seeded
+/// pseudo-random number (splitmix64 of `(e, i)`), rounded to the dtype.
+fn input_value(shape: &Shape, e: usize, i: usize) -> f64 {
+    let mut z = ((e as u64) << 32 ^ i as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    let unit = (z >> 11) as f64 / (1u64 << 53) as f64;
+    let x = match shape.op {
+        ReduceOp::Product => 0.5 + unit,
+        _ => 2.0 * unit - 1.0,
+    };
+    round(shape.dtype, x)
+}
+
+/// `x` rounded to `dtype`, as f64.
+fn round(dtype: DType, x: f64) -> f64 {
+    match dtype {
+        DType::F16 => f16::from_f64(x).to_f64(),
+        DType::BF16 => bf16::from_f64(x).to_f64(),
+        DType::F32 => f64::from(x as f32),
+    }
+}
+
+/// Writes rank `rank`'s inputs (H2D, timed).
+async fn fill(tensor: &Tensor, rank: usize, shape: &Shape) -> Result<(), WorkloadError> {
+    let (cubes, cols) = (shape.cubes, tensor.shape()[1]);
+    let value = |(c, i): (usize, usize)| input_value(shape, rank * cubes + c, i);
+    match shape.dtype {
+        DType::F16 => {
+            let a = Array2::from_shape_fn((cubes, cols), |p| f16::from_f64(value(p)));
+            tensor.copy_from(&a).await?
+        }
+        DType::BF16 => {
+            let a = Array2::from_shape_fn((cubes, cols), |p| bf16::from_f64(value(p)));
+            tensor.copy_from(&a).await?
+        }
+        DType::F32 => {
+            let a = Array2::from_shape_fn((cubes, cols), |p| value(p) as f32);
+            tensor.copy_from(&a).await?
+        }
+    }
+    Ok(())
+}
+
+/// The tensor's values as f64 (D2H, timed); `None` with data off (no host
+/// array is built then).
+async fn read(tensor: &Tensor) -> Result<Option<Vec<f64>>, WorkloadError> {
+    Ok(match tensor.dtype() {
+        DType::F16 => tensor
+            .to_ndarray::<f16>()
+            .await?
+            .map(|a| a.iter().map(|v| v.to_f64()).collect()),
+        DType::BF16 => tensor
+            .to_ndarray::<bf16>()
+            .await?
+            .map(|a| a.iter().map(|v| v.to_f64()).collect()),
+        DType::F32 => tensor
+            .to_ndarray::<f32>()
+            .await?
+            .map(|a| a.iter().map(|&v| f64::from(v)).collect()),
+    })
+}
+
+/// The unit roundoff of `dtype` (half an ulp of 1).
+fn unit_roundoff(dtype: DType) -> f64 {
+    match dtype {
+        DType::F16 => 2f64.powi(-11),
+        DType::BF16 => 2f64.powi(-8),
+        DType::F32 => 2f64.powi(-24),
+    }
+}
+
+/// The largest finite value of `dtype`.
+fn max_finite(dtype: DType) -> f64 {
+    match dtype {
+        DType::F16 => f16::MAX.to_f64(),
+        DType::BF16 => bf16::MAX.to_f64(),
+        DType::F32 => f64::from(f32::MAX),
+    }
+}
+
+/// The error bound of a reduction of `k` dtype values `xs` (each hop
+/// computes in f32 and rounds once to the dtype, so every one of the
+/// `k − 1` combines adds a relative error of at most `u`, the dtype's unit
+/// roundoff; `γ_m = m u / (1 − m u)`, Higham, *Accuracy and Stability of
+/// Numerical Algorithms*, §3.1 and §4.2):
+/// - sum: `γ_{k−1} Σ|x|` (any order of recursive summation);
+/// - avg: the sum's bound scaled by `1/k`, plus the scaling's two roundings
+///   (the f32 factor and the dtype result): `γ_{k+1} Σ|x| / k`;
+/// - prod: `γ_{k−1} |Π x|`;
+/// - min, max: 0 (exact in every dtype).
+pub fn bound(op: ReduceOp, dtype: DType, xs: &[f64]) -> f64 {
+    let u = unit_roundoff(dtype);
+    let gamma = |m: usize| m as f64 * u / (1.0 - m as f64 * u);
+    let k = xs.len();
+    let abs_sum: f64 = xs.iter().map(|x| x.abs()).sum();
+    match op {
+        ReduceOp::Sum => gamma(k.saturating_sub(1)) * abs_sum,
+        ReduceOp::Avg => gamma(k + 1) * abs_sum / k as f64,
+        ReduceOp::Product => gamma(k.saturating_sub(1)) * reference(op, xs).abs(),
+        ReduceOp::Min | ReduceOp::Max => 0.0,
+    }
+}
+
+/// The exact (f64) reduction of `xs` with `op`.
+fn reference(op: ReduceOp, xs: &[f64]) -> f64 {
+    match op {
+        ReduceOp::Sum => xs.iter().sum(),
+        ReduceOp::Avg => xs.iter().sum::<f64>() / xs.len() as f64,
+        ReduceOp::Product => xs.iter().product(),
+        ReduceOp::Min => xs.iter().copied().fold(f64::INFINITY, f64::min),
+        ReduceOp::Max => xs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    }
+}
+
+/// What an element should hold: the reference and the allowed distance.
+#[derive(Debug, Clone, Copy)]
+struct Want {
+    value: f64,
+    bound: f64,
+}
+
+impl Want {
+    /// An exact copy of `value`.
+    fn exact(value: f64) -> Want {
+        Want { value, bound: 0.0 }
+    }
+}
+
+/// Where the values check first failed.
+struct Mismatch {
+    endpoint: usize,
+    index: usize,
+    got: f64,
+    want: Want,
+}
+
+/// Every endpoint's result against the reference (see the module docs);
+/// O(bytes). Empty with data off.
+fn check_values(shape: &Shape, results: &[RankResult]) -> Vec<Check> {
+    let Some(values): Option<Vec<&[f64]>> = results.iter().map(|r| r.values.as_deref()).collect()
+    else {
+        return Vec::new();
+    };
+    let per_endpoint = values[0].len() / shape.cubes;
+    let tile = |e: usize| {
+        let (rank, cube) = (e / shape.cubes, e % shape.cubes);
+        &values[rank][cube * per_endpoint..(cube + 1) * per_endpoint]
+    };
+    let mut checks = vec![values_check(shape, &tile)];
+    let everywhere = matches!(
+        shape.collective,
+        Collective::AllReduce | Collective::AllGather | Collective::Broadcast
+    );
+    if everywhere {
+        let same_bits = |e: usize| {
+            let mut zipped = tile(e).iter().zip(tile(0));
+            zipped.all(|(a, b)| a.to_bits() == b.to_bits())
+        };
+        let differs = (1..shape.endpoints).find(|&e| !same_bits(e));
+        let detail = match differs {
+            None => format!("all {} endpoints hold the same bits", shape.endpoints),
+            Some(e) => format!("endpoint {e} differs from endpoint 0"),
+        };
+        checks.push(Check::new("bitwise_identical", differs.is_none(), detail));
+    }
+    checks
+}
+
+/// The values check: exact for copies, within [`bound`] for reductions,
+/// overflow reported.
+fn values_check<'a>(shape: &Shape, tile: &dyn Fn(usize) -> &'a [f64]) -> Check {
+    let overflows =
+        |got: f64, want: Want| !got.is_finite() || want.value.abs() > max_finite(shape.dtype);
+    let mut first: Option<Mismatch> = None;
+    for_each_element(shape, &mut |endpoint, index, want| {
+        let got = tile(endpoint)[index];
+        let wrong = overflows(got, want) || (got - want.value).abs() > want.bound;
+        if wrong && first.is_none() {
+            first = Some(Mismatch {
+                endpoint,
+                index,
+                got,
+                want,
+            });
+        }
+    });
+    let Some(m) = first else {
+        return Check::new("values", true, values_detail(shape));
+    };
+    let detail = if overflows(m.got, m.want) {
+        format!(
+            "overflow: endpoint {} element {} is {} (reference {:e}, {} max {:e})",
+            m.endpoint,
+            m.index,
+            m.got,
+            m.want.value,
+            shape.dtype,
+            max_finite(shape.dtype)
+        )
+    } else {
+        format!(
+            "endpoint {} element {}: {} is {:e} from the reference {} (bound {:e})",
+            m.endpoint,
+            m.index,
+            m.got,
+            (m.got - m.want.value).abs(),
+            m.want.value,
+            m.want.bound
+        )
+    };
+    Check::new("values", false, detail)
+}
+
+/// Calls `visit(endpoint, index, want)` for every element of every
+/// endpoint's result tile; each reduction's reference is computed once,
+/// so the whole walk is O(bytes).
+fn for_each_element(shape: &Shape, visit: &mut dyn FnMut(usize, usize, Want)) {
+    let (n, endpoints, root) = (shape.n_elem, shape.endpoints, shape.root);
+    let x = |e: usize, i: usize| input_value(shape, e, i);
+    let mut contributions = vec![0.0; endpoints];
+    let mut reduced = |i: usize| {
+        for (j, c) in contributions.iter_mut().enumerate() {
+            *c = x(j, i);
+        }
+        Want {
+            value: reference(shape.op, &contributions),
+            bound: bound(shape.op, shape.dtype, &contributions),
+        }
+    };
+    match shape.collective {
+        Collective::AllReduce => (0..n).for_each(|i| {
+            let want = reduced(i);
+            (0..endpoints).for_each(|e| visit(e, i, want));
+        }),
+        Collective::Reduce => {
+            (0..n).for_each(|i| visit(root, i, reduced(i)));
+            for e in (0..endpoints).filter(|&e| e != root) {
+                (0..n).for_each(|i| visit(e, i, Want::exact(x(e, i))));
+            }
+        }
+        Collective::ReduceScatter => {
+            for e in 0..endpoints {
+                (0..n).for_each(|i| visit(e, i, reduced(e * n + i)));
+            }
+        }
+        Collective::Broadcast => {
+            for e in 0..endpoints {
+                (0..n).for_each(|i| visit(e, i, Want::exact(x(root, i))));
+            }
+        }
+        Collective::AllGather | Collective::AllToAll => {
+            for e in 0..endpoints {
+                for k in 0..endpoints * n {
+                    let (j, i) = (k / n, k % n);
+                    let source = match shape.collective {
+                        Collective::AllGather => i,
+                        _ => e * n + i,
+                    };
+                    visit(e, k, Want::exact(x(j, source)));
+                }
+            }
+        }
+        Collective::SendRecv | Collective::Custom => {}
+    }
+}
+
+fn values_detail(shape: &Shape) -> String {
+    match shape.collective.reduces() {
+        true => format!(
+            "{} of {} endpoints within the {} bound of an f64 reference",
+            shape.op.name(),
+            shape.endpoints,
+            shape.dtype
+        ),
+        false => format!("exact copies on all {} endpoints", shape.endpoints),
+    }
+}
+
+/// nccl-tests' busbw factor of `collective` over `n` participants.
+pub fn busbw_factor(collective: Collective, n: usize) -> f64 {
+    let n = n as f64;
+    match collective {
+        Collective::AllReduce => 2.0 * (n - 1.0) / n,
+        Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => (n - 1.0) / n,
+        Collective::Broadcast | Collective::Reduce | Collective::SendRecv | Collective::Custom => {
+            1.0
+        }
+    }
+}
+
+/// The name of the call's time figure: the call's name without
+/// underscores, `_ps` (`allreduce_ps`, `allgather_ps`, …).
+fn time_figure(collective: Collective) -> &'static str {
+    match collective {
+        Collective::AllReduce => "allreduce_ps",
+        Collective::AllGather => "allgather_ps",
+        Collective::ReduceScatter => "reducescatter_ps",
+        Collective::Broadcast => "broadcast_ps",
+        Collective::Reduce => "reduce_ps",
+        Collective::AllToAll => "alltoall_ps",
+        Collective::SendRecv => "sendrecv_ps",
+        Collective::Custom => "custom_ps",
+    }
+}
+
+/// Checks and figures from every rank's result, in rank order.
+fn outcome(algorithm: &str, shape: &Shape, results: &[RankResult]) -> Outcome {
+    let checks = check_values(shape, results);
+    let time = results.iter().map(|r| r.time).max().unwrap_or_default();
+    let (in_blocks, out_blocks) = shape.blocks();
+    let counted_blocks = match shape.collective {
+        Collective::AllGather => out_blocks,
+        _ => in_blocks,
+    };
+    let participant_bytes = (counted_blocks * shape.n_elem) as u64 * shape.dtype.size();
+    let seconds = time.as_ps() as f64 * 1e-12;
+    let algbw = participant_bytes as f64 / seconds / 1e9;
+    let factor = busbw_factor(shape.collective, shape.endpoints);
+    let count = shape.rank_elements() as u64;
+    let mut figures = vec![
+        Figure::text("algorithm", algorithm),
+        Figure::text("dtype", shape.dtype.name()),
+    ];
+    if shape.collective.reduces() {
+        figures.push(Figure::text("op", shape.op.name()));
+    }
+    figures.extend([
+        Figure::int("ranks", results.len() as u64),
+        Figure::int("endpoints", shape.endpoints as u64),
+        Figure::int("count", count),
+        Figure::int("bytes_per_rank", count * shape.dtype.size()),
+        Figure::int("bytes_per_participant", participant_bytes),
+        Figure::time(time_figure(shape.collective), time),
+    ]);
+    if let Some(model) = results.first().and_then(|r| r.model) {
+        figures.push(Figure::time("model_ps", model));
+    }
+    figures.extend([
+        Figure::real("algbw_gbps", algbw),
+        Figure::real("busbw_factor", factor),
+        Figure::real("busbw_gbps", algbw * factor),
+    ]);
+    Outcome { checks, figures }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_follow_the_dtype_and_the_participants() {
+        let xs = [0.5, -0.25, 1.0, 0.75];
+        // γ_3 in f16 = 3 · 2^-11 / (1 − 3 · 2^-11); Σ|x| = 2.5.
+        let u = 2f64.powi(-11);
+        let want = 3.0 * u / (1.0 - 3.0 * u) * 2.5;
+        assert_eq!(bound(ReduceOp::Sum, DType::F16, &xs), want);
+        // f32's unit roundoff is 2^13 times smaller.
+        assert!(bound(ReduceOp::Sum, DType::F32, &xs) < want / 8000.0);
+        assert_eq!(bound(ReduceOp::Max, DType::BF16, &xs), 0.0);
+        assert_eq!(reference(ReduceOp::Min, &xs), -0.25);
+        assert_eq!(reference(ReduceOp::Avg, &xs), 0.5);
+        assert_eq!(reference(ReduceOp::Product, &xs), -0.09375);
+    }
+
+    #[test]
+    fn busbw_factors_are_nccl_tests() {
+        assert_eq!(busbw_factor(Collective::AllReduce, 4), 1.5);
+        assert_eq!(busbw_factor(Collective::AllGather, 4), 0.75);
+        assert_eq!(busbw_factor(Collective::AllToAll, 4), 0.75);
+        assert_eq!(busbw_factor(Collective::Broadcast, 4), 1.0);
+        assert_eq!(time_figure(Collective::ReduceScatter), "reducescatter_ps");
+        assert_eq!(time_figure(Collective::AllReduce), "allreduce_ps");
+    }
+}

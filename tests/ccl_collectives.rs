@@ -1,0 +1,159 @@
+//! The rest of `torch.distributed` (issue 9 item 4) end to end: every
+//! collective workload checks its results against an f64 reference on a
+//! small machine for every dtype and reduction, timing only takes the same
+//! simulated time and checks nothing, and the CLI refuses what it cannot
+//! run with exit code 2.
+
+use std::process::Command;
+use std::sync::Arc;
+
+use kernbench::ccl::{CclConfig, ReduceOp};
+use kernbench::config::Overrides;
+use kernbench::mem::DType;
+use kernbench::topology::{Machine, TopologySpec};
+use kernbench::workloads::{self, Options, Report, Value};
+
+/// 3 SIPs on a ring of 2 × 1 cube meshes: 6 endpoints, odd enough.
+const SMALL: &[&str] = &[
+    "system.sips.count=3",
+    "sip.cube_mesh.w=2",
+    "sip.cube_mesh.h=1",
+];
+
+const WORKLOADS: [&str; 6] = [
+    "ccl_allreduce",
+    "ccl_allgather",
+    "ccl_reducescatter",
+    "ccl_broadcast",
+    "ccl_reduce",
+    "ccl_alltoall",
+];
+
+fn run(bench: &str, options: Options) -> Report {
+    let overrides = Overrides::parse(SMALL).unwrap();
+    let spec = TopologySpec::load(&TopologySpec::default_source(), &overrides.topology).unwrap();
+    let options = Options {
+        ccl: Some(CclConfig::load(&CclConfig::default_source(), &[]).unwrap()),
+        ..options
+    };
+    let machine = Arc::new(Machine::build(&spec).unwrap());
+    workloads::find(bench)
+        .unwrap()
+        .run(machine, &options)
+        .unwrap()
+}
+
+fn verified() -> Options {
+    Options {
+        verify_data: true,
+        ..Options::default()
+    }
+}
+
+fn figure(report: &Report, name: &str) -> Value {
+    let figure = report.figures.iter().find(|f| f.name == name);
+    figure.unwrap_or_else(|| panic!("no {name}")).value.clone()
+}
+
+#[test]
+fn every_collective_is_right_in_every_dtype() {
+    for bench in WORKLOADS {
+        for dtype in DType::ALL {
+            let report = run(bench, verified().with("dtype", dtype));
+            let failed: Vec<_> = report.checks.iter().filter(|c| !c.passed).collect();
+            assert!(failed.is_empty(), "{bench} {dtype}: {failed:?}");
+            let names: Vec<_> = report.checks.iter().map(|c| c.name.as_str()).collect();
+            assert!(names.contains(&"values"), "{bench}: {names:?}");
+            let everywhere = ["ccl_allreduce", "ccl_allgather", "ccl_broadcast"];
+            assert_eq!(
+                names.contains(&"bitwise_identical"),
+                everywhere.contains(&bench),
+                "{bench}: {names:?}"
+            );
+            assert_eq!(figure(&report, "dtype"), Value::Text(dtype.to_string()));
+            assert_eq!(figure(&report, "endpoints"), Value::Int(6), "{bench}");
+        }
+    }
+}
+
+#[test]
+fn every_reduce_op_is_checked() {
+    for op in ReduceOp::ALL {
+        for bench in ["ccl_allreduce", "ccl_reducescatter", "ccl_reduce"] {
+            let options = verified().with("dtype", "f32").with("op", op.name());
+            let report = run(bench, options);
+            assert_eq!(report.checks_failed, 0, "{bench} {op}: {:?}", report.checks);
+            assert_eq!(figure(&report, "op"), Value::Text(op.name().to_owned()));
+        }
+    }
+}
+
+#[test]
+fn sizes_and_bandwidths_follow_nccl_tests() {
+    // 6 endpoints; --size is the input per rank: 2 cubes × (1 or 6 blocks).
+    let gather = run("ccl_allgather", Options::default().with("size", "64"));
+    assert_eq!(figure(&gather, "count"), Value::Int(32));
+    // all_gather counts the output: 6 blocks of 16 f16 elements.
+    assert_eq!(figure(&gather, "bytes_per_participant"), Value::Int(192));
+    assert_eq!(figure(&gather, "busbw_factor"), Value::Real(5.0 / 6.0));
+    let scatter = run("ccl_reducescatter", Options::default().with("size", "384"));
+    // reduce_scatter counts the input: 6 blocks of 16 f16 elements.
+    assert_eq!(figure(&scatter, "bytes_per_participant"), Value::Int(192));
+    let reduce = run("ccl_reduce", Options::default().with("size", "64"));
+    assert_eq!(figure(&reduce, "busbw_factor"), Value::Real(1.0));
+    let Value::Int(ps) = figure(&reduce, "reduce_ps") else {
+        panic!("reduce_ps is a time in ps")
+    };
+    let algbw = 32.0 / (ps as f64 * 1e-12) / 1e9;
+    assert_eq!(figure(&reduce, "algbw_gbps"), Value::Real(algbw));
+}
+
+#[test]
+fn timing_only_takes_the_same_simulated_time_and_checks_nothing() {
+    for bench in ["ccl_allgather", "ccl_reduce", "ccl_alltoall"] {
+        let with = run(bench, verified());
+        let without = run(bench, Options::default());
+        assert_eq!(with.simulated_ps, without.simulated_ps, "{bench}");
+        assert!(without.checks.is_empty(), "{bench}: nothing is checked");
+    }
+}
+
+fn cli(args: &[&str]) -> (Option<i32>, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_kernbench"))
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status.code(), stderr)
+}
+
+#[test]
+fn the_cli_refuses_bad_dtypes_ops_and_mismatched_algorithms_with_exit_2() {
+    let (code, stderr) = cli(&["run", "--bench", "ccl_allgather", "--dtype", "f64x"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        "error: --dtype f64x: `f64x` is not a dtype (expected one of f16, bf16, f32)"
+    );
+    let (code, stderr) = cli(&["run", "--bench", "ccl_reduce", "--op", "mean"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("sum, prod, min, max, avg"), "{stderr}");
+    let (code, stderr) = cli(&["run", "--bench", "ccl_allgather", "--op", "max"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--op does not apply to ccl_allgather"),
+        "{stderr}"
+    );
+    let (code, stderr) = cli(&[
+        "run",
+        "--bench",
+        "ccl_allreduce",
+        "--algorithm",
+        "hello_send",
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("`hello_send` implements custom, not all_reduce"),
+        "{stderr}"
+    );
+}
