@@ -58,8 +58,8 @@ const ALGORITHM: Param = Param {
 
 const DTYPE: Param = Param {
     name: "dtype",
-    value_name: "DTYPE",
-    help: "Element type: f16, bf16 or f32 (default f16)",
+    value_name: "TYPE",
+    help: "Element type: f16, bf16 or f32 (default f16; GEMM inputs take f16 or bf16)",
 };
 
 const OP: Param = Param {
