@@ -1,6 +1,7 @@
 //! The model workloads: the tiled GEMM matches its reference at odd sizes
 //! in both input types, stays within peak and above its roofline, and
-//! times the same without data.
+//! times the same without data; the Megatron MLP gives the exact result
+//! with and without overlap, and overlap hides communication.
 
 use std::sync::Arc;
 
@@ -91,16 +92,88 @@ fn timing_only_gemm_takes_the_same_simulated_time() {
 
 #[test]
 fn gemm_refuses_f32_inputs_as_a_usage_error() {
-    let options = Options::default().with("dtype", "f32");
-    let error = workloads::find("gemm")
+    refused(
+        "gemm",
+        Options::default().with("dtype", "f32"),
+        "--dtype f32: expected f16 or bf16",
+    );
+}
+
+/// Runs `name` on two SIPs and expects a usage error containing `why`.
+fn refused(name: &str, options: Options, why: &str) {
+    let error = workloads::find(name)
         .unwrap()
-        .run(machine(1), &options)
+        .run(machine(2), &options)
         .unwrap_err();
-    assert!(error.is_usage());
+    assert!(error.is_usage(), "{error}");
+    assert!(error.to_string().contains(why), "{error}");
+}
+
+fn megatron_mlp(sips: u32, options: &Options) -> Report {
+    workloads::find("megatron_mlp")
+        .unwrap()
+        .run(machine(sips), options)
+        .unwrap()
+}
+
+#[test]
+fn overlap_hides_communication_with_identical_results_on_four_sips() {
+    let run = |overlap: &str| {
+        let options = Options {
+            verify_data: true,
+            ..Options::default()
+        }
+        .with("shape", "32x64x256")
+        .with("overlap", overlap);
+        let report = megatron_mlp(4, &options);
+        // Every rank's Y equals the exact integer reference, so both
+        // schedules give identical values.
+        let exact = report
+            .checks
+            .iter()
+            .filter(|c| c.name.ends_with("_y_matches_reference") && c.passed)
+            .count();
+        assert_eq!(exact, 4, "{report}");
+        assert_eq!(report.checks_failed, 0, "{report}");
+        report
+    };
+    let (off, on) = (run("off"), run("on"));
+    let exposed = |r: &Report| number(r, "exposed_comm_ps");
+    // Blocking: every all-reduce is exposed, nothing else is.
+    assert_eq!(exposed(&off), number(&off, "comm_ps"));
     assert!(
-        error
-            .to_string()
-            .starts_with("--dtype f32: expected f16 or bf16"),
-        "{error}"
+        exposed(&on) < exposed(&off),
+        "on {} off {}",
+        exposed(&on),
+        exposed(&off)
+    );
+    assert!(number(&on, "layer_ps") < number(&off, "layer_ps"));
+    assert_eq!(number(&on, "flops"), number(&off, "flops"));
+}
+
+#[test]
+fn megatron_flags_are_checked() {
+    refused(
+        "megatron_mlp",
+        Options::default().with("overlap", "yes"),
+        "--overlap yes: expected on or off",
+    );
+    refused(
+        "megatron_mlp",
+        Options::default()
+            .with("shape", "30x64x256")
+            .with("chunks", "4"),
+        "--chunks 4: must divide the 30 tokens",
+    );
+    // 16 FFN features: 8 per SIP, fewer than the 16 cubes to split over.
+    refused(
+        "megatron_mlp",
+        Options::default().with("shape", "32x64x16"),
+        "tensor parallelism: ",
+    );
+    refused(
+        "gpt3_qkv",
+        Options::default().with("model", "gpt5"),
+        "--model gpt5: expected one of small",
     );
 }

@@ -20,8 +20,10 @@
 
 pub mod collective;
 pub mod gemm_check;
+pub mod megatron;
 mod options;
 mod report;
+pub mod tensor_parallel;
 pub mod tiled_gemm;
 
 use std::collections::BTreeMap;
