@@ -144,47 +144,92 @@ pub fn pipeline(hops: &[SimDuration], chunks: u64) -> SimDuration {
 /// `links` (by endpoint) moving `chunks` pieces of `piece_bytes`: the
 /// pieces climb from the leaf farthest from the root and descend to the
 /// farthest leaf, one [`pipeline`] (the root sends a piece down only once
-/// every child's part has arrived).
+/// every child's part has arrived). Each tree edge is costed once: O(n)
+/// messages for n endpoints, however deep the tree.
 pub fn tree(
     net: &Network,
     links: &[TreeLinks],
     piece_bytes: u64,
     chunks: u64,
 ) -> Result<SimDuration, CostError> {
-    let (mut up, mut down) = (Vec::new(), Vec::new());
+    let mut routes = vec![None; links.len()];
+    let (mut up, mut down) = (Span::default(), Span::default());
     for leaf in 0..links.len() {
-        let (climb, descend) = paths(net, links, leaf, piece_bytes)?;
-        if sequence(climb.iter().copied()) > sequence(up.iter().copied()) {
-            up = climb;
+        let route = route_to_root(net, links, leaf, piece_bytes, &mut routes)?;
+        if route.up.total > up.total {
+            up = route.up;
         }
-        if sequence(descend.iter().copied()) > sequence(down.iter().copied()) {
-            down = descend;
+        if route.down.total > down.total {
+            down = route.down;
         }
     }
-    up.extend(down);
-    Ok(pipeline(&up, chunks))
+    let slowest = up.slowest.max(down.slowest);
+    let extra = slowest.as_ps().saturating_mul(chunks.saturating_sub(1));
+    Ok(plus(
+        plus(up.total, down.total),
+        SimDuration::from_ps(extra),
+    ))
 }
 
-/// The message costs from `leaf` up to the root and from the root down to
-/// `leaf` (root first).
-fn paths(
+/// Dependent messages: their summed and their largest cost (what
+/// [`pipeline`] needs of them).
+#[derive(Debug, Clone, Copy, Default)]
+struct Span {
+    total: SimDuration,
+    slowest: SimDuration,
+}
+
+impl Span {
+    fn then(self, step: SimDuration) -> Span {
+        Span {
+            total: plus(self.total, step),
+            slowest: self.slowest.max(step),
+        }
+    }
+}
+
+/// An endpoint's messages up to the root of its tree and down from it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Route {
+    up: Span,
+    down: Span,
+}
+
+/// The [`Route`] of `leaf`, from the routes of its ancestors in `routes`
+/// (filled in on the way: each edge is costed once).
+fn route_to_root(
     net: &Network,
     links: &[TreeLinks],
     leaf: usize,
     bytes: u64,
-) -> Result<(Vec<SimDuration>, Vec<SimDuration>), CostError> {
-    let (mut up, mut down, mut at) = (Vec::new(), Vec::new(), leaf);
-    while let Some(dir) = links.get(at).ok_or(CostError::NoEndpoint(at))?.parent {
-        if up.len() > links.len() {
+    routes: &mut [Option<Route>],
+) -> Result<Route, CostError> {
+    let mut climb = Vec::new();
+    let mut at = leaf;
+    let mut reached = loop {
+        let known = routes.get(at).ok_or(CostError::NoEndpoint(at))?;
+        if let Some(route) = known {
+            break *route;
+        }
+        let Some(dir) = links.get(at).ok_or(CostError::NoEndpoint(at))?.parent else {
+            routes[at] = Some(Route::default());
+            break Route::default();
+        };
+        if climb.len() > links.len() {
             return Err(CostError::NoRoot(leaf));
         }
         let parent = net.peer(at, dir)?;
-        up.push(net.message(at, parent, bytes)?);
-        down.push(net.message(parent, at, bytes)?);
+        climb.push((at, parent));
         at = parent;
+    };
+    for &(child, parent) in climb.iter().rev() {
+        reached = Route {
+            up: reached.up.then(net.message(child, parent, bytes)?),
+            down: reached.down.then(net.message(parent, child, bytes)?),
+        };
+        routes[child] = Some(reached);
     }
-    down.reverse();
-    Ok((up, down))
+    Ok(reached)
 }
 
 /// The sum of `steps` (dependent steps, one after another).

@@ -150,17 +150,21 @@ pub async fn transfer_flow<'a>(
     let plan = PacketPlan::new(bytes, max_payload);
     let start = sim::now();
     let mut front = FlowFront::at(start);
-    let mut bottleneck: Option<Bottleneck> = None;
+    // The slowest hop so far; its name is fetched once, at the end (a
+    // name is a separate allocation: touching it at every hop costs a
+    // cache miss per hop).
+    let mut slowest: Option<(usize, &Link, SimDuration)> = None;
     for (index, link) in path.into_iter().enumerate() {
         let residency = front.cross(link, &plan)?;
-        if bottleneck.as_ref().is_none_or(|b| residency >= b.residency) {
-            bottleneck = Some(Bottleneck {
-                hop: index,
-                link: link.server().shared_name(),
-                residency,
-            });
+        if slowest.is_none_or(|(_, _, most)| residency >= most) {
+            slowest = Some((index, link, residency));
         }
     }
+    let bottleneck = slowest.map(|(hop, link, residency)| Bottleneck {
+        hop,
+        link: link.server().shared_name(),
+        residency,
+    });
     sim::sleep_until(front.last).await;
     Ok(TransferReport {
         start,
