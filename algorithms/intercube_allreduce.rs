@@ -16,7 +16,8 @@
 //! (`helpers::hierarchical_allreduce` with `Line::to_end`): the global sum
 //! is formed once, at the SE cube of the last SIP, and its bytes are
 //! copied to every endpoint, so all hold the same bits. The tile moves in
-//! chunks (`helpers::DEFAULT_CHUNK`) so the phases overlap: a chunk is exchanged
+//! chunks (by default a quarter of the tile within 8–64 KiB:
+//! `helpers::ChunkDefault`) so the phases overlap: a chunk is exchanged
 //! between SIPs while the next is still being reduced in the mesh.
 //!
 //! On a single-cube machine (`cube_w = cube_h = 1`) phases 1, 2, 4 and 5
@@ -27,7 +28,8 @@
 
 use kernbench::ccl::cost::{self, CostError, Network};
 use kernbench::ccl::helpers::{
-    CHUNK_PARAMS, Line, check_chunk, hierarchical_allreduce, hierarchical_tree, tile_chunks,
+    CHUNK_PARAMS, ChunkDefault, Line, check_chunk, hierarchical_allreduce, hierarchical_tree,
+    tile_chunks,
 };
 use kernbench::ccl::topology::TopologyError;
 use kernbench::ccl::{
@@ -35,6 +37,9 @@ use kernbench::ccl::{
 };
 use kernbench::sim::SimDuration;
 use kernbench::tl::{Kernel, KernelError, Tl};
+
+/// The chunk when ccl.yaml `params.chunk` gives none.
+const CHUNKS: ChunkDefault = ChunkDefault::QuarterTile;
 
 struct IntercubeAllreduce;
 
@@ -73,12 +78,12 @@ impl CclAlgorithm for IntercubeAllreduce {
 
     fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
         let tree = hierarchical_tree(args, Line::to_end);
-        let (chunks, piece) = tile_chunks(args);
+        let (chunks, piece) = tile_chunks(args, CHUNKS);
         cost::tree(net, &tree, piece, chunks).map(Some)
     }
 }
 
 async fn intercube_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
-    let (chunks, _) = tile_chunks(&args);
+    let (chunks, _) = tile_chunks(&args, CHUNKS);
     hierarchical_allreduce(&tl, &args, Line::to_end, chunks).await
 }

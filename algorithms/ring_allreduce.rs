@@ -1,9 +1,9 @@
 //! `ring_allreduce` (author guide §2): the teaching ring over every
 //! endpoint (PE 0 of each cube of each SIP), `ring_1d` wiring.
 //!
-//! The tile is cut into chunks (ccl.yaml `params.chunk`, default
-//! `helpers::DEFAULT_CHUNK`); each chunk's partial sum travels east along the
-//! ring from endpoint 0 to the last endpoint, `acc += received` at every
+//! The tile is cut into chunks (ccl.yaml `params.chunk`, default 8 KiB: a
+//! chain of hundreds of hops gains from many pieces); each chunk's partial
+//! sum travels east along the ring from endpoint 0 to the last endpoint, `acc += received` at every
 //! stop, and the last endpoint's sum travels back west to endpoint 0,
 //! stored at every stop. Each element is summed once, in one order, so
 //! every endpoint ends with the same bits; chunk `c + 1` climbs while
@@ -15,12 +15,16 @@
 
 use kernbench::ccl::cost::{self, CostError, Network};
 use kernbench::ccl::helpers::{
-    CHUNK_PARAMS, Line, TreeLinks, check_chunk, hierarchy, tile_chunks, tile_reduce_broadcast,
+    CHUNK_PARAMS, ChunkDefault, Line, MIN_CHUNK, TreeLinks, check_chunk, hierarchy, tile_chunks,
+    tile_reduce_broadcast,
 };
 use kernbench::ccl::topology::Dir;
 use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, ParamSpec, Params, WorldShape};
 use kernbench::sim::SimDuration;
 use kernbench::tl::{Kernel, KernelError, Tl};
+
+/// The chunk when ccl.yaml `params.chunk` gives none.
+const CHUNKS: ChunkDefault = ChunkDefault::Fixed(MIN_CHUNK);
 
 struct RingAllreduce;
 
@@ -50,7 +54,7 @@ impl CclAlgorithm for RingAllreduce {
     fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
         let n = args.endpoints();
         let tree: Vec<TreeLinks> = (0..n).map(|e| links(e, n)).collect();
-        let (chunks, piece) = tile_chunks(args);
+        let (chunks, piece) = tile_chunks(args, CHUNKS);
         cost::tree(net, &tree, piece, chunks).map(Some)
     }
 }
@@ -62,6 +66,6 @@ fn links(e: usize, n: usize) -> TreeLinks {
 
 async fn ring_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let me = links(args.endpoint(tl.program_id(1)), args.endpoints());
-    let (chunks, _) = tile_chunks(&args);
+    let (chunks, _) = tile_chunks(&args, CHUNKS);
     tile_reduce_broadcast(&tl, &args, &me, chunks).await
 }

@@ -2,8 +2,8 @@
 //! of each SIP; `tree_binary` wiring: parent `(e − 1) / 2` in direction
 //! N, children `2e + 1` (W) and `2e + 2` (E)).
 //!
-//! The tile moves in chunks (`helpers::DEFAULT_CHUNK`). Each chunk is
-//! summed up the tree — an endpoint adds its children's partial sums to
+//! The tile moves in chunks (by default a quarter of the tile within
+//! 8–64 KiB: `helpers::ChunkDefault`). Each chunk is summed up the tree — an endpoint adds its children's partial sums to
 //! its own and passes the result to its parent — and endpoint 0's total is
 //! sent back down and stored at every endpoint. The total is formed once,
 //! so every endpoint ends with the same bits; while chunk `c` descends,
@@ -16,11 +16,14 @@
 
 use kernbench::ccl::cost::{self, CostError, Network};
 use kernbench::ccl::helpers::{
-    CHUNK_PARAMS, binary_tree, check_chunk, tile_chunks, tile_reduce_broadcast,
+    CHUNK_PARAMS, ChunkDefault, binary_tree, check_chunk, tile_chunks, tile_reduce_broadcast,
 };
 use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, ParamSpec, Params, WorldShape};
 use kernbench::sim::SimDuration;
 use kernbench::tl::{Kernel, KernelError, Tl};
+
+/// The chunk when ccl.yaml `params.chunk` gives none.
+const CHUNKS: ChunkDefault = ChunkDefault::QuarterTile;
 
 struct TreeAllreduce;
 
@@ -49,13 +52,13 @@ impl CclAlgorithm for TreeAllreduce {
     fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
         let n = args.endpoints();
         let tree: Vec<_> = (0..n).map(|e| binary_tree(e, n)).collect();
-        let (chunks, piece) = tile_chunks(args);
+        let (chunks, piece) = tile_chunks(args, CHUNKS);
         cost::tree(net, &tree, piece, chunks).map(Some)
     }
 }
 
 async fn tree_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let me = binary_tree(args.endpoint(tl.program_id(1)), args.endpoints());
-    let (chunks, _) = tile_chunks(&args);
+    let (chunks, _) = tile_chunks(&args, CHUNKS);
     tile_reduce_broadcast(&tl, &args, &me, chunks).await
 }

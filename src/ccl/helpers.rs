@@ -76,14 +76,47 @@ pub fn chunk_count(n_elem: u64, dtype: DType, chunk_bytes: Option<u64>) -> u64 {
     n_elem.div_ceil(per_chunk).clamp(1, n_elem.max(1))
 }
 
-/// The chunk size of pipelined algorithms when ccl.yaml `params.chunk`
-/// gives none: small enough that a 64 KiB tile flows as 8 pieces, large
-/// enough that a piece's bytes outweigh its per-message overhead on the
-/// cube mesh.
-pub const DEFAULT_CHUNK: u64 = 8 * 1024;
+/// The chunk of a pipelined algorithm when ccl.yaml `params.chunk` gives
+/// none.
+///
+/// A piece costs its bytes plus a per-message overhead (credit, doorbell,
+/// first-flit latencies), and a pipeline of `D` dependent hops over `C`
+/// pieces takes about `(D + C − 1)` piece times: shallow trees want a few
+/// large pieces, long chains many small ones. Measured on 16 SIPs (flow,
+/// docs/performance.md): `intercube_allreduce` at 16 MiB per rank takes
+/// 872 µs with 8 KiB pieces and 322 µs with 64 KiB ones, while the
+/// 256-endpoint `ring_allreduce` at 1 MiB is fastest with 8 KiB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChunkDefault {
+    /// A quarter of the tile, at least [`MIN_CHUNK`] and at most
+    /// [`MAX_CHUNK`] (one default IPCQ slot): for trees of a few dozen
+    /// hops.
+    QuarterTile,
+    /// Always this many bytes: for chains of hundreds of hops.
+    Fixed(u64),
+}
+
+/// The smallest default chunk: below it a piece's per-message overhead
+/// outweighs its bytes on the cube mesh.
+pub const MIN_CHUNK: u64 = 8 * 1024;
+
+/// The largest default chunk: one default IPCQ slot (`ipcq.slot_size`).
+pub const MAX_CHUNK: u64 = 64 * 1024;
+
+impl ChunkDefault {
+    /// The chunk bytes for a tile of `tile_bytes` (a multiple of 4 B, a
+    /// whole number of elements of every dtype).
+    pub fn bytes(self, tile_bytes: u64) -> u64 {
+        match self {
+            ChunkDefault::QuarterTile => (tile_bytes / 4).clamp(MIN_CHUNK, MAX_CHUNK) / 4 * 4,
+            ChunkDefault::Fixed(bytes) => bytes,
+        }
+    }
+}
 
 /// The ccl.yaml `params` of a pipelined algorithm: `chunk`, the largest
-/// piece a tile is cut into (a size, default [`DEFAULT_CHUNK`]).
+/// piece a tile is cut into (a size; the default is the algorithm's
+/// [`ChunkDefault`]).
 pub const CHUNK_PARAMS: &[ParamSpec] = &[ParamSpec {
     name: "chunk",
     kind: ParamKind::Size,
@@ -103,12 +136,11 @@ pub fn check_chunk(params: &Params) -> Result<(), String> {
 }
 
 /// How a pipelined algorithm cuts `args`' tile: the number of chunks of
-/// at most `params.chunk` bytes (default [`DEFAULT_CHUNK`]), and the
-/// smallest chunk's bytes (what a cost model charges per piece, a lower
-/// bound).
-pub fn tile_chunks(args: &KernelArgs) -> (u64, u64) {
+/// at most `params.chunk` bytes (by default `default`'s), and the smallest
+/// chunk's bytes (what a cost model charges per piece, a lower bound).
+pub fn tile_chunks(args: &KernelArgs, default: ChunkDefault) -> (u64, u64) {
     let (n, dtype) = (args.tile.n_elem as u64, args.dtype);
-    let chunk = args.params.size("chunk").unwrap_or(DEFAULT_CHUNK);
+    let chunk = (args.params.size("chunk")).unwrap_or_else(|| default.bytes(n * dtype.size()));
     let chunks = chunk_count(n, dtype, Some(chunk));
     (chunks, n / chunks * dtype.size())
 }
