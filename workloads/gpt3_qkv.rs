@@ -1,11 +1,11 @@
 //! `gpt3_qkv`: the QKV projection of a GPT-3 layer with Megatron tensor
 //! parallelism over the SIPs (rank = SIP). `W_qkv` (`d_model × 3·d_model`)
 //! is split by columns, so each rank computes its heads' Q, K and V with
-//! no communication; the layer's output projection (`d_model × d_model`)
-//! is split by rows and its partial outputs are all-reduced, the
-//! all-reduce Megatron places after attention
-//! (`kernbench::workloads::tensor_parallel`; attention itself is not
-//! modelled: the projection reads the QKV activations).
+//! no communication. Attention is not modelled: a row-parallel projection
+//! of the QKV activations back to `d_model` (`3·d_model × d_model`, split
+//! by rows) stands in for attention and its output projection, and its
+//! partial outputs are all-reduced where Megatron places the layer's
+//! all-reduce (`kernbench::workloads::tensor_parallel`).
 //!
 //! `--model` picks `d_model` from the GPT-3 paper's table (Brown et al.
 //! 2020, table 2.1): small 768, medium 1024, large 1536, xl 2048, 2.7b
