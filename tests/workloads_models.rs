@@ -138,6 +138,8 @@ fn overlap_hides_communication_with_identical_results_on_four_sips() {
         report
     };
     let (off, on) = (run("off"), run("on"));
+    let json = |r: &Report| serde_json::to_string(r).unwrap();
+    assert_eq!(json(&on), json(&run("on")), "a rerun is bit-identical");
     let exposed = |r: &Report| number(r, "exposed_comm_ps");
     // Blocking: every all-reduce is exposed, nothing else is.
     assert_eq!(exposed(&off), number(&off, "comm_ps"));
@@ -176,4 +178,22 @@ fn megatron_flags_are_checked() {
         Options::default().with("model", "gpt5"),
         "--model gpt5: expected one of small",
     );
+}
+
+#[test]
+fn gpt3_qkv_checks_pass_with_compute_and_communication_figures() {
+    let options = Options {
+        verify_data: true,
+        ..Options::default()
+    }
+    .with("seq", "8");
+    let report = workloads::find("gpt3_qkv")
+        .unwrap()
+        .run(machine(2), &options)
+        .unwrap();
+    assert_eq!(report.checks_failed, 0, "{report}");
+    assert_eq!(text(&report, "dims"), "tokens=8 hidden=768 inner=2304");
+    for figure in ["compute_ps", "comm_ps", "exposed_comm_ps"] {
+        assert!(number(&report, figure) > 0.0, "{figure}: {report}");
+    }
 }
