@@ -41,7 +41,7 @@ pub const WORKLOAD: Definition = Definition {
         Param {
             name: "shape",
             value_name: "MxKxN",
-            help: "GEMM dimensions (gemm: any size, default 1024x1024x1024)",
+            help: "GEMM dimensions; megatron_mlp reads TOKENSxHIDDENxFFN (defaults: gemm 1024x1024x1024, gemm_single_pe 512x512x512, megatron_mlp 64x256x1024)",
         },
     ],
     host: |torch, options| {
