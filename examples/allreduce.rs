@@ -199,7 +199,7 @@ fn run(args: &Args) -> Result<bool, Box<dyn Error>> {
         };
         println!(
             " {size:>11} {:>10} {:>6} {:>6} {us:>12.3} {:>9.3} {:>9.3} {wrong:>7}",
-            figure("count"),
+            figure("count").as_u64().unwrap_or(0),
             text("dtype"),
             text("op"),
             real("algbw_gbps"),

@@ -121,8 +121,9 @@ impl Shape {
 struct RankResult {
     time: SimDuration,
     model: Option<SimDuration>,
-    /// The rank's result tiles as f64, cube-major, with data on.
-    values: Option<Vec<f64>>,
+    /// The rank's result tiles, cube-major, with data on (f32 holds every
+    /// f16, bf16 and f32 value exactly).
+    values: Option<Vec<f32>>,
 }
 
 /// Runs `collective` on every rank (see the module docs).
@@ -315,22 +316,22 @@ async fn fill(tensor: &Tensor, rank: usize, shape: &Shape) -> Result<(), Workloa
     Ok(())
 }
 
-/// The tensor's values as f64 (D2H, timed); `None` with data off (no host
+/// The tensor's values as f32 (D2H, timed); `None` with data off (no host
 /// array is built then).
-async fn read(tensor: &Tensor) -> Result<Option<Vec<f64>>, WorkloadError> {
+async fn read(tensor: &Tensor) -> Result<Option<Vec<f32>>, WorkloadError> {
     Ok(match tensor.dtype() {
         DType::F16 => tensor
             .to_ndarray::<f16>()
             .await?
-            .map(|a| a.iter().map(|v| v.to_f64()).collect()),
+            .map(|a| a.iter().map(|v| v.to_f32()).collect()),
         DType::BF16 => tensor
             .to_ndarray::<bf16>()
             .await?
-            .map(|a| a.iter().map(|v| v.to_f64()).collect()),
+            .map(|a| a.iter().map(|v| v.to_f32()).collect()),
         DType::F32 => tensor
             .to_ndarray::<f32>()
             .await?
-            .map(|a| a.iter().map(|&v| f64::from(v)).collect()),
+            .map(|a| a.iter().copied().collect()),
     })
 }
 
@@ -411,7 +412,7 @@ struct Mismatch {
 /// Every endpoint's result against the reference (see the module docs);
 /// O(bytes). Empty with data off.
 fn check_values(shape: &Shape, results: &[RankResult]) -> Vec<Check> {
-    let Some(values): Option<Vec<&[f64]>> = results.iter().map(|r| r.values.as_deref()).collect()
+    let Some(values): Option<Vec<&[f32]>> = results.iter().map(|r| r.values.as_deref()).collect()
     else {
         return Vec::new();
     };
@@ -442,12 +443,12 @@ fn check_values(shape: &Shape, results: &[RankResult]) -> Vec<Check> {
 
 /// The values check: exact for copies, within [`bound`] for reductions,
 /// overflow reported.
-fn values_check<'a>(shape: &Shape, tile: &dyn Fn(usize) -> &'a [f64]) -> Check {
+fn values_check<'a>(shape: &Shape, tile: &dyn Fn(usize) -> &'a [f32]) -> Check {
     let overflows =
         |got: f64, want: Want| !got.is_finite() || want.value.abs() > max_finite(shape.dtype);
     let mut first: Option<Mismatch> = None;
     for_each_element(shape, &mut |endpoint, index, want| {
-        let got = tile(endpoint)[index];
+        let got = f64::from(tile(endpoint)[index]);
         let wrong = overflows(got, want) || (got - want.value).abs() > want.bound;
         if wrong && first.is_none() {
             first = Some(Mismatch {
