@@ -1,9 +1,10 @@
 //! `chain_broadcast`: `broadcast` along the ring of every endpoint
 //! (ccl.yaml `topology: ring_1d`) as a chain that starts at the root
 //! endpoint (cube `root_cube`, default 0, of rank `src`): each endpoint
-//! receives the tile from the west, stores it and passes the same slot
-//! east, the last one (just west of the root) only stores. Every endpoint
-//! ends with the root's bytes. nccl-tests' busbw factor 1.
+//! receives the tile from the west into its own (`recv_into`, segment by
+//! segment, so a tile of any size passes) and sends it east from there;
+//! the last one (just west of the root) only receives. Every endpoint ends
+//! with the root's bytes. nccl-tests' busbw factor 1.
 //!
 //! A chain has no cycle, so one IPCQ slot per ring suffices.
 
@@ -33,15 +34,13 @@ async fn chain_broadcast(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let addr = args.tile_addr(cube)?;
     let n = args.endpoints();
     let pos = (args.endpoint(cube) + n - args.root_endpoint()) % n;
-    let value = if pos == 0 {
-        tl.load(addr, &args.shape(), args.dtype).await?
-    } else {
-        let received = tl.recv(Dir::W, &args.shape(), args.dtype).await?;
-        tl.store(addr, &received).await?;
-        received
+    let (shape, dtype) = (args.shape(), args.dtype);
+    let tile = match pos {
+        0 => tl.view(addr, &shape, dtype)?,
+        _ => tl.recv_into(Dir::W, &shape, dtype, addr).await?,
     };
     if pos + 1 < n {
-        tl.send(Dir::E, &value).await?;
+        tl.send(Dir::E, &tile).await?;
     }
     Ok(())
 }

@@ -6,7 +6,8 @@
 //! scales an `avg` once and stores the result. Other tiles are left as
 //! they were. nccl-tests' busbw factor 1.
 //!
-//! Each received slot is released once combined: one IPCQ slot suffices.
+//! Each partial is received into TCM scratch (`recv_into`, segment by
+//! segment, so a tile of any size passes): one IPCQ slot suffices.
 
 use kernbench::ccl::topology::Dir;
 use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, finish, reduce_received};
@@ -34,11 +35,13 @@ async fn chain_reduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let addr = args.tile_addr(cube)?;
     let n = args.endpoints();
     let pos = (args.endpoint(cube) + 2 * n - args.root_endpoint() - 1) % n;
-    let acc = tl.load(addr, &args.shape(), args.dtype).await?;
+    let (shape, dtype) = (args.shape(), args.dtype);
+    let acc = tl.load(addr, &shape, dtype).await?;
     if pos > 0 {
-        let received = tl.recv(Dir::W, &args.shape(), args.dtype).await?;
+        let received = tl.alloc(&shape, dtype)?;
+        tl.recv_into(Dir::W, &shape, dtype, &received).await?;
         reduce_received(&tl, args.op, &acc, &received).await?;
-        tl.release(&received)?;
+        tl.free(&received)?;
     }
     if pos + 1 < n {
         return tl.send(Dir::E, &acc).await;

@@ -7,10 +7,12 @@
 //! source and destination: `n (n − 1) / 2` hops per endpoint in all, the
 //! ring's cost for an all-to-all. nccl-tests' busbw factor `(n − 1) / n`.
 //!
-//! Relays forward the slot they received, so it needs two IPCQ slots.
+//! Each hop sends east while it receives from the west into TCM scratch
+//! (`recv_into` drains the ring segment by segment), so a block of any
+//! size passes with one IPCQ slot per ring.
 
 use kernbench::ccl::topology::Dir;
-use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, Requirements};
+use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs};
 use kernbench::tl::{Kernel, KernelError, Tl};
 
 struct RingAlltoall;
@@ -28,13 +30,6 @@ impl CclAlgorithm for RingAlltoall {
     fn kernel(&self) -> Kernel<KernelArgs, ()> {
         Kernel::new("ring_alltoall", ring_alltoall)
     }
-
-    fn requirements(&self) -> Requirements {
-        Requirements {
-            min_slots: 2,
-            ..Requirements::default()
-        }
-    }
 }
 
 async fn ring_alltoall(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
@@ -47,14 +42,19 @@ async fn ring_alltoall(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
         let own = tl
             .load(input + ((e + step) % n) as u64 * bytes, &shape, dtype)
             .await?;
-        let mut current = own.clone();
+        let mut current = own;
         for _ in 0..step {
-            tl.send(Dir::E, &current).await?;
-            current = tl.recv(Dir::W, &shape, dtype).await?;
+            let received = tl.alloc(&shape, dtype)?;
+            futures::try_join!(
+                tl.send(Dir::E, &current),
+                tl.recv_into(Dir::W, &shape, dtype, &received)
+            )?;
+            tl.free(&current)?;
+            current = received;
         }
         tl.store(output + ((e + n - step) % n) as u64 * bytes, &current)
             .await?;
-        tl.free(&own)?;
+        tl.free(&current)?;
     }
     Ok(())
 }

@@ -8,8 +8,9 @@
 //! `n − 1`), where an `avg` is scaled once. nccl-tests' busbw factor
 //! `(n − 1) / n`.
 //!
-//! Each received slot is released as soon as it is combined, so one IPCQ
-//! slot per ring suffices.
+//! Each round sends east while it receives from the west into TCM scratch
+//! (`recv_into` drains the ring segment by segment), so a block of any
+//! size passes with one IPCQ slot per ring.
 
 use kernbench::ccl::topology::Dir;
 use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, finish, reduce_received};
@@ -37,17 +38,19 @@ async fn ring_reducescatter(tl: Tl, args: KernelArgs) -> Result<(), KernelError>
     let (input, output) = (args.tile_addr(cube)?, args.out_addr(cube)?);
     let (n, e) = (args.endpoints(), args.endpoint(cube));
     let block = |b: usize| input + (b * args.tile.n_elem) as u64 * args.dtype.size();
-    let mut acc = tl
-        .load(block((e + n - 1) % n), &args.shape(), args.dtype)
-        .await?;
+    let (shape, dtype) = (args.shape(), args.dtype);
+    let mut acc = tl.load(block((e + n - 1) % n), &shape, dtype).await?;
     for step in 1..n {
-        tl.send(Dir::E, &acc).await?;
+        let received = tl.alloc(&shape, dtype)?;
+        futures::try_join!(
+            tl.send(Dir::E, &acc),
+            tl.recv_into(Dir::W, &shape, dtype, &received)
+        )?;
         tl.free(&acc)?;
-        let received = tl.recv(Dir::W, &args.shape(), args.dtype).await?;
         let b = (e + 2 * n - step - 1) % n;
-        acc = tl.load(block(b), &args.shape(), args.dtype).await?;
+        acc = tl.load(block(b), &shape, dtype).await?;
         reduce_received(&tl, args.op, &acc, &received).await?;
-        tl.release(&received)?;
+        tl.free(&received)?;
     }
     let result = finish(&tl, args.op, acc, n).await?;
     tl.store(output, &result).await

@@ -30,10 +30,16 @@ const WORKLOADS: [&str; 6] = [
 ];
 
 fn run(bench: &str, options: Options) -> Report {
-    let overrides = Overrides::parse(SMALL).unwrap();
+    run_with(bench, options, &[])
+}
+
+/// [`run`] with `--set` overrides added to [`SMALL`].
+fn run_with(bench: &str, options: Options, sets: &[&str]) -> Report {
+    let overrides = Overrides::parse(&[SMALL, sets].concat()).unwrap();
     let spec = TopologySpec::load(&TopologySpec::default_source(), &overrides.topology).unwrap();
+    let ccl = CclConfig::load(&CclConfig::default_source(), &overrides.ccl).unwrap();
     let options = Options {
-        ccl: Some(CclConfig::load(&CclConfig::default_source(), &[]).unwrap()),
+        ccl: Some(ccl),
         ..options
     };
     let machine = Arc::new(Machine::build(&spec).unwrap());
@@ -85,6 +91,25 @@ fn every_reduce_op_is_checked() {
             assert_eq!(report.checks_failed, 0, "{bench} {op}: {:?}", report.checks);
             assert_eq!(figure(&report, "op"), Value::Text(op.name().to_owned()));
         }
+    }
+}
+
+#[test]
+fn blocks_larger_than_a_whole_ring_pass() {
+    // One 128 B slot per ring; blocks of 1 KiB (8 segments) on every call.
+    let rings = [
+        "ccl.defaults.ipcq.slots=1",
+        "ccl.defaults.ipcq.slot_size=128 B",
+    ];
+    for bench in WORKLOADS.into_iter().filter(|b| *b != "ccl_allreduce") {
+        let blocks = match bench {
+            "ccl_reducescatter" | "ccl_alltoall" => 6,
+            _ => 1,
+        };
+        let size = 2 * blocks * 1024;
+        let report = run_with(bench, verified().with("size", size), &rings);
+        assert_eq!(report.checks_failed, 0, "{bench}: {:?}", report.checks);
+        assert_eq!(figure(&report, "bytes_per_rank"), Value::Int(size));
     }
 }
 
