@@ -182,3 +182,51 @@ fn the_cli_refuses_bad_dtypes_ops_and_mismatched_algorithms_with_exit_2() {
         "{stderr}"
     );
 }
+
+/// Issue 9's acceptance on full machines (release mode, `.ci/run`): every
+/// collective workload in f32 on 4 SIPs torus_2d and 5 SIPs ring_1d, and
+/// every reduction of `ccl_allreduce`, with data checked.
+#[test]
+#[ignore = "release-mode acceptance, run by .ci/run"]
+fn acceptance_on_full_machines() {
+    let machines: [&[&str]; 2] = [
+        &["system.sips.count=4", "system.sips.topology=torus_2d"],
+        &["system.sips.count=5", "system.sips.topology=ring_1d"],
+    ];
+    let ccl = CclConfig::load(&CclConfig::default_source(), &[]).unwrap();
+    let check = |sets: &[&str], bench: &str, options: Options| {
+        let overrides = Overrides::parse(sets).unwrap();
+        let spec =
+            TopologySpec::load(&TopologySpec::default_source(), &overrides.topology).unwrap();
+        let options = Options {
+            ccl: Some(ccl.clone()),
+            ..options
+        };
+        let machine = Arc::new(Machine::build(&spec).unwrap());
+        let report = workloads::find(bench)
+            .unwrap()
+            .run(machine, &options)
+            .unwrap();
+        assert_eq!(
+            report.checks_failed, 0,
+            "{bench} {sets:?}: {:?}",
+            report.checks
+        );
+        let params = options.params.iter().map(|(k, v)| format!("--{k} {v}"));
+        println!(
+            "{bench:18} {:52} {:28} {} checks passed",
+            sets.join(" "),
+            params.collect::<Vec<_>>().join(" "),
+            report.checks_passed
+        );
+    };
+    for sets in machines {
+        for bench in WORKLOADS.into_iter().filter(|b| *b != "ccl_allreduce") {
+            check(sets, bench, verified().with("dtype", "f32"));
+        }
+    }
+    for op in ["max", "min", "avg", "prod"] {
+        let options = verified().with("dtype", "f32").with("op", op);
+        check(&[], "ccl_allreduce", options);
+    }
+}
