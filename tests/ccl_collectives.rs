@@ -126,6 +126,8 @@ fn sizes_and_bandwidths_follow_nccl_tests() {
     assert_eq!(figure(&scatter, "bytes_per_participant"), Value::Int(192));
     let reduce = run("ccl_reduce", Options::default().with("size", "64"));
     assert_eq!(figure(&reduce, "busbw_factor"), Value::Real(1.0));
+    assert_eq!(figure(&reduce, "root"), Value::Int(0));
+    assert!(gather.figures.iter().all(|f| f.name != "root"));
     let Value::Int(ps) = figure(&reduce, "reduce_ps") else {
         panic!("reduce_ps is a time in ps")
     };
@@ -150,6 +152,32 @@ fn cli(args: &[&str]) -> (Option<i32>, String) {
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     (output.status.code(), stderr)
+}
+
+#[test]
+fn sweep_prints_nccl_tests_columns_with_the_root_of_rooted_calls() {
+    for (bench, op, root) in [("ccl_reduce", "min", "0"), ("ccl_allgather", "-", "-1")] {
+        let output = Command::new(env!("CARGO_BIN_EXE_kernbench"))
+            .args(SMALL.iter().flat_map(|s| ["--set", s]))
+            .args(["sweep", "--bench", bench, "-b", "1K", "-e", "4K", "-f", "4"])
+            .args(["--dtype", "f32", "--jobs", "1"])
+            .args(if op == "-" { vec![] } else { vec!["--op", op] })
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{bench}: {stdout}");
+        let rows: Vec<Vec<&str>> = stdout
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(rows.len(), 2, "{stdout}");
+        for (row, (size, count)) in rows.iter().zip([("1024", "256"), ("4096", "1024")]) {
+            // size count type redop root time algbw busbw #wrong
+            assert_eq!(row[..5], [size, count, "f32", op, root], "{stdout}");
+            assert_eq!(row[8], "N/A", "{stdout}");
+        }
+    }
 }
 
 #[test]

@@ -23,6 +23,8 @@ pub mod names {
     pub const DTYPE: &str = "dtype";
     /// Reduction.
     pub const OP: &str = "op";
+    /// The root rank of a rooted call (`broadcast`, `reduce`).
+    pub const ROOT: &str = "root";
     /// The collective's time, in ps (else the first other `*_ps` figure).
     pub const TIME: &str = "time_ps";
     /// An algorithm's cost model of that time, in ps.
@@ -107,7 +109,9 @@ fn collective(rows: &[&Row]) -> String {
             text(names::COUNT),
             text(names::DTYPE),
             text(names::OP),
-            -1,
+            row.figures
+                .get(names::ROOT)
+                .map_or_else(|| "-1".to_owned(), Value::to_string),
             super::figures::time_us(row).map_or("-".to_owned(), |us| format!("{us:.3}")),
             gbps(names::ALGBW),
             gbps(names::BUSBW),

@@ -74,6 +74,9 @@ const SIZE: Param = Param {
     help: "Input bytes per rank, K/M/G suffixes allowed (default: ccl.yaml's n_elem per block)",
 };
 
+/// The rank a rooted call (`broadcast`, `reduce`) names as `src` / `dst`.
+const ROOT_RANK: usize = 0;
+
 /// The parameters of a collective that reduces nothing.
 pub const PARAMS: &[Param] = &[ALGORITHM, DTYPE, SIZE];
 
@@ -90,7 +93,7 @@ struct Shape {
     endpoints: usize,
     n_elem: usize,
     /// The endpoint a rooted call reads or writes: cube `root_cube` of
-    /// rank 0.
+    /// [`ROOT_RANK`].
     root: usize,
 }
 
@@ -137,14 +140,15 @@ pub async fn run(
         Some(name) => dist.init_process_group_with("ahbm", collective, &name)?,
         None => dist.init_process_group("ahbm")?,
     }
+    let cubes = torch.device().fabric().machine().cubes_per_sip() as usize;
     let mut shape = Shape {
         collective,
         op: options.get("op")?.unwrap_or(ReduceOp::Sum),
         dtype: options.get("dtype")?.unwrap_or(DType::F16),
-        cubes: torch.device().fabric().machine().cubes_per_sip() as usize,
+        cubes,
         endpoints: dist.endpoints(collective)?,
         n_elem: dist.n_elem(collective)?,
-        root: dist.root_cube(collective)?,
+        root: ROOT_RANK * cubes + dist.root_cube(collective)?,
     };
     let size = options.get::<ByteSize>("size")?;
     if let Some(size) = size {
@@ -254,7 +258,7 @@ async fn call(
     input: &Tensor,
     output: Option<&Tensor>,
 ) -> Result<(), WorkloadError> {
-    let (op, root_rank) = (shape.op, 0);
+    let (op, root_rank) = (shape.op, ROOT_RANK);
     match (shape.collective, output) {
         (Collective::AllReduce, None) => dist.all_reduce(input, op).await?,
         (Collective::Broadcast, None) => dist.broadcast(input, root_rank).await?,
@@ -598,6 +602,9 @@ fn outcome(algorithm: &str, shape: &Shape, results: &[RankResult]) -> Outcome {
     ];
     if shape.collective.reduces() {
         figures.push(Figure::text("op", shape.op.name()));
+    }
+    if matches!(shape.collective, Collective::Broadcast | Collective::Reduce) {
+        figures.push(Figure::int("root", ROOT_RANK as u64));
     }
     figures.extend([
         Figure::int("ranks", results.len() as u64),
