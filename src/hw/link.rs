@@ -159,6 +159,18 @@ impl Link {
         self.server.reserve_batch(arrives, busy, payload, packets)
     }
 
+    /// Books the link for a flow of one packet arriving at `arrives`
+    /// ([`SerialServer::reserve_between`]).
+    pub(crate) fn book_packet(
+        &self,
+        arrives: SimTime,
+        busy: SimDuration,
+        payload: u64,
+        wait: SimDuration,
+    ) -> Result<Reservation, HwError> {
+        self.server.reserve_between(arrives, busy, payload, wait)
+    }
+
     /// A packet of `payload` bytes that has fully arrived at this link now,
     /// with occupancy `occupancy` (precomputed by the caller).
     pub(crate) fn carry(&self, payload: u64, occupancy: SimDuration) -> Result<PacketHop, HwError> {

@@ -10,10 +10,14 @@
 //! exactly a FIFO queue (ties in the order the executor runs the arriving
 //! tasks), and the caller needs a single timer per job.
 //!
-//! It also counts jobs, bytes and busy time. Reserved time after `now` is
-//! always one contiguous block `[now, free_at)` (a gap can only open at the
-//! moment of a reservation, i.e. in the past), so the busy time up to any
-//! instant is exact and never exceeds the elapsed time.
+//! It also counts jobs, bytes and busy time. Jobs that arrive when they
+//! book leave the reserved time after `now` one contiguous block
+//! `[now, free_at)`. Flows (ADR-0012) book ahead: the idle gaps they leave
+//! before `free_at` are kept and used by earlier arrivals
+//! ([`SerialServer::reserve_batch`]), and a flow's single packet slips in
+//! between booked flows' packets ([`SerialServer::reserve_between`]). The
+//! busy time up to any instant stays exact and never exceeds the elapsed
+//! time.
 //!
 //! Knows virtual time and an opaque name; nothing of what it serves.
 
@@ -270,6 +274,65 @@ impl SerialServer {
         Ok(pieces.reservation())
     }
 
+    /// Reserves the server for one packet of a flow (ADR-0012 D5) that
+    /// arrives at `arrives` (now or later). Where the server is idle, or an
+    /// idle gap holds it, it books as [`reserve_batch`](Self::reserve_batch)
+    /// does. Where time booked ahead holds the server at `arrives`, it does
+    /// not wait for the booked flows' last bytes, which have not arrived
+    /// yet: it is served on arrival, between their packets, and pushes
+    /// everything booked after it back by its occupancy (no work is lost;
+    /// the flows' own ends, already computed, stay as booked). Packet mode
+    /// would make it wait for the packet in service (at most one packet's
+    /// occupancy); two such packets arriving at one instant are served side
+    /// by side. Both are optimistic by nanoseconds (ADR-0012 D5).
+    pub fn reserve_between(
+        &self,
+        arrives: SimTime,
+        occupancy: SimDuration,
+        bytes: u64,
+        wait: SimDuration,
+    ) -> Result<Reservation, HwError> {
+        let mut calendar = self.calendar.get();
+        if arrives >= calendar.free_at {
+            return self.reserve_batch(arrives, occupancy, bytes, 1);
+        }
+        let start = later(arrives, wait, &self.name)?;
+        let end = later(start, occupancy, &self.name)?;
+        if !self.shrink_gap_at(arrives, occupancy) {
+            calendar.free_at = later(calendar.free_at, occupancy, &self.name)?;
+        }
+        calendar.reserved += occupancy.as_ps();
+        calendar.jobs += 1;
+        calendar.bytes = calendar.bytes.saturating_add(bytes);
+        self.calendar.set(calendar);
+        let reservation = Reservation { start, end };
+        if trace::is_recording() {
+            self.trace(reservation, bytes);
+        }
+        Ok(reservation)
+    }
+
+    /// Takes `occupancy` off the end of the idle gap that holds `arrives`,
+    /// if one does and is long enough (the gap stays one piece, so the
+    /// flow it was left for is not split around a header).
+    fn shrink_gap_at(&self, arrives: SimTime, occupancy: SimDuration) -> bool {
+        let mut gaps = self.gaps.borrow_mut();
+        let holds = |&(from, to): &(SimTime, SimTime)| {
+            from <= arrives && arrives < to && to.saturating_since(from) >= occupancy
+        };
+        let Some(index) = gaps.iter().position(holds) else {
+            return false;
+        };
+        let (from, to) = gaps[index];
+        let to = SimTime::from_ps(to.as_ps() - occupancy.as_ps());
+        if from < to {
+            gaps[index] = (from, to);
+        } else {
+            gaps.remove(index);
+        }
+        true
+    }
+
     /// Counters as of `now` (any instant; a past one counts less busy time).
     pub fn stats(&self, now: SimTime) -> ServerStats {
         let calendar = self.calendar.get();
@@ -393,6 +456,35 @@ mod tests {
         );
         let end = server.stats(SimTime::from_ns(200));
         assert_eq!((end.busy, end.jobs), (ns(190), 3));
+    }
+
+    #[test]
+    fn a_single_packet_slips_between_booked_flows_and_never_splits_a_gap() {
+        let mut simulation = Simulation::new();
+        let server = Rc::new(SerialServer::new("s", Activity::Packet));
+        let s = server.clone();
+        let done = simulation.spawn("book", async move {
+            // A flow booked ahead over [100, 200) leaves the gap [0, 100).
+            s.reserve_batch(SimTime::from_ns(100), ns(100), 0, 50)
+                .unwrap();
+            let span = |r: Reservation| (r.start.as_ps() / 1000, r.end.as_ps() / 1000);
+            // A header arriving at 40 is served there (after the 2 ns wait)
+            // and takes its 4 ns off the end of the gap: [0, 96) stays one
+            // piece, so a 96 ns flow arriving at 0 still fits before 100.
+            let header = s.reserve_between(SimTime::from_ns(40), ns(4), 0, ns(2));
+            let fits = s.reserve_batch(SimTime::ZERO, ns(96), 0, 12).unwrap();
+            // One arriving inside the booked flow (at 150) does not wait for
+            // its end: it is served on arrival and pushes the end to 204.
+            let inside = s.reserve_between(SimTime::from_ns(150), ns(4), 0, ns(2));
+            let after = s.reserve(ns(1), 0).unwrap();
+            [header.unwrap(), fits, inside.unwrap(), after].map(span)
+        });
+        simulation.run().unwrap();
+        assert_eq!(
+            done.output().unwrap(),
+            [(42, 46), (0, 96), (152, 156), (204, 205)]
+        );
+        assert_eq!(server.stats(SimTime::from_ns(205)).busy, ns(205));
     }
 
     #[test]

@@ -211,7 +211,13 @@ impl FlowFront {
         let overflow = |e| HwError::time(name)(e);
         let fulls = full.checked_mul(plan.packets - 1).map_err(overflow)?;
         let busy = fulls.checked_add(tail).map_err(overflow)?;
-        let booked = link.book(self.first, busy, plan.bytes(), plan.packets)?;
+        let booked = if plan.packets == 1 {
+            let full = link.params().occupancy(plan.full).map_err(overflow)?;
+            let wait = SimDuration::from_ps(full.as_ps() / 2);
+            link.book_packet(self.first, busy, plan.bytes(), wait)?
+        } else {
+            link.book(self.first, busy, plan.bytes(), plan.packets)?
+        };
         let after = |t: SimTime, d: SimDuration| super::later(t, d, name);
         // The hop's service ends at `booked.end` (later than `start + busy`
         // when it was split around earlier bookings); the last packet's
