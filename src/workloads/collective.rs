@@ -155,6 +155,9 @@ pub async fn run(
         shape.n_elem = block_elements(size, &shape)?;
     }
     check_fits(&torch, size, &shape)?;
+    if torch.device().data_mode() == DataMode::On {
+        check_host_memory(dist.get_world_size()?, size, &shape, host_available())?;
+    }
     let results = spawn(dist.get_world_size()?, move |_rank| {
         let torch = torch.clone();
         async move { worker(&torch, shape).await }
@@ -213,6 +216,49 @@ fn check_fits(torch: &Torch, size: Option<ByteSize>, shape: &Shape) -> Result<()
         }
     }
     Ok(())
+}
+
+/// Host bytes a `--verify-data` run keeps per tensor byte on the device:
+/// the live store and the op-log replay's store hold every byte written,
+/// and the host holds each element's input and result as `f32` (at most
+/// 4 B per element of 2 B: 4 B more per byte).
+const HOST_BYTES_PER_DEVICE_BYTE: u128 = 2 + 4;
+
+/// With `--verify-data`, what checking the data needs of host memory
+/// (about [`HOST_BYTES_PER_DEVICE_BYTE`] per byte of every rank's tiles)
+/// fits in `available` bytes (none known: not checked), checked before
+/// anything is allocated.
+fn check_host_memory(
+    world_size: usize,
+    size: Option<ByteSize>,
+    shape: &Shape,
+    available: Option<u64>,
+) -> Result<(), WorkloadError> {
+    let Some(available) = available else {
+        return Ok(());
+    };
+    let (in_blocks, out_blocks) = shape.blocks();
+    let tiles = (in_blocks + out_blocks) as u128 * shape.block_bytes();
+    let device = tiles * (shape.cubes * world_size) as u128;
+    let needed = device * HOST_BYTES_PER_DEVICE_BYTE;
+    if needed <= u128::from(available) {
+        return Ok(());
+    }
+    let flag = size.map_or("ccl.yaml n_elem".to_owned(), |s| format!("--size {s}"));
+    Err(WorkloadError::BadOption(format!(
+        "{flag} --verify-data: checking {device} B of tensors on {world_size} ranks needs \
+         about {needed} B of host memory (device stores, replay, inputs and results), but \
+         this host has {available} B available: lower the size or run timing-only \
+         (without --verify-data)"
+    )))
+}
+
+/// The host memory available now (Linux `MemAvailable`), if known.
+fn host_available() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 /// The DDP worker: place, fill, call between barriers, read back.
@@ -642,6 +688,34 @@ mod tests {
         assert_eq!(reference(ReduceOp::Min, &xs), -0.25);
         assert_eq!(reference(ReduceOp::Avg, &xs), 0.5);
         assert_eq!(reference(ReduceOp::Product, &xs), -0.09375);
+    }
+
+    #[test]
+    fn verify_data_is_refused_when_the_host_cannot_hold_the_check() {
+        let shape = Shape {
+            collective: Collective::AllReduce,
+            op: ReduceOp::Sum,
+            dtype: DType::F16,
+            cubes: 16,
+            endpoints: 1024,
+            n_elem: 1 << 20,
+            root: 0,
+        };
+        // 64 ranks x 16 cubes x 2 MiB tiles = 2 GiB on the device, about
+        // 6 x that on the host.
+        let needed = 6 * (2u64 << 30);
+        let size = Some(ByteSize(32 << 20));
+        assert!(check_host_memory(64, size, &shape, Some(needed)).is_ok());
+        assert!(check_host_memory(64, size, &shape, None).is_ok());
+        let error = check_host_memory(64, size, &shape, Some(needed - 1)).unwrap_err();
+        let message = error.to_string();
+        assert!(error.is_usage(), "{message}");
+        assert!(
+            message.contains("--size 33554432 --verify-data")
+                && message.contains(&format!("about {needed} B of host memory"))
+                && message.contains("without --verify-data"),
+            "{message}"
+        );
     }
 
     #[test]
