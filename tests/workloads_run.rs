@@ -93,6 +93,24 @@ fn gemm_launch_is_its_dispatch_formula_around_the_program() {
 }
 
 #[test]
+fn gemm_single_pe_roofline_is_its_closed_form_and_bounds_the_program() {
+    let report = run("gemm_single_pe", false, Some(SMALL)).unwrap();
+    // 2 * 64 * 128 * 32 FLOP at 2 * 128 * 128 MAC/cycle * 1 GHz: 16 ns.
+    assert_eq!(ps(&report, "bound_gemm_ps"), SimDuration::from_ps(16_000));
+    // 2 B * (64*128 + 128*32 + 64*32) = 28672 B over 32 pseudo-channels of
+    // 25.6 GB/s: 896 B each, 35 ns.
+    assert_eq!(figure(&report, "hbm_bytes"), Value::Int(28_672));
+    assert_eq!(ps(&report, "bound_hbm_ps"), SimDuration::from_ps(35_000));
+    assert_eq!(figure(&report, "hbm_gbps"), Value::Real(819.2));
+    assert_eq!(
+        figure(&report, "roofline_binding"),
+        Value::Text("hbm".into())
+    );
+    assert_eq!(ps(&report, "roofline_ps"), SimDuration::from_ps(35_000));
+    assert!(ps(&report, "program_ps") >= ps(&report, "roofline_ps"));
+}
+
+#[test]
 fn va_offset_verify_copies_every_byte_and_data_off_times_the_same() {
     let on = run("va_offset_verify", true, None).unwrap();
     assert_eq!(on.checks_failed, 0, "{on}");

@@ -214,7 +214,6 @@ fn gemm_figures(
     roofline: &Roofline,
 ) -> Vec<Figure> {
     let flops = 2 * (dims.m as u64) * (dims.k as u64) * (dims.n as u64);
-    let (binding, bound) = roofline.binding();
     let mut figures = vec![
         Figure::text("shape", dims.to_string()),
         Figure::int("cubes", u64::from(plan.cubes)),
@@ -224,11 +223,6 @@ fn gemm_figures(
         Figure::real("achieved_tflops", tflops(flops, kernel)),
         Figure::real("peak_tflops", peak as f64 / 1e12),
     ];
-    for (resource, time) in &roofline.bounds {
-        figures.push(Figure::time(resource.bound_figure(), *time));
-    }
-    figures.push(Figure::text("roofline_binding", binding.name()));
-    figures.push(Figure::time("roofline_ps", bound));
-    figures.push(Figure::real("roofline_tflops", tflops(flops, bound)));
+    figures.extend(roofline.figures(flops));
     figures
 }

@@ -9,8 +9,12 @@
 //! `2MK + 2KN + 6MN` bytes (8 MiB by default).
 //!
 //! Figures: the phases' times, `achieved_tflops = 2MKN / program time`
-//! (the program on its PE, from its start to its last store) and the PE's
-//! `peak_tflops` (`2 × rows × cols × clock`). With `--verify-data`, `C`
+//! (the program on its PE, from its start to its last store), the PE's
+//! `peak_tflops` (`2 × rows × cols × clock`) and the roofline of the
+//! program (`Roofline::single_pe`): PE_GEMM at its peak (`bound_gemm_ps`)
+//! and the `hbm_bytes = 2MK + 2KN + 2MN` it loads and stores over every
+//! pseudo-channel of the cube's HBM (`bound_hbm_ps`, `hbm_gbps`); the
+//! larger is `roofline_ps`, `roofline_tflops = 2MKN / roofline_ps`. With `--verify-data`, `C`
 //! is checked against an f32 `ndarray` product of the same f16 inputs,
 //! within f16 rounding: `|C − ref| ≤ 2⁻¹⁰ (|ref| + 1)`. The inputs are
 //! multiples of ½ in `[-1, 1]`, so the reference is exact in f32.
@@ -25,6 +29,7 @@ use kernbench::sim;
 use kernbench::tl::{Grid, Kernel, KernelError, Tl};
 use kernbench::topology::naming;
 use kernbench::workloads::gemm_check::{compare, operand, tflops};
+use kernbench::workloads::tiled_gemm::Roofline;
 use kernbench::workloads::{
     Check, Definition, Figure, GemmDims, Options, Outcome, Param, WorkloadError,
 };
@@ -174,9 +179,11 @@ async fn run(torch: Torch, dims: GemmDims) -> Result<Outcome, WorkloadError> {
         .map(|p| p.end - p.start)
         .max()
         .unwrap_or_default();
-    let peak = torch.device().fabric().machine().spec().pe.peak_flops();
+    let spec = torch.device().fabric().machine().spec();
     let flops = 2 * (m * k * n) as u64;
-    let figures = vec![
+    let hbm_bytes = DType::F16.size() * (m * k + k * n + m * n) as u64;
+    let roofline = Roofline::single_pe(spec, flops, hbm_bytes)?;
+    let mut figures = vec![
         Figure::text("shape", dims.to_string()),
         Figure::text("dtype", "f16"),
         Figure::text("pe", naming::pe(sip, 0, 0)),
@@ -186,8 +193,9 @@ async fn run(torch: Torch, dims: GemmDims) -> Result<Outcome, WorkloadError> {
         Figure::time("d2h_ps", read),
         Figure::int("flops", flops),
         Figure::real("achieved_tflops", tflops(flops, program)),
-        Figure::real("peak_tflops", peak as f64 / 1e12),
+        Figure::real("peak_tflops", spec.pe.peak_flops() as f64 / 1e12),
     ];
+    figures.extend(roofline.figures(flops));
     let checks = match result.map(|c| c.into_dimensionality::<Ix2>()) {
         Some(Ok(c)) => vec![compare(&a_host, &b_host, c.view())],
         Some(Err(error)) => vec![Check::new("c_matches_reference", false, error.to_string())],

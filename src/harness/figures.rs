@@ -1,15 +1,18 @@
-//! SVG figures of sweep results, drawn with `plotters` (SVG backend only):
-//! for collectives, latency and bus bandwidth against size on log axes,
+//! SVG figures of sweep results, drawn with `plotters` (SVG backend only),
+//! chosen by the figures the rows report: for collectives (rows with
+//! `busbw_gbps`), latency and bus bandwidth against size on log axes,
 //! one curve per combination of the other swept values, with the
 //! algorithm's `model_ps` dashed beside its curve where the run reports it,
 //! and one comparison figure per further swept value (buffer kind,
-//! fidelity, dtype, ...) when more than one is swept.
+//! fidelity, dtype, ...) when more than one is swept; for GEMMs (rows with
+//! `flops` and `achieved_tflops`), the three of [`super::gemm_figures`].
 
 use std::collections::BTreeMap;
 
 use plotters::coord::ranged1d::ValueFormatter;
 use plotters::prelude::*;
 
+use super::gemm_figures;
 use super::results::Row;
 use super::table::{self, names};
 
@@ -31,10 +34,21 @@ pub struct Curve {
     pub label: String,
     /// `(x, y)` points in x order.
     pub points: Vec<(f64, f64)>,
-    /// Drawn dashed (a model beside the curve it models).
-    pub dashed: bool,
+    /// How it is drawn.
+    pub style: Style,
     /// Its colour, as an index into the palette (a model shares its curve's).
     pub color: usize,
+}
+
+/// How a curve is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// A solid line with a marker at each point (a measurement).
+    Line,
+    /// A dashed line (a model or bound beside what it models).
+    Dashed,
+    /// Markers only (points that do not form a curve).
+    Markers,
 }
 
 /// A chart's labels and scales.
@@ -54,9 +68,18 @@ pub struct Axes<'a> {
 
 /// The figures of `rows` (all of one result set, in order).
 pub fn figures(rows: &[&Row]) -> Vec<Svg> {
-    if !table::is_collective(rows) {
-        return Vec::new();
+    let mut svgs = Vec::new();
+    if table::is_collective(rows) {
+        svgs.extend(collective_figures(rows));
     }
+    if gemm_figures::is_gemm(rows) {
+        svgs.extend(gemm_figures::figures(rows));
+    }
+    svgs
+}
+
+/// Latency and busbw vs size, and the comparisons.
+fn collective_figures(rows: &[&Row]) -> Vec<Svg> {
     let mut svgs = vec![
         collective_chart(
             rows,
@@ -113,16 +136,11 @@ fn collective_chart(
     let groups = grouped(rows, table::group);
     let mut curves = Vec::new();
     for (color, (label, members)) in groups.iter().enumerate() {
-        curves.push(curve(label, members, value, false, color));
+        curves.push(curve(label, members, bytes, value, Style::Line, color));
         if file.starts_with("latency") {
             let model = |r: &Row| r.number(names::MODEL).map(|ps| ps / 1e6);
-            curves.push(curve(
-                &format!("{label} model"),
-                members,
-                model,
-                true,
-                color,
-            ));
+            let label = format!("{label} model");
+            curves.push(curve(&label, members, bytes, model, Style::Dashed, color));
         }
     }
     let axes = Axes {
@@ -169,7 +187,8 @@ fn comparisons(rows: &[&Row]) -> Vec<Option<Svg>> {
                 .iter()
                 .enumerate()
                 .map(|(color, (label, members))| {
-                    curve(label, members, |r| r.number(names::BUSBW), false, color)
+                    let busbw = |r: &Row| r.number(names::BUSBW);
+                    curve(label, members, bytes, busbw, Style::Line, color)
                 })
                 .collect();
             let title = format!("Bus bandwidth by {axis}");
@@ -187,7 +206,10 @@ fn comparisons(rows: &[&Row]) -> Vec<Option<Svg>> {
 }
 
 /// Rows grouped by `label`, groups in order of first appearance.
-fn grouped<'r>(rows: &[&'r Row], label: impl Fn(&Row) -> String) -> Vec<(String, Vec<&'r Row>)> {
+pub fn grouped<'r>(
+    rows: &[&'r Row],
+    label: impl Fn(&Row) -> String,
+) -> Vec<(String, Vec<&'r Row>)> {
     let mut groups: Vec<(String, Vec<&Row>)> = Vec::new();
     for row in rows {
         let key = label(row);
@@ -199,24 +221,26 @@ fn grouped<'r>(rows: &[&'r Row], label: impl Fn(&Row) -> String) -> Vec<(String,
     groups
 }
 
-/// The `(bytes, value)` points of `rows` that completed with a value.
-fn curve(
+/// The `(x, y)` points of `rows` that completed with both values, in x
+/// order.
+pub fn curve(
     label: &str,
     rows: &[&Row],
-    value: impl Fn(&Row) -> Option<f64>,
-    dashed: bool,
+    x: impl Fn(&Row) -> Option<f64>,
+    y: impl Fn(&Row) -> Option<f64>,
+    style: Style,
     color: usize,
 ) -> Curve {
     let mut points: Vec<_> = rows
         .iter()
         .filter(|r| r.error.is_none())
-        .filter_map(|r| Some((bytes(r)?, value(r)?)))
+        .filter_map(|r| Some((x(r)?, y(r)?)))
         .collect();
-    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    points.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
     Curve {
         label: label.to_owned(),
         points,
-        dashed,
+        style,
         color,
     }
 }
@@ -325,14 +349,15 @@ where
         let color = Palette99::pick(curve.color).to_rgba();
         let style = color.stroke_width(2);
         let points = curve.points.iter().copied();
-        let series = if curve.dashed {
-            chart.draw_series(DashedLineSeries::new(points, 6, 4, style))?
-        } else {
-            chart.draw_series(LineSeries::new(points, style).point_size(3))?
-        };
-        series
-            .label(&curve.label)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+        match curve.style {
+            Style::Line => chart.draw_series(LineSeries::new(points, style).point_size(3))?,
+            Style::Dashed => chart.draw_series(DashedLineSeries::new(points, 6, 4, style))?,
+            Style::Markers => {
+                chart.draw_series(points.map(|p| Circle::new(p, 4, style.filled())))?
+            }
+        }
+        .label(&curve.label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
     }
     chart
         .configure_series_labels()

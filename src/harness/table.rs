@@ -35,6 +35,22 @@ pub mod names {
     pub const BUSBW: &str = "busbw_gbps";
     /// The swept size parameter.
     pub const SIZE: &str = "size";
+    /// GEMM: floating-point operations, `2MKN`.
+    pub const FLOPS: &str = "flops";
+    /// GEMM: `flops` over the simulated time of the timed part, TFLOP/s.
+    pub const ACHIEVED_TFLOPS: &str = "achieved_tflops";
+    /// GEMM: the compute units' peak, TFLOP/s.
+    pub const PEAK_TFLOPS: &str = "peak_tflops";
+    /// GEMM: the roofline's lower bound of the timed part, in ps.
+    pub const ROOFLINE: &str = "roofline_ps";
+    /// GEMM: `flops` over `roofline_ps`, TFLOP/s.
+    pub const ROOFLINE_TFLOPS: &str = "roofline_tflops";
+    /// GEMM: bytes read from and written to HBM.
+    pub const HBM_BYTES: &str = "hbm_bytes";
+    /// GEMM: the HBM bandwidth the roofline assumes, GB/s.
+    pub const HBM_GBPS: &str = "hbm_gbps";
+    /// The swept parameters that set a GEMM's dimensions.
+    pub const GEMM_DIMENSIONS: [&str; 4] = ["shape", "m", "k", "n"];
 }
 
 /// Whether `rows` are of a collective workload.
@@ -133,9 +149,9 @@ fn wrong(row: &Row) -> String {
 /// Swept values, simulated time, checks and the rate figures.
 fn compact(rows: &[&Row]) -> String {
     const RATES: [&str; 4] = [
-        "achieved_tflops",
-        "roofline_tflops",
-        "peak_tflops",
+        names::ACHIEVED_TFLOPS,
+        names::ROOFLINE_TFLOPS,
+        names::PEAK_TFLOPS,
         "efficiency",
     ];
     let mut out = String::new();

@@ -33,7 +33,8 @@ use std::rc::Rc;
 
 use ndarray::{Array2, ArrayView2};
 
-use super::WorkloadError;
+use super::gemm_check::tflops;
+use super::{Figure, WorkloadError};
 use crate::device::Device;
 use crate::hw::{GemmShape, gemm_formula};
 use crate::mem::DType;
@@ -41,7 +42,7 @@ use crate::runtime::launch::{LaunchError, LaunchReport, launch};
 use crate::runtime::{DPPolicy, Split, Tensor, Torch};
 use crate::sim::SimDuration;
 use crate::tl::{Epilogue, Grid, Kernel, KernelError, TensorHandle, Tl};
-use crate::topology::{MemSpace, PeSpec};
+use crate::topology::{MemSpace, PeSpec, TopologySpec};
 
 /// Largest `mt`, `nt` and `kt` [`Tiling::choose`] starts from.
 pub const MAX_TILE: [usize; 3] = [512, 512, 1024];
@@ -449,6 +450,11 @@ impl Resource {
 pub struct Roofline {
     /// Each resource's bound.
     pub bounds: BTreeMap<Resource, SimDuration>,
+    /// Bytes read from and written to HBM, all cubes together (the
+    /// arithmetic intensity's denominator).
+    pub hbm_bytes: u64,
+    /// The HBM bandwidth of the cubes used, in B/s (the roofline's slope).
+    pub hbm_bytes_per_sec: u64,
 }
 
 impl Roofline {
@@ -478,7 +484,51 @@ impl Roofline {
             (Resource::Hbm, traffic.hbm_bound(spec)?),
             (Resource::Noc, traffic.noc_bound(device)?),
         ]);
-        Ok(Roofline { bounds })
+        Ok(Roofline {
+            bounds,
+            hbm_bytes: traffic.hbm_bytes(),
+            hbm_bytes_per_sec: hbm_bytes_per_sec(spec) * args.cubes.len() as u64,
+        })
+    }
+
+    /// The bounds of a GEMM of `flops` on one PE whose operands and result
+    /// move `hbm_bytes` to and from one cube's HBM: PE_GEMM at its peak
+    /// ([`compute_bound`]) and those bytes over every pseudo-channel.
+    pub fn single_pe(
+        spec: &TopologySpec,
+        flops: u64,
+        hbm_bytes: u64,
+    ) -> Result<Roofline, WorkloadError> {
+        let bounds = BTreeMap::from([
+            (Resource::Gemm, compute_bound(&spec.pe, flops)?),
+            (Resource::Hbm, hbm_bound(spec, hbm_bytes)?),
+        ]);
+        Ok(Roofline {
+            bounds,
+            hbm_bytes,
+            hbm_bytes_per_sec: hbm_bytes_per_sec(spec),
+        })
+    }
+
+    /// The figures of the roofline of a GEMM of `flops`: each bound
+    /// (`bound_*_ps`), the binding resource, `roofline_ps`,
+    /// `roofline_tflops`, and what the harness's roofline chart plots them
+    /// against: `hbm_bytes` and `hbm_gbps`.
+    pub fn figures(&self, flops: u64) -> Vec<Figure> {
+        let (binding, bound) = self.binding();
+        let mut figures: Vec<_> = self
+            .bounds
+            .iter()
+            .map(|(resource, time)| Figure::time(resource.bound_figure(), *time))
+            .collect();
+        figures.extend([
+            Figure::text("roofline_binding", binding.name()),
+            Figure::time("roofline_ps", bound),
+            Figure::real("roofline_tflops", tflops(flops, bound)),
+            Figure::int("hbm_bytes", self.hbm_bytes),
+            Figure::real("hbm_gbps", self.hbm_bytes_per_sec as f64 / 1e9),
+        ]);
+        figures
     }
 
     /// The largest bound and its resource.
@@ -489,6 +539,27 @@ impl Roofline {
             .max_by_key(|&(r, d)| (d, std::cmp::Reverse(r)))
             .unwrap_or((Resource::Gemm, SimDuration::ZERO))
     }
+}
+
+/// `bytes` to or from one cube's HBM spread evenly over its
+/// pseudo-channels: no HBM serves them sooner.
+pub fn hbm_bound(spec: &TopologySpec, bytes: u64) -> Result<SimDuration, WorkloadError> {
+    let hbm = &spec.cube.hbm;
+    let per_channel = bytes.div_ceil(u64::from(hbm.pseudo_channels.get()));
+    hbm.pc_bandwidth.transfer_time(per_channel).map_err(hw_time)
+}
+
+/// One cube's HBM bandwidth: its pseudo-channels together, in B/s.
+pub fn hbm_bytes_per_sec(spec: &TopologySpec) -> u64 {
+    let hbm = &spec.cube.hbm;
+    hbm.pc_bandwidth.bytes_per_sec() * u64::from(hbm.pseudo_channels.get())
+}
+
+/// `flops` on one PE's GEMM array at its peak (`2 × rows × cols` per
+/// cycle): every tile of `rows × cols` outputs takes at least `K` cycles.
+pub fn compute_bound(pe: &PeSpec, flops: u64) -> Result<SimDuration, WorkloadError> {
+    let per_cycle = 2 * pe.gemm.macs_per_cycle();
+    pe.clock.cycles(flops.div_ceil(per_cycle)).map_err(hw_time)
 }
 
 /// PE_GEMM occupancy and TCM traffic time of one PE's `plan`.
@@ -580,21 +651,22 @@ impl Traffic {
         Ok(())
     }
 
-    /// The busiest HBM's bytes over its pseudo-channels' bandwidth.
-    fn hbm_bound(
-        &self,
-        spec: &crate::topology::TopologySpec,
-    ) -> Result<SimDuration, WorkloadError> {
-        let hbm = &spec.cube.hbm;
-        let busiest = self
-            .memory
+    /// The bytes of each HBM.
+    fn hbm(&self) -> impl Iterator<Item = u64> + '_ {
+        self.memory
             .iter()
             .filter(|(space, _)| matches!(space, MemSpace::Hbm { .. }))
             .map(|(_, &bytes)| bytes)
-            .max()
-            .unwrap_or(0);
-        let per_channel = busiest.div_ceil(u64::from(hbm.pseudo_channels.get()));
-        hbm.pc_bandwidth.transfer_time(per_channel).map_err(hw_time)
+    }
+
+    /// Every HBM's bytes together.
+    fn hbm_bytes(&self) -> u64 {
+        self.hbm().sum()
+    }
+
+    /// The busiest HBM's bytes over its pseudo-channels' bandwidth.
+    fn hbm_bound(&self, spec: &TopologySpec) -> Result<SimDuration, WorkloadError> {
+        hbm_bound(spec, self.hbm().max().unwrap_or(0))
     }
 
     /// The busiest link's bytes over its effective bandwidth.

@@ -1,0 +1,53 @@
+//! `kernbench sweep` as a user runs it: the figures a GEMM sweep writes.
+
+mod cli_common;
+
+use cli_common::{TempDir, kernbench, stderr, stdout};
+
+/// The SVG files `dir` holds, by name.
+fn svgs(dir: &std::path::Path) -> Vec<(String, String)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "svg"))
+        .map(|path| {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&path).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn a_gemm_sweep_writes_three_figures_with_its_points() {
+    let dir = TempDir::new("sweep-gemm");
+    let shapes = "16x16x16,32x32x32";
+    for bench in ["gemm_single_pe", "gemm"] {
+        let out = dir.path().join(bench);
+        let args = ["sweep", "--bench", bench, "--shape", shapes, "--out"];
+        let output = kernbench(dir.path(), &[&args[..], &[out.to_str().unwrap()]].concat());
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert!(stdout(&output).contains("shape=32x32x32"));
+        let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+        assert_eq!(csv.lines().count(), 3, "{csv}");
+        let figures = svgs(&out);
+        let names: Vec<_> = figures.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "simulated_vs_theoretical.svg",
+                "tflops_vs_intensity.svg",
+                "time_vs_shape.svg"
+            ],
+            "{bench}"
+        );
+        for (name, svg) in &figures {
+            // Two shapes: at least two markers per figure, and lines.
+            assert!(svg.matches("<circle").count() >= 2, "{bench} {name}");
+            assert!(svg.contains("<polyline"), "{bench} {name}");
+            assert!(svg.contains(bench), "{bench} {name}: legend names the run");
+        }
+        assert!(figures[1].1.contains("roof: peak"), "{bench}");
+    }
+}
