@@ -20,7 +20,7 @@ use tracing_subscriber::{EnvFilter, Layer};
 use kernbench::ccl::CclConfig;
 use kernbench::config::units::parse_positive_bytes;
 use kernbench::config::{ConfigError, ConfigSource, Overrides};
-use kernbench::harness::{figures, results, sweep, table};
+use kernbench::harness::{figures, reference, report, results, sweep, table};
 use kernbench::topology::{
     Fidelity, GraphView, Machine, Scope, TopologyError, TopologySpec, ViewError,
 };
@@ -87,6 +87,30 @@ enum Command {
     /// in parallel, and print the table; --out DIR writes CSV, JSON and
     /// SVG figures.
     Sweep(SweepArgs),
+    /// Merge result folders written by `sweep --out` (shards or separate
+    /// sweeps) into DIR: results.csv, results.json, the figures and a
+    /// self-contained index.html with the command lines. The same run
+    /// found twice is kept once when its results are identical and refused
+    /// (exit 2, naming the run and both folders) when they differ.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+struct ReportArgs {
+    /// Result folders written by `kernbench sweep --out`.
+    #[arg(required = true, value_name = "DIR")]
+    dirs: Vec<PathBuf>,
+
+    /// Where to write the merged results, figures and index.html.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+
+    /// Measured results to compare with: nccl-tests' text output pasted
+    /// as-is (out-of-place time), or a .csv with `size` (bytes) and `time`
+    /// (us) columns. Adds measured_us and error_pct per size and a
+    /// measured_vs_simulated figure, and prints the error per size.
+    #[arg(long, value_name = "FILE")]
+    reference: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -216,6 +240,10 @@ enum CliError {
     Ccl(kernbench::runtime::DistError),
     #[error("{bench}: {failed} check(s) failed")]
     ChecksFailed { bench: &'static str, failed: usize },
+    #[error(transparent)]
+    Report(#[from] report::ReportError),
+    #[error(transparent)]
+    Reference(#[from] reference::ReferenceError),
 }
 
 impl CliError {
@@ -226,7 +254,9 @@ impl CliError {
             | CliError::Probe(kernbench::probe::ProbeError::SizeTooLarge { .. })
             | CliError::Topology(_)
             | CliError::View(_)
-            | CliError::DotWithoutView => ExitCode::from(2),
+            | CliError::DotWithoutView
+            | CliError::Report(_)
+            | CliError::Reference(_) => ExitCode::from(2),
             CliError::Workload(error) if error.is_usage() => ExitCode::from(2),
             CliError::Output(_)
             | CliError::Json(_)
@@ -372,6 +402,7 @@ fn run(cli: &Cli, matches: &ArgMatches) -> Result<(), CliError> {
                 .unwrap_or_default();
             run_sweep(cli, topology, ccl, args, axes)
         }
+        Command::Report(ref args) => run_report(args),
         Command::Run(ref args) => {
             let params = matches
                 .subcommand_matches("run")
@@ -491,16 +522,43 @@ fn run_sweep(
     Ok(())
 }
 
-/// Writes `results.csv`, `results.json` and the figures into `dir`.
-fn write_results(dir: &Path, set: &results::ResultSet) -> Result<(), CliError> {
+/// Writes `results.csv`, `results.json` and the figures into `dir`, and
+/// returns the figures.
+fn write_results(dir: &Path, set: &results::ResultSet) -> Result<Vec<figures::Svg>, CliError> {
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join("results.json"), set.to_json())?;
     std::fs::write(dir.join("results.csv"), set.to_csv())?;
     let rows: Vec<_> = set.rows().collect();
-    for svg in figures::figures(&rows) {
+    let svgs = figures::figures(&rows);
+    for svg in &svgs {
         std::fs::write(dir.join(&svg.file), &svg.text)?;
     }
-    Ok(())
+    Ok(svgs)
+}
+
+/// `kernbench report`: merge, compare with the reference, write.
+fn run_report(args: &ReportArgs) -> Result<(), CliError> {
+    let sets = args
+        .dirs
+        .iter()
+        .map(|dir| Ok((dir.clone(), report::load(dir)?)))
+        .collect::<Result<Vec<_>, CliError>>()?;
+    let mut set = report::merge(&sets)?;
+    let measured = args.reference.as_deref().map(reference::load).transpose()?;
+    let comparison = measured.as_ref().map(|m| report::compare(&mut set, m));
+    let mut svgs = write_results(&args.out, &set)?;
+    if let Some(measured) = &measured {
+        let rows: Vec<_> = set.rows().collect();
+        if let Some(svg) = report::measured_vs_simulated(&rows, measured) {
+            std::fs::write(args.out.join(&svg.file), &svg.text)?;
+            svgs.push(svg);
+        }
+    }
+    let html = report::index_html(&set, comparison.as_deref(), &svgs);
+    std::fs::write(args.out.join("index.html"), html)?;
+    let rows: Vec<_> = set.rows().collect();
+    print_out(&table::render(&rows))?;
+    comparison.map_or(Ok(()), |text| print_out(&text))
 }
 
 /// The command line as typed (arguments with spaces quoted).

@@ -123,8 +123,8 @@ impl Row {
         }
     }
 
-    /// What identifies the run across result folders: its configuration,
-    /// workload, swept values and data mode.
+    /// What identifies the run across result folders: its configuration
+    /// flags (when any), workload, swept values and data mode.
     pub fn key(&self, config: &str) -> String {
         let point: Vec<_> = self
             .point
@@ -132,12 +132,12 @@ impl Row {
             .iter()
             .map(|(n, v)| format!("{n}={v}"))
             .collect();
-        format!(
-            "{config} | {} | {} | data {}",
-            self.workload,
-            point.join(" "),
-            if self.verify_data { "on" } else { "off" }
-        )
+        let data = if self.verify_data { "on" } else { "off" };
+        let run = format!("{} {} (data {data})", self.workload, point.join(" "));
+        match config {
+            "" => run,
+            flags => format!("{flags} {run}"),
+        }
     }
 }
 
@@ -199,10 +199,20 @@ impl ResultSet {
         serde_json::to_string_pretty(self).expect("rows serialise") + "\n"
     }
 
-    /// As CSV: `workload`, the swept values, `verify_data`, `error`,
-    /// `simulated_ps`, the checks, then every figure (columns in order of
-    /// first appearance; empty where a row lacks one).
+    /// As CSV: [`ResultSet::records`].
     pub fn to_csv(&self) -> String {
+        let mut writer = csv::Writer::from_writer(Vec::new());
+        for record in self.records() {
+            writer.write_record(record).expect("CSV into memory");
+        }
+        String::from_utf8(writer.into_inner().expect("CSV into memory")).expect("UTF-8 fields")
+    }
+
+    /// The header and one record per row: `workload`, the swept values,
+    /// `verify_data`, `error`, `simulated_ps`, the checks, then every
+    /// figure (columns in order of first appearance; empty where a row
+    /// lacks one).
+    pub fn records(&self) -> Vec<Vec<String>> {
         let mut point_columns = Columns::default();
         let mut figure_columns = Columns::default();
         for row in self.rows() {
@@ -212,7 +222,6 @@ impl ResultSet {
                 .iter()
                 .for_each(|(n, _)| figure_columns.add(n));
         }
-        let mut writer = csv::Writer::from_writer(Vec::new());
         let fixed = ["workload", "verify_data", "error", "simulated_ps"];
         let checks = ["checks_passed", "checks_failed"];
         let header = fixed[..1]
@@ -221,7 +230,7 @@ impl ResultSet {
             .chain(point_columns.0.iter().cloned())
             .chain(fixed[1..].iter().chain(&checks).map(|s| s.to_string()))
             .chain(figure_columns.0.iter().cloned());
-        writer.write_record(header).expect("CSV into memory");
+        let mut records = vec![header.collect()];
         for row in self.rows() {
             let text = |v: Option<&Value>| v.map(Value::to_string_exact).unwrap_or_default();
             let record = std::iter::once(row.workload.clone())
@@ -241,9 +250,9 @@ impl ResultSet {
                     row.checks_failed.to_string(),
                 ])
                 .chain(figure_columns.0.iter().map(|c| text(row.figures.get(c))));
-            writer.write_record(record).expect("CSV into memory");
+            records.push(record.collect());
         }
-        String::from_utf8(writer.into_inner().expect("CSV into memory")).expect("UTF-8 fields")
+        records
     }
 
     /// The values each swept field takes, in order of first appearance.

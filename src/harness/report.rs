@@ -1,0 +1,379 @@
+//! `kernbench report`: result folders written by `sweep --out` merged into
+//! one [`ResultSet`], compared with measured results, and rendered as a
+//! self-contained `index.html`.
+//!
+//! **Merging.** A run is identified by its configuration flags, workload,
+//! swept values and data mode ([`Row::key`]). Rows of the same run in
+//! several folders (a folder given twice, overlapping sweeps) are kept
+//! once when their results are identical and refused when they differ,
+//! naming the run and both folders. Rows are ordered by sweep (in the
+//! order the folders are given) and, within one, by their position in the
+//! whole sweep, so the shards of a sweep merge into exactly its rows.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+use super::figures::{self, Axes, Curve, Style, Svg};
+use super::reference::Measured;
+use super::results::{Fields, ResultSet, Row, Source, SourcedRow};
+use super::table::{self, names};
+use crate::workloads::Value;
+
+/// A result folder that cannot be merged.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// `results.json` could not be read.
+    #[error("{}: {source} (expected a folder written by `kernbench sweep --out`)", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `results.json` is not what `sweep` writes.
+    #[error("{}: not a results.json of `kernbench sweep --out`: {source}", path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// Where and why.
+        source: serde_json::Error,
+    },
+    /// The same run with different results in two folders.
+    #[error(
+        "conflicting results for the run `{key}`: {} and {} differ (identical duplicates are kept once)",
+        first.display(),
+        second.display()
+    )]
+    Conflict {
+        /// The run.
+        key: String,
+        /// The folder it was first found in.
+        first: PathBuf,
+        /// The folder that disagrees.
+        second: PathBuf,
+    },
+}
+
+/// The result set `dir/results.json`.
+pub fn load(dir: &Path) -> Result<ResultSet, ReportError> {
+    let path = dir.join("results.json");
+    let text = std::fs::read_to_string(&path).map_err(|source| ReportError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|source| ReportError::Json { path, source })
+}
+
+/// `sets` (each with the folder it came from) merged; see the module docs.
+pub fn merge(sets: &[(PathBuf, ResultSet)]) -> Result<ResultSet, ReportError> {
+    let mut sources: Vec<Source> = Vec::new();
+    let mut sweeps: Vec<&str> = Vec::new();
+    let mut kept: BTreeMap<String, (usize, &Path, &SourcedRow)> = BTreeMap::new();
+    let mut order = Vec::new();
+    for (dir, set) in sets {
+        for row in &set.rows {
+            let source = &set.sources[row.source];
+            let key = row.row.key(&source.config);
+            if let Some((_, first, earlier)) = kept.get(&key) {
+                if !same_results(&earlier.row, &row.row) {
+                    return Err(ReportError::Conflict {
+                        key,
+                        first: first.to_path_buf(),
+                        second: dir.clone(),
+                    });
+                }
+                continue;
+            }
+            let index = position(&mut sources, source);
+            if !sweeps.contains(&source.sweep.as_str()) {
+                sweeps.push(&source.sweep);
+            }
+            let sweep = sweeps.iter().position(|s| *s == source.sweep);
+            order.push((sweep, row.row.index, key.clone()));
+            kept.insert(key, (index, dir, row));
+        }
+    }
+    order.sort();
+    let rows = order
+        .into_iter()
+        .map(|(_, _, key)| {
+            let (source, _, row) = kept[&key];
+            SourcedRow {
+                source,
+                row: row.row.clone(),
+            }
+        })
+        .collect();
+    Ok(ResultSet { sources, rows })
+}
+
+/// The index of `source` in `sources`, added if new.
+fn position(sources: &mut Vec<Source>, source: &Source) -> usize {
+    sources.iter().position(|s| s == source).unwrap_or_else(|| {
+        sources.push(source.clone());
+        sources.len() - 1
+    })
+}
+
+/// Whether two rows of the same run have the same results (their position
+/// in their sweeps and the order of their figures aside).
+fn same_results(a: &Row, b: &Row) -> bool {
+    let sorted = |row: &Row| {
+        let mut figures: Vec<_> = row.figures.0.clone();
+        figures.sort_by(|x, y| x.0.cmp(&y.0));
+        Row {
+            index: 0,
+            figures: Fields(figures),
+            ..row.clone()
+        }
+    };
+    sorted(a) == sorted(b)
+}
+
+/// The figure a reference adds to the rows whose size it measured:
+/// the measured time, in µs.
+pub const MEASURED: &str = "measured_us";
+/// And the simulated time's error against it, in %.
+pub const ERROR: &str = "error_pct";
+
+/// Adds [`MEASURED`] and [`ERROR`] to every completed collective row whose
+/// `bytes_per_rank` `measured` has, and returns the comparison table.
+pub fn compare(set: &mut ResultSet, measured: &[Measured]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# {:>10} {:>13} {:>14} {:>9}  run",
+        "size(B)", "measured(us)", "simulated(us)", "error(%)"
+    );
+    for sourced in &mut set.rows {
+        let row = &mut sourced.row;
+        let Some(bytes) = row.number(names::BYTES) else {
+            continue;
+        };
+        let found = measured.iter().find(|m| m.bytes as f64 == bytes);
+        let (Some(m), Some(simulated)) = (found, figures::time_us(row)) else {
+            continue;
+        };
+        let error = (simulated - m.time_us) / m.time_us * 100.0;
+        row.figures
+            .0
+            .push((MEASURED.to_owned(), Value::Real(m.time_us)));
+        row.figures.0.push((ERROR.to_owned(), Value::Real(error)));
+        let _ = writeln!(
+            out,
+            "  {:>10} {:>13.3} {:>14.3} {:>+9.2}  {}",
+            m.bytes,
+            m.time_us,
+            simulated,
+            error,
+            table::group(row)
+        );
+    }
+    out
+}
+
+/// Measured against simulated time per size: the reference (out of place,
+/// and in place dashed) and one curve per simulated group.
+pub fn measured_vs_simulated(rows: &[&Row], measured: &[Measured]) -> Option<Svg> {
+    let points = |time: fn(&Measured) -> Option<f64>| {
+        let mut points: Vec<_> = measured
+            .iter()
+            .filter_map(|m| Some((m.bytes as f64, time(m)?)))
+            .collect();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        points
+    };
+    let mut curves = vec![
+        Curve {
+            label: "measured (out of place)".to_owned(),
+            points: points(|m| Some(m.time_us)),
+            style: Style::Line,
+            color: 0,
+        },
+        Curve {
+            label: "measured (in place)".to_owned(),
+            points: points(|m| m.in_place_us),
+            style: Style::Dashed,
+            color: 0,
+        },
+    ];
+    let bytes = |r: &Row| r.number(names::BYTES);
+    for (color, (label, members)) in (1..).zip(figures::grouped(rows, table::group)) {
+        let label = format!("{label} simulated");
+        curves.push(figures::curve(
+            &label,
+            &members,
+            bytes,
+            figures::time_us,
+            Style::Line,
+            color,
+        ));
+    }
+    let axes = Axes {
+        title: "Measured vs simulated time",
+        x: "bytes per rank",
+        y: "time (us)",
+        log_x: true,
+        log_y: true,
+    };
+    figures::chart("measured_vs_simulated.svg", axes, curves)
+}
+
+/// The self-contained page: sources (command lines, machines), the
+/// printed tables, every column of every row, the figures inline.
+pub fn index_html(set: &ResultSet, comparison: Option<&str>, svgs: &[Svg]) -> String {
+    let mut html = String::from(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <title>kernbench report</title>\n<style>\n\
+         body{font-family:sans-serif;margin:2em;max-width:1200px}\
+         table{border-collapse:collapse;font-size:13px}\
+         td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}\
+         pre{background:#f6f6f6;padding:8px;overflow-x:auto}\n\
+         </style>\n</head>\n<body>\n<h1>kernbench report</h1>\n",
+    );
+    html += "<h2>Sources</h2>\n";
+    for (index, source) in set.sources.iter().enumerate() {
+        let shard = source.shard.as_deref().unwrap_or("whole sweep");
+        let _ = writeln!(
+            html,
+            "<h3>Source {index} ({})</h3>\n<pre>{}</pre>\n<details><summary>machine</summary><pre>{}</pre></details>",
+            escape(shard),
+            escape(&source.command),
+            escape(&source.machine)
+        );
+    }
+    let rows: Vec<&Row> = set.rows().collect();
+    let _ = writeln!(
+        html,
+        "<h2>Results</h2>\n<pre>{}</pre>",
+        escape(&table::render(&rows))
+    );
+    if let Some(comparison) = comparison {
+        let _ = writeln!(
+            html,
+            "<h2>Measured vs simulated</h2>\n<pre>{}</pre>",
+            escape(comparison)
+        );
+    }
+    html += "<h2>Figures</h2>\n";
+    for svg in svgs {
+        let _ = writeln!(
+            html,
+            "<figure>\n{}\n<figcaption>{}</figcaption>\n</figure>",
+            svg.text,
+            escape(&svg.title)
+        );
+    }
+    html += "<h2>All columns</h2>\n<table>\n";
+    for (number, record) in set.records().iter().enumerate() {
+        let (cell, source) = if number == 0 {
+            ("th", "source".to_owned())
+        } else {
+            ("td", set.rows[number - 1].source.to_string())
+        };
+        html += "<tr>";
+        for field in std::iter::once(&source).chain(record) {
+            let _ = write!(html, "<{cell}>{}</{cell}>", escape(field));
+        }
+        html += "</tr>\n";
+    }
+    html += "</table>\n</body>\n</html>\n";
+    html
+}
+
+/// `text` with HTML's special characters escaped.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source(sweep: &str, shard: Option<&str>) -> Source {
+        Source {
+            command: format!("{sweep} {}", shard.unwrap_or_default()),
+            sweep: sweep.to_owned(),
+            config: String::new(),
+            machine: "m".to_owned(),
+            shard: shard.map(str::to_owned),
+        }
+    }
+
+    fn row(index: usize, size: &str, ps: u64) -> Row {
+        Row {
+            index,
+            workload: "w".to_owned(),
+            point: Fields(vec![("size".to_owned(), size.to_owned())]),
+            verify_data: false,
+            error: None,
+            simulated_ps: Some(ps),
+            checks_passed: 0,
+            checks_failed: 0,
+            figures: Fields(Vec::new()),
+        }
+    }
+
+    fn set(source: Source, rows: Vec<Row>) -> ResultSet {
+        ResultSet::new(source, rows)
+    }
+
+    #[test]
+    fn sweeps_keep_their_order_shards_interleave_and_a_repeated_folder_adds_nothing() {
+        let b = set(source("sweep B", None), vec![row(0, "8", 5)]);
+        let a2 = set(source("sweep A", Some("2/2")), vec![row(1, "2", 2)]);
+        let a1 = set(
+            source("sweep A", Some("1/2")),
+            vec![row(0, "1", 1), row(2, "3", 3)],
+        );
+        let sets: Vec<_> = [("a2", &a2), ("b", &b), ("a1", &a1), ("a1", &a1)]
+            .into_iter()
+            .map(|(dir, set)| (PathBuf::from(dir), set.clone()))
+            .collect();
+        let merged = merge(&sets).unwrap();
+        let sizes: Vec<_> = merged.rows().map(|r| r.point.0[0].1.as_str()).collect();
+        assert_eq!(sizes, ["1", "2", "3", "8"]);
+        assert_eq!(merged.sources.len(), 3);
+        let shards: Vec<_> = merged
+            .rows
+            .iter()
+            .map(|r| merged.sources[r.source].shard.clone())
+            .collect();
+        assert_eq!(shards[1].as_deref(), Some("2/2"));
+        assert_eq!(shards[3], None);
+    }
+
+    #[test]
+    fn the_same_run_with_another_result_is_a_conflict() {
+        let one = set(source("s", None), vec![row(0, "1", 1)]);
+        let other = set(source("t", None), vec![row(4, "1", 2)]);
+        let sets = vec![
+            (PathBuf::from("x"), one.clone()),
+            (PathBuf::from("y"), other),
+        ];
+        let error = merge(&sets).unwrap_err().to_string();
+        assert!(
+            error.contains("`w size=1 (data off)`: x and y differ"),
+            "{error}"
+        );
+        let again = set(source("t", None), vec![row(4, "1", 1)]);
+        let sets = vec![(PathBuf::from("x"), one), (PathBuf::from("y"), again)];
+        assert_eq!(merge(&sets).unwrap().rows.len(), 1);
+    }
+
+    #[test]
+    fn html_special_characters_are_escaped() {
+        assert_eq!(escape("a<b & \"c\">"), "a&lt;b &amp; &quot;c&quot;&gt;");
+    }
+}
