@@ -15,7 +15,7 @@
 //! The simulated time is `flops / achieved_tflops`: the timed part each
 //! workload divides by (`program_ps` of `gemm_single_pe`, `kernel_ps` of
 //! `gemm`). One curve per combination of the swept values other than the
-//! dimensions (`dtype=bf16`, ...).
+//! dimensions (`dtype=bf16`, ...). ADR-0017.
 
 use super::figures::{Axes, Curve, Style, Svg, chart, curve, grouped};
 use super::results::Row;

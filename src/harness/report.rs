@@ -8,7 +8,8 @@
 //! once when their results are identical and refused when they differ,
 //! naming the run and both folders. Rows are ordered by sweep (in the
 //! order the folders are given) and, within one, by their position in the
-//! whole sweep, so the shards of a sweep merge into exactly its rows.
+//! whole sweep, so the shards of a sweep merge into exactly its rows
+//! (ADR-0017).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
