@@ -29,7 +29,7 @@
 use kernbench::ccl::cost::{self, CostError, Network};
 use kernbench::ccl::helpers::{
     CHUNK_PARAMS, ChunkDefault, Line, check_chunk, hierarchical_allreduce, hierarchical_tree,
-    tile_chunks,
+    streamed_tcm_bytes, tile_chunks,
 };
 use kernbench::ccl::topology::TopologyError;
 use kernbench::ccl::{
@@ -55,6 +55,10 @@ impl CclAlgorithm for IntercubeAllreduce {
 
     fn kernel(&self) -> Kernel<KernelArgs, ()> {
         Kernel::new("intercube_allreduce", intercube_allreduce)
+    }
+
+    fn tcm_bytes(&self, tile_bytes: u64, params: &Params) -> u64 {
+        streamed_tcm_bytes(tile_bytes, params, CHUNKS)
     }
 
     fn params(&self) -> &'static [ParamSpec] {

@@ -15,8 +15,8 @@
 
 use kernbench::ccl::cost::{self, CostError, Network};
 use kernbench::ccl::helpers::{
-    CHUNK_PARAMS, ChunkDefault, Line, MIN_CHUNK, TreeLinks, check_chunk, hierarchy, tile_chunks,
-    tile_reduce_broadcast,
+    CHUNK_PARAMS, ChunkDefault, Line, MIN_CHUNK, TreeLinks, check_chunk, hierarchy,
+    streamed_tcm_bytes, tile_chunks, tile_reduce_broadcast,
 };
 use kernbench::ccl::topology::Dir;
 use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, ParamSpec, Params, WorldShape};
@@ -43,6 +43,10 @@ impl CclAlgorithm for RingAllreduce {
     }
 
     /// The chain of [`links`] from endpoint 0 to the end and back.
+    fn tcm_bytes(&self, tile_bytes: u64, params: &Params) -> u64 {
+        streamed_tcm_bytes(tile_bytes, params, CHUNKS)
+    }
+
     fn params(&self) -> &'static [ParamSpec] {
         CHUNK_PARAMS
     }

@@ -16,7 +16,8 @@
 
 use kernbench::ccl::cost::{self, CostError, Network};
 use kernbench::ccl::helpers::{
-    CHUNK_PARAMS, ChunkDefault, binary_tree, check_chunk, tile_chunks, tile_reduce_broadcast,
+    CHUNK_PARAMS, ChunkDefault, binary_tree, check_chunk, streamed_tcm_bytes, tile_chunks,
+    tile_reduce_broadcast,
 };
 use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, ParamSpec, Params, WorldShape};
 use kernbench::sim::SimDuration;
@@ -39,6 +40,10 @@ impl CclAlgorithm for TreeAllreduce {
 
     fn kernel(&self) -> Kernel<KernelArgs, ()> {
         Kernel::new("tree_allreduce", tree_allreduce)
+    }
+
+    fn tcm_bytes(&self, tile_bytes: u64, params: &Params) -> u64 {
+        streamed_tcm_bytes(tile_bytes, params, CHUNKS)
     }
 
     fn params(&self) -> &'static [ParamSpec] {

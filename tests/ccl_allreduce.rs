@@ -129,19 +129,20 @@ fn a_size_that_does_not_split_into_tiles_is_a_usage_error() {
 
 #[test]
 fn a_size_beyond_device_memory_is_refused_before_allocation() {
-    // 16 GiB per rank: 1 GiB per cube tile, which fits a cube's 16 GiB of
-    // HBM but not the 8 MiB TCM every kernel holds a block in.
+    // 256 MiB per rank: 16 MiB per cube tile, which fits a cube's 16 GiB
+    // of HBM but not the 8 MiB TCM ring_rsag_allreduce loads a tile into.
     let output = Command::new(env!("CARGO_BIN_EXE_kernbench"))
         .args(["run", "--bench", "ccl_allreduce", "--verify-data"])
-        .args(["--size", "17179869184"])
+        .args(["--algorithm", "ring_rsag_allreduce", "--size", "268435456"])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(
         stderr.trim(),
-        "error: --size 17179869184: a block would take 1073741824 B, but a PE's TCM holds \
-         8 MiB (pe.tcm.capacity): lower the size or raise pe.tcm.capacity"
+        "error: --size 268435456: a block (in the algorithm's TCM buffers) would take \
+         16777216 B, but a PE's TCM holds 8 MiB (pe.tcm.capacity): lower the size or raise \
+         pe.tcm.capacity"
     );
     let output = Command::new(env!("CARGO_BIN_EXE_kernbench"))
         .args(["--set", "cube.hbm.capacity=1 MiB"])
@@ -199,4 +200,48 @@ fn ccl_yaml_ipcq_settings_reach_the_rings() {
     .unwrap();
     assert_eq!(one.checks_failed, 0, "{:?}", one.checks);
     assert!(one.simulated_ps >= sleep.simulated_ps);
+}
+
+/// The tree algorithms stream a tile through TCM chunk by chunk (chunks of
+/// at most one slot), so a tile four times the TCM is reduced correctly
+/// (data checked), where an algorithm that loads the whole tile is
+/// refused.
+#[test]
+fn tree_algorithms_stream_tiles_larger_than_the_tcm() {
+    let run = |algorithm: &str| {
+        Command::new(env!("CARGO_BIN_EXE_kernbench"))
+            .args(["--fidelity", "flow", "--set", "pe.tcm.capacity=256 KiB"])
+            .args(["--set", "ccl.defaults.ipcq.slot_size=16 KiB"])
+            .args(["--set", "ccl.defaults.ipcq.slots=2"])
+            .args(["run", "--bench", "ccl_allreduce", "--verify-data"])
+            .args(["--algorithm", algorithm, "--size", "16M"])
+            .output()
+            .unwrap()
+    };
+    for algorithm in ["intercube_allreduce", "tree_allreduce"] {
+        let output = run(algorithm);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{algorithm}: {stdout}");
+        assert!(stdout.contains("checks: 3 passed, 0 failed"), "{stdout}");
+    }
+    let refused = run("ring_rsag_allreduce");
+    assert_eq!(refused.status.code(), Some(2));
+}
+
+#[test]
+fn a_chunk_larger_than_a_slot_is_refused_at_load() {
+    let output = Command::new(env!("CARGO_BIN_EXE_kernbench"))
+        .args([
+            "--set",
+            "ccl.algorithms.intercube_allreduce.params.chunk=128 KiB",
+        ])
+        .args(["run", "--bench", "ccl_allreduce"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("params.chunk 131072 B is larger than ipcq.slot_size 65536 B"),
+        "{stderr}"
+    );
 }

@@ -82,6 +82,9 @@ pub struct KernelArgs {
     /// ccl.yaml's `params` of the entry, checked against
     /// [`CclAlgorithm::params`].
     pub params: Rc<Params>,
+    /// Bytes per IPCQ slot (`ipcq.slot_size`): the largest message one
+    /// `recv` takes whole.
+    pub slot_bytes: u64,
 }
 
 impl KernelArgs {
@@ -163,6 +166,14 @@ pub trait CclAlgorithm {
     /// `Err(what it requires)` refuses it at `init_process_group`.
     fn supports(&self, _shape: &WorldShape, _params: &Params) -> Result<(), String> {
         Ok(())
+    }
+
+    /// The TCM bytes one endpoint needs for a tile of `tile_bytes` (what
+    /// a workload checks against `pe.tcm.capacity` before it runs); the
+    /// default is the whole tile, loaded at once. Algorithms that stream
+    /// the tile through TCM in chunks need less.
+    fn tcm_bytes(&self, tile_bytes: u64, _params: &Params) -> u64 {
+        tile_bytes
     }
 
     /// The ccl.yaml `params` keys it reads; any other key is an error.

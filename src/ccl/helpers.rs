@@ -136,11 +136,13 @@ pub fn check_chunk(params: &Params) -> Result<(), String> {
 }
 
 /// How a pipelined algorithm cuts `args`' tile: the number of chunks of
-/// at most `params.chunk` bytes (by default `default`'s), and the smallest
+/// at most `params.chunk` bytes (by default `default`'s, at most one IPCQ
+/// slot: a chunk is received whole), and the smallest
 /// chunk's bytes (what a cost model charges per piece, a lower bound).
 pub fn tile_chunks(args: &KernelArgs, default: ChunkDefault) -> (u64, u64) {
     let (n, dtype) = (args.tile.n_elem as u64, args.dtype);
-    let chunk = (args.params.size("chunk")).unwrap_or_else(|| default.bytes(n * dtype.size()));
+    let chunk = (args.params.size("chunk"))
+        .unwrap_or_else(|| default.bytes(n * dtype.size()).min(args.slot_bytes / 4 * 4));
     let chunks = chunk_count(n, dtype, Some(chunk));
     (chunks, n / chunks * dtype.size())
 }
@@ -272,30 +274,31 @@ pub async fn reduce_broadcast(
     tl: &Tl,
     args: &KernelArgs,
     links: &TreeLinks,
-    acc: &TensorHandle,
     tile: u64,
     chunks: &[Chunk],
 ) -> Result<(), KernelError> {
-    let up = reduce_up(tl, args, links, acc, tile, chunks);
-    let down = broadcast_down(tl, links, tile, acc.dtype(), chunks);
+    let up = reduce_up(tl, args, links, tile, chunks);
+    let down = broadcast_down(tl, links, tile, args.dtype, chunks);
     futures::try_join!(up, down)?;
     Ok(())
 }
 
-/// The upward half: combines children into `acc` with `args.op`, passes
-/// the chunk to the parent, or at the root finishes it ([`finish`]: the
-/// mean of `Avg`) and sends the result down and stores it.
+/// The upward half: loads each chunk of the tile into TCM when its turn
+/// comes (the tile streams through TCM: [`streamed_tcm_bytes`]), combines
+/// the children into it with `args.op`, passes it to the parent, or at the
+/// root finishes it ([`finish`]: the mean of `Avg`) and sends the result
+/// down and stores it.
 async fn reduce_up(
     tl: &Tl,
     args: &KernelArgs,
     links: &TreeLinks,
-    acc: &TensorHandle,
     tile: u64,
     chunks: &[Chunk],
 ) -> Result<(), KernelError> {
     for (index, chunk) in chunks.iter().enumerate() {
         let _phase = tl.phase("reduce");
-        let part = piece(tl, acc, chunk)?;
+        let shape = [chunk.n_elem as usize];
+        let part = tl.load(tile + chunk.addr, &shape, args.dtype).await?;
         for &child in &links.children {
             let received = tl.recv(child, part.shape(), part.dtype()).await?;
             reduce_received(tl, args.op, &part, &received).await?;
@@ -311,6 +314,7 @@ async fn reduce_up(
                 }
             }
         }
+        tl.free(&part)?;
     }
     Ok(())
 }
@@ -487,8 +491,8 @@ pub async fn hierarchical_allreduce(
 }
 
 /// [`reduce_broadcast`] of this program's tile (cube `program_id(1)`'s)
-/// over `links`, in `chunks` pieces: loads it into TCM, runs the tree,
-/// and every endpoint's tile ends holding the result.
+/// over `links`, in `chunks` pieces streamed through TCM; every
+/// endpoint's tile ends holding the result.
 pub async fn tile_reduce_broadcast(
     tl: &Tl,
     args: &KernelArgs,
@@ -496,10 +500,18 @@ pub async fn tile_reduce_broadcast(
     chunks: u64,
 ) -> Result<(), KernelError> {
     let tile = args.tile_addr(tl.program_id(1))?;
-    let n = args.tile.n_elem;
-    let acc = tl.load(tile, &[n], args.dtype).await?;
-    let pieces = chunked(0, chunks, n as u64, args.dtype);
-    reduce_broadcast(tl, args, links, &acc, tile, &pieces).await
+    let pieces = chunked(0, chunks, args.tile.n_elem as u64, args.dtype);
+    reduce_broadcast(tl, args, links, tile, &pieces).await
+}
+
+/// The TCM a [`tile_reduce_broadcast`] endpoint needs for a tile of
+/// `tile_bytes` cut as `params.chunk` or `default` says: the chunk being
+/// reduced and, for `Avg` at the root, its finished copy.
+pub fn streamed_tcm_bytes(tile_bytes: u64, params: &Params, default: ChunkDefault) -> u64 {
+    let chunk = params
+        .size("chunk")
+        .unwrap_or_else(|| default.bytes(tile_bytes));
+    2 * chunk.min(tile_bytes)
 }
 
 /// Finishes the reduction of `part` in place ([`finish`]: `Avg` divides

@@ -365,6 +365,15 @@ impl Distributed {
         Ok(self.group("n_elem")?.plan(collective)?.n_elem)
     }
 
+    /// TCM bytes one endpoint of `collective`'s algorithm needs for a tile
+    /// of `tile_bytes` (its whole tile, or less if it streams it).
+    pub fn tcm_bytes(&self, collective: Collective, tile_bytes: u64) -> Result<u64, DistError> {
+        Ok(self
+            .group("tcm_bytes")?
+            .plan(collective)?
+            .tcm_bytes(tile_bytes))
+    }
+
     /// Endpoints taking part in `collective` (PE 0 of every cube of every
     /// rank): the participants that exchange data.
     pub fn endpoints(&self, collective: Collective) -> Result<usize, DistError> {

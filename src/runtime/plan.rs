@@ -111,6 +111,7 @@ impl Plan {
         algorithm
             .supports(&shape, &params)
             .map_err(|reason| refusal(entry, format!("`{}` requires: {reason}", config.module)))?;
+        check_chunk_fits_slot(entry, &params, config.ipcq)?;
         let endpoints = wired_endpoints(algorithm.as_ref(), &shape)?;
         Wiring::install(&endpoints.tables)?;
         check_slot_memory(machine.spec(), &endpoints, config.buffer_kind, config.ipcq)
@@ -159,6 +160,12 @@ impl Plan {
     /// IPCQ messages sent over this plan's network (0 if not installed).
     pub fn ipcq_messages(&self) -> u64 {
         self.network.get().map_or(0, |network| network.messages())
+    }
+
+    /// TCM bytes one endpoint needs for a tile of `tile_bytes`
+    /// ([`CclAlgorithm::tcm_bytes`] with this entry's `params`).
+    pub fn tcm_bytes(&self, tile_bytes: u64) -> u64 {
+        self.algorithm.tcm_bytes(tile_bytes, &self.params)
     }
 
     /// The algorithm.
@@ -233,6 +240,7 @@ impl Plan {
             sip_grid: self.shape.sip_grid,
             root_cube: self.shape.root_cube,
             params: self.params.clone(),
+            slot_bytes: self.ipcq.slot_bytes,
         })
     }
 
@@ -294,6 +302,21 @@ fn refusal(entry: &str, reason: String) -> DistError {
 
 /// The resolved world size (seed ADR-0047 D2), checked against the SIPs
 /// (rank = SIP).
+/// A `params.chunk` is received whole in one IPCQ slot: it must fit one.
+fn check_chunk_fits_slot(entry: &str, params: &Params, ipcq: IpcqParams) -> Result<(), DistError> {
+    match params.size("chunk") {
+        Some(chunk) if chunk > ipcq.slot_bytes => Err(refusal(
+            entry,
+            format!(
+                "params.chunk {chunk} B is larger than ipcq.slot_size {} B: a chunk is received \
+                 whole in one slot (lower params.chunk or raise ipcq.slot_size)",
+                ipcq.slot_bytes
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn world_size(machine: &Machine, config: &Algorithm<'_>) -> Result<usize, DistError> {
     let sips = machine.sip_count();
     let resolved = config.world_size_or(machine.spec().system.sips.count());

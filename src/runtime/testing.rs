@@ -209,6 +209,7 @@ fn run<I: AsRef<[f16]>>(
             sip_grid,
             root_cube: None,
             params: params.clone(),
+            slot_bytes: IpcqParams::default().slot_bytes,
         })
         .collect();
 

@@ -181,10 +181,13 @@ fn block_elements(ByteSize(size): ByteSize, shape: &Shape) -> Result<usize, Work
     Ok((size / per_block) as usize)
 }
 
-/// A cube's tiles fit its HBM and a block fits a PE's TCM, checked before
-/// anything is allocated.
+/// A cube's tiles fit its HBM and what the algorithm keeps of a block in
+/// TCM (the whole block, or the chunks it streams) fits a PE's TCM,
+/// checked before anything is allocated.
 fn check_fits(torch: &Torch, size: Option<ByteSize>, shape: &Shape) -> Result<(), WorkloadError> {
     let spec = torch.device().fabric().machine().spec();
+    let block = u64::try_from(shape.block_bytes()).unwrap_or(u64::MAX);
+    let in_tcm = torch.distributed.tcm_bytes(shape.collective, block)?;
     let (in_blocks, out_blocks) = shape.blocks();
     let tiles = (in_blocks + out_blocks) as u128 * shape.block_bytes();
     let flag = match size {
@@ -200,8 +203,8 @@ fn check_fits(torch: &Torch, size: Option<ByteSize>, shape: &Shape) -> Result<()
             "cube.hbm.capacity",
         ),
         (
-            "a block",
-            shape.block_bytes(),
+            "a block (in the algorithm's TCM buffers)",
+            u128::from(in_tcm),
             spec.pe.tcm.capacity,
             "a PE's TCM",
             "pe.tcm.capacity",
