@@ -261,11 +261,11 @@ pub fn hierarchy(levels: &[Line]) -> TreeLinks {
     links
 }
 
-/// All-reduce of `acc` (this endpoint's tile, in TCM) over the tree
-/// `links`, `chunks` (offsets from the tile's start) at a time: each
-/// chunk is summed up the tree (`acc += child` in `links.children` order)
-/// and the root's sum is sent back down and stored at `tile + offset` on
-/// every endpoint (the children in alternating order, chunk by chunk).
+/// All-reduce of this endpoint's `tile` (loaded or streamed: [`Tile`])
+/// over the tree `links`, `chunks` (offsets from the tile's start) at a
+/// time: each chunk is summed up the tree (`part += child` in
+/// `links.children` order) and the root's sum is sent back down and stored
+/// at the tile's address + offset on every endpoint (the children in alternating order, chunk by chunk).
 /// Partial sums and the result travel concurrently (two
 /// tasks of this program on different rings), so chunk `c + 1` climbs
 /// while chunk `c` descends: the phases pipeline. Each chunk's climb is a
@@ -274,31 +274,76 @@ pub async fn reduce_broadcast(
     tl: &Tl,
     args: &KernelArgs,
     links: &TreeLinks,
-    tile: u64,
+    tile: Tile,
     chunks: &[Chunk],
 ) -> Result<(), KernelError> {
-    let up = reduce_up(tl, args, links, tile, chunks);
-    let down = broadcast_down(tl, links, tile, args.dtype, chunks);
+    let up = reduce_up(tl, args, links, &tile, chunks);
+    let down = broadcast_down(tl, links, tile.addr(), args.dtype, chunks);
     futures::try_join!(up, down)?;
     Ok(())
 }
 
-/// The upward half: loads each chunk of the tile into TCM when its turn
-/// comes (the tile streams through TCM: [`streamed_tcm_bytes`]), combines
-/// the children into it with `args.op`, passes it to the parent, or at the
-/// root finishes it ([`finish`]: the mean of `Avg`) and sends the result
-/// down and stores it.
+/// Where [`reduce_broadcast`] takes a tile's chunks from.
+#[derive(Debug, Clone)]
+pub enum Tile {
+    /// The whole tile, loaded into TCM at once from the tile at `addr`.
+    Loaded {
+        /// The tile in TCM.
+        acc: TensorHandle,
+        /// The tile's device address.
+        addr: u64,
+    },
+    /// The tile at this device address, each chunk loaded into TCM when
+    /// its turn comes (a tile larger than TCM streams through it).
+    Streamed(u64),
+}
+
+impl Tile {
+    /// The tile's device address (where results are stored).
+    fn addr(&self) -> u64 {
+        match *self {
+            Tile::Loaded { addr, .. } | Tile::Streamed(addr) => addr,
+        }
+    }
+
+    /// `chunk` of the tile in TCM.
+    async fn chunk(
+        &self,
+        tl: &Tl,
+        chunk: &Chunk,
+        dtype: DType,
+    ) -> Result<TensorHandle, KernelError> {
+        match self {
+            Tile::Loaded { acc, .. } => piece(tl, acc, chunk),
+            Tile::Streamed(addr) => {
+                let shape = [chunk.n_elem as usize];
+                tl.load(addr + chunk.addr, &shape, dtype).await
+            }
+        }
+    }
+
+    /// Frees what [`Tile::chunk`] loaded.
+    fn done(&self, tl: &Tl, part: &TensorHandle) -> Result<(), KernelError> {
+        match self {
+            Tile::Loaded { .. } => Ok(()),
+            Tile::Streamed(_) => tl.free(part),
+        }
+    }
+}
+
+/// The upward half: combines the children into each chunk of the tile with
+/// `args.op`, passes it to the parent, or at the root finishes it
+/// ([`finish`]: the mean of `Avg`) and sends the result down and stores it.
 async fn reduce_up(
     tl: &Tl,
     args: &KernelArgs,
     links: &TreeLinks,
-    tile: u64,
+    tile: &Tile,
     chunks: &[Chunk],
 ) -> Result<(), KernelError> {
     for (index, chunk) in chunks.iter().enumerate() {
         let _phase = tl.phase("reduce");
-        let shape = [chunk.n_elem as usize];
-        let part = tl.load(tile + chunk.addr, &shape, args.dtype).await?;
+        let part = tile.chunk(tl, chunk, args.dtype).await?;
         for &child in &links.children {
             let received = tl.recv(child, part.shape(), part.dtype()).await?;
             reduce_received(tl, args.op, &part, &received).await?;
@@ -308,13 +353,13 @@ async fn reduce_up(
             Some(parent) => tl.send(parent, &part).await?,
             None => {
                 let result = finish(tl, args.op, part.clone(), args.endpoints()).await?;
-                pass_down(tl, links, index, &result, tile + chunk.addr).await?;
+                pass_down(tl, links, index, &result, tile.addr() + chunk.addr).await?;
                 if result != part {
                     tl.free(&result)?;
                 }
             }
         }
-        tl.free(&part)?;
+        tile.done(tl, &part)?;
     }
     Ok(())
 }
@@ -491,22 +536,31 @@ pub async fn hierarchical_allreduce(
 }
 
 /// [`reduce_broadcast`] of this program's tile (cube `program_id(1)`'s)
-/// over `links`, in `chunks` pieces streamed through TCM; every
-/// endpoint's tile ends holding the result.
+/// over `links`, in `chunks` pieces; every endpoint's tile ends holding the
+/// result. A tile of at most half the TCM is loaded at once; a larger one
+/// streams through TCM chunk by chunk ([`Tile`]).
 pub async fn tile_reduce_broadcast(
     tl: &Tl,
     args: &KernelArgs,
     links: &TreeLinks,
     chunks: u64,
 ) -> Result<(), KernelError> {
-    let tile = args.tile_addr(tl.program_id(1))?;
-    let pieces = chunked(0, chunks, args.tile.n_elem as u64, args.dtype);
+    let addr = args.tile_addr(tl.program_id(1))?;
+    let n = args.tile.n_elem;
+    let tile = if n as u64 * args.dtype.size() <= tl.tcm_capacity() / 2 {
+        let acc = tl.load(addr, &[n], args.dtype).await?;
+        Tile::Loaded { acc, addr }
+    } else {
+        Tile::Streamed(addr)
+    };
+    let pieces = chunked(0, chunks, n as u64, args.dtype);
     reduce_broadcast(tl, args, links, tile, &pieces).await
 }
 
-/// The TCM a [`tile_reduce_broadcast`] endpoint needs for a tile of
-/// `tile_bytes` cut as `params.chunk` or `default` says: the chunk being
-/// reduced and, for `Avg` at the root, its finished copy.
+/// The TCM a [`tile_reduce_broadcast`] endpoint needs at least for a tile
+/// of `tile_bytes` cut as `params.chunk` or `default` says: the chunk being
+/// reduced and, for `Avg` at the root, its finished copy (a tile of at most
+/// half the TCM is loaded whole, and fits).
 pub fn streamed_tcm_bytes(tile_bytes: u64, params: &Params, default: ChunkDefault) -> u64 {
     let chunk = params
         .size("chunk")

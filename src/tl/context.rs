@@ -147,6 +147,12 @@ impl Tl {
         MemSpace::Tcm { sip, cube, pe }
     }
 
+    /// This PE's TCM capacity in bytes (`pe.tcm.capacity`).
+    pub fn tcm_capacity(&self) -> u64 {
+        let spec = self.program.device.fabric().machine().spec();
+        spec.pe.tcm.capacity.get().bytes()
+    }
+
     /// A handle on a tensor already in memory at `addr`, without moving it
     /// (record 0046's `ref`). Errors if the address is not on the machine.
     pub fn view(
