@@ -114,6 +114,14 @@ impl Device {
         self.store.borrow()
     }
 
+    /// From now on, ops are applied and counted but not recorded
+    /// ([`OpLog::counting`]): a timing-only run that will not replay its log
+    /// keeps memory independent of its op count. Ops already recorded are
+    /// dropped.
+    pub fn stop_recording_ops(&self) {
+        *self.oplog.borrow_mut() = OpLog::counting();
+    }
+
     /// Every op applied so far, in effect order.
     pub fn oplog(&self) -> Ref<'_, OpLog> {
         self.oplog.borrow()

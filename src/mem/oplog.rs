@@ -49,7 +49,8 @@ use crate::sim::SimTime;
 pub struct OpId(usize);
 
 impl OpId {
-    /// The index of the record in [`OpLog::records`].
+    /// The index of the op in its log (of the record in [`OpLog::records`]
+    /// when the log keeps records).
     pub fn index(self) -> usize {
         self.0
     }
@@ -188,6 +189,12 @@ pub enum VerifyError {
     /// The log does not replay.
     #[error(transparent)]
     Replay(#[from] ReplayError),
+    /// The log only counted its ops ([`OpLog::counting`]).
+    #[error("the op log kept no records of its {ops} ops (a counting log cannot be replayed)")]
+    NotRecorded {
+        /// Ops applied.
+        ops: usize,
+    },
     /// Replay gives other memory (left: replayed, right: live).
     #[error("replayed memory differs from live memory: {0}")]
     Mismatch(StoreDiff),
@@ -198,12 +205,33 @@ pub enum VerifyError {
 #[serde(transparent)]
 pub struct OpLog {
     records: Vec<OpRecord>,
+    /// Set when ops are applied and counted but not kept
+    /// ([`OpLog::counting`]).
+    #[serde(skip)]
+    counted: Option<Counted>,
+}
+
+/// What a log that keeps no records remembers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Counted {
+    ops: usize,
+    last_start: SimTime,
 }
 
 impl OpLog {
     /// An empty log.
     pub fn new() -> Self {
         OpLog::default()
+    }
+
+    /// An empty log that applies ops and checks their order but keeps no
+    /// records (timing-only runs: its memory does not grow with the ops;
+    /// it cannot be replayed).
+    pub fn counting() -> Self {
+        OpLog {
+            records: Vec::new(),
+            counted: Some(Counted::default()),
+        }
     }
 
     /// Applies `op`, issued by `node` at `start`, to `store` and records it.
@@ -216,7 +244,11 @@ impl OpLog {
         start: SimTime,
         op: Op,
     ) -> Result<OpId, OpLogError> {
-        if let Some(last) = self.records.last().map(|r| r.start).filter(|&l| l > start) {
+        let last = match self.counted {
+            Some(counted) => Some(counted.last_start),
+            None => self.records.last().map(|r| r.start),
+        };
+        if let Some(last) = last.filter(|&l| l > start) {
             return Err(OpLogError::OutOfOrder {
                 name: op.name(),
                 node: node.into(),
@@ -226,12 +258,23 @@ impl OpLog {
         }
         let op = op.for_mode(store.mode());
         op.apply(store)?;
+        if let Some(counted) = &mut self.counted {
+            counted.ops += 1;
+            counted.last_start = start;
+            return Ok(OpId(counted.ops - 1));
+        }
         self.records.push(OpRecord::new(node.into(), start, op));
         Ok(OpId(self.records.len() - 1))
     }
 
     /// Marks op `id` complete at `end`.
     pub fn complete(&mut self, id: OpId, end: SimTime) -> Result<(), OpLogError> {
+        if let Some(counted) = self.counted {
+            return match id.0 < counted.ops {
+                true => Ok(()),
+                false => Err(OpLogError::UnknownOp { id }),
+            };
+        }
         let record = self
             .records
             .get_mut(id.0)
@@ -257,14 +300,14 @@ impl OpLog {
         self.records.get(id.0)
     }
 
-    /// Number of records.
+    /// Number of ops applied (recorded, or only counted).
     pub fn len(&self) -> usize {
-        self.records.len()
+        self.counted.map_or(self.records.len(), |c| c.ops)
     }
 
-    /// Whether nothing was recorded.
+    /// Whether no op was applied.
     pub fn is_empty(&self) -> bool {
-        self.records.is_empty()
+        self.len() == 0
     }
 
     /// Re-executes every op, in order, on `fresh` (normally an empty store
@@ -284,6 +327,9 @@ impl OpLog {
     /// Replays the log on an empty copy of `live` and checks that every
     /// mapped region (and, with data on, every byte) matches.
     pub fn verify(&self, live: &MemoryStore) -> Result<(), VerifyError> {
+        if let Some(counted) = self.counted {
+            return Err(VerifyError::NotRecorded { ops: counted.ops });
+        }
         let mut replayed = live.fresh();
         self.replay(&mut replayed)?;
         match replayed.diff(live) {
@@ -429,6 +475,30 @@ mod tests {
             log.complete(OpId(9), SimTime::from_ns(7)),
             Err(OpLogError::UnknownOp { .. })
         ));
+    }
+
+    #[test]
+    fn a_counting_log_applies_and_orders_ops_but_keeps_no_records() {
+        let (mut store, base) = setup();
+        let mut log = OpLog::counting();
+        let t = SimTime::from_ns;
+        let map = Op::Map { addr: base, len: 8 };
+        let id = log.apply(&mut store, "host", t(5), map).unwrap();
+        let write = Op::HostWrite {
+            addr: base,
+            data: vec![3; 4].into(),
+        };
+        log.apply(&mut store, "host", t(6), write).unwrap();
+        assert_eq!(&*store.read(base, 5).unwrap(), [3, 3, 3, 3, 0]);
+        assert_eq!((log.len(), log.records().len()), (2, 0));
+        assert_eq!(log.complete(id, t(7)), Ok(()));
+        let early = log.apply(&mut store, "host", t(4), Op::Unmap { addr: base });
+        assert!(matches!(early, Err(OpLogError::OutOfOrder { .. })));
+        assert_eq!(
+            log.verify(&store).unwrap_err().to_string(),
+            "the op log kept no records of its 2 ops (a counting log cannot be replayed)"
+        );
+        assert_eq!(serde_json::to_string(&log).unwrap(), "[]");
     }
 
     #[test]

@@ -236,6 +236,9 @@ impl Workload {
             DataMode::Off
         };
         let device = Device::from_machine(machine, data)?;
+        if !options.verify_data {
+            device.stop_recording_ops();
+        }
         let mut simulation = Simulation::new();
         let torch = match &options.ccl {
             Some(ccl) => Torch::with_ccl(device.clone(), ccl.clone()),
