@@ -20,7 +20,7 @@ use tracing_subscriber::{EnvFilter, Layer};
 use kernbench::ccl::CclConfig;
 use kernbench::config::units::parse_positive_bytes;
 use kernbench::config::{ConfigError, ConfigSource, Overrides};
-use kernbench::harness::{figures, reference, report, results, sweep, table};
+use kernbench::harness::{figures, reference, report, results, sweep, table, web};
 use kernbench::topology::{
     Fidelity, GraphView, Machine, Scope, TopologyError, TopologySpec, ViewError,
 };
@@ -93,6 +93,26 @@ enum Command {
     /// found twice is kept once when its results are identical and refused
     /// (exit 2, naming the run and both folders) when they differ.
     Report(ReportArgs),
+    /// Serve a local web UI: the machine drawn as SVG, a form that runs a
+    /// workload or a small sweep (table, figures, Perfetto trace), and the
+    /// report of --results DIR. Prints `listening on URL` first.
+    Web(WebArgs),
+}
+
+#[derive(Debug, Args)]
+struct WebArgs {
+    /// The port to listen on (0: any free port; the URL is printed).
+    #[arg(long, value_name = "PORT")]
+    port: u16,
+
+    /// The address to listen on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
+    bind: std::net::IpAddr,
+
+    /// A result folder (written by `sweep --out` or `report --out`) shown
+    /// on the front page.
+    #[arg(long, value_name = "DIR")]
+    results: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -244,6 +264,8 @@ enum CliError {
     Report(#[from] report::ReportError),
     #[error(transparent)]
     Reference(#[from] reference::ReferenceError),
+    #[error(transparent)]
+    Web(#[from] web::WebError),
 }
 
 impl CliError {
@@ -264,6 +286,7 @@ impl CliError {
             | CliError::Probe(_)
             | CliError::ProbeFailed(_)
             | CliError::Workload(_)
+            | CliError::Web(_)
             | CliError::ChecksFailed { .. } => ExitCode::FAILURE,
         }
     }
@@ -403,6 +426,7 @@ fn run(cli: &Cli, matches: &ArgMatches) -> Result<(), CliError> {
             run_sweep(cli, topology, ccl, args, axes)
         }
         Command::Report(ref args) => run_report(args),
+        Command::Web(ref args) => serve(topology, ccl, args),
         Command::Run(ref args) => {
             let params = matches
                 .subcommand_matches("run")
@@ -559,6 +583,20 @@ fn run_report(args: &ReportArgs) -> Result<(), CliError> {
     let rows: Vec<_> = set.rows().collect();
     print_out(&table::render(&rows))?;
     comparison.map_or(Ok(()), |text| print_out(&text))
+}
+
+/// `kernbench web`: bind, print the URL, serve until killed.
+fn serve(topology: TopologySpec, ccl: CclConfig, args: &WebArgs) -> Result<(), CliError> {
+    let results = args.results.as_deref().map(report::load).transpose()?;
+    let settings = web::Settings {
+        topology,
+        ccl,
+        results,
+    };
+    let server = web::Server::bind(std::net::SocketAddr::new(args.bind, args.port), settings)?;
+    print_out(&format!("listening on {}\n", server.url()))?;
+    server.run();
+    Ok(())
 }
 
 /// The command line as typed (arguments with spaces quoted).

@@ -2,7 +2,8 @@
 //! run in parallel ([`sweep`]), their rows as CSV and JSON ([`results`]),
 //! nccl-tests tables ([`table`]) and SVG figures ([`figures`],
 //! [`gemm_figures`]), and reports merging result folders and comparing
-//! them with measurements ([`report`], [`reference`]).
+//! them with measurements ([`report`], [`reference`]), and the local web
+//! UI over all of it ([`web`]).
 //!
 //! A client of `workloads`; nothing of the CLI.
 
@@ -13,3 +14,4 @@ pub mod report;
 pub mod results;
 pub mod sweep;
 pub mod table;
+pub mod web;

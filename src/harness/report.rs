@@ -224,16 +224,36 @@ pub fn measured_vs_simulated(rows: &[&Row], measured: &[Measured]) -> Option<Svg
 /// The self-contained page: sources (command lines, machines), the
 /// printed tables, every column of every row, the figures inline.
 pub fn index_html(set: &ResultSet, comparison: Option<&str>, svgs: &[Svg]) -> String {
-    let mut html = String::from(
+    page(
+        "kernbench report",
+        &format!(
+            "<h1>kernbench report</h1>\n{}",
+            report_body(set, comparison, svgs)
+        ),
+    )
+}
+
+/// A whole HTML page titled `title` around `body`, with the report's
+/// style sheet (`kernbench report` and `kernbench web` share it).
+pub fn page(title: &str, body: &str) -> String {
+    format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <title>kernbench report</title>\n<style>\n\
-         body{font-family:sans-serif;margin:2em;max-width:1200px}\
-         table{border-collapse:collapse;font-size:13px}\
-         td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}\
-         pre{background:#f6f6f6;padding:8px;overflow-x:auto}\n\
-         </style>\n</head>\n<body>\n<h1>kernbench report</h1>\n",
-    );
-    html += "<h2>Sources</h2>\n";
+         <title>{}</title>\n<link rel=\"icon\" href=\"data:,\">\n<style>\n\
+         body{{font-family:sans-serif;margin:2em;max-width:1200px}}\
+         table{{border-collapse:collapse;font-size:13px}}\
+         td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}\
+         pre{{background:#f6f6f6;padding:8px;overflow-x:auto}}\
+         label{{display:inline-block;margin:4px 12px 4px 0}}\n\
+         </style>\n</head>\n<body>\n{body}</body>\n</html>\n",
+        escape(title)
+    )
+}
+
+/// The report's sections: sources (command lines, machines), the printed
+/// tables, the comparison with measurements if any, the figures inline and
+/// every column of every row.
+pub fn report_body(set: &ResultSet, comparison: Option<&str>, svgs: &[Svg]) -> String {
+    let mut html = String::from("<h2>Sources</h2>\n");
     for (index, source) in set.sources.iter().enumerate() {
         let shard = source.shard.as_deref().unwrap_or("whole sweep");
         let _ = writeln!(
@@ -279,12 +299,12 @@ pub fn index_html(set: &ResultSet, comparison: Option<&str>, svgs: &[Svg]) -> St
         }
         html += "</tr>\n";
     }
-    html += "</table>\n</body>\n</html>\n";
+    html += "</table>\n";
     html
 }
 
 /// `text` with HTML's special characters escaped.
-fn escape(text: &str) -> String {
+pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

@@ -136,7 +136,7 @@ impl Plan {
     }
 
     /// Runs `point` on a machine built in the calling thread.
-    fn run_point(&self, point: &Point) -> Row {
+    pub fn run_point(&self, point: &Point) -> Row {
         let variant = &self.variants[point.variant];
         let report = Machine::build(&variant.topology)
             .map_err(|error| error.to_string())

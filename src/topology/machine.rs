@@ -319,6 +319,28 @@ impl Machine {
         self.arrangement.cubes.cells()
     }
 
+    /// Where SIP `sip` sits in the SIP grid (row 0 for a ring).
+    pub fn sip_pos(&self, sip: u32) -> GridPos {
+        self.arrangement.sips.pos(sip)
+    }
+
+    /// The SIP grid's width and height.
+    pub fn sip_grid(&self) -> (u32, u32) {
+        let sips = self.arrangement.sips;
+        (sips.width(), sips.height())
+    }
+
+    /// Where cube `cube` sits in its SIP's cube mesh.
+    pub fn cube_pos(&self, cube: u32) -> GridPos {
+        self.arrangement.cubes.pos(cube)
+    }
+
+    /// The cube mesh's width and height.
+    pub fn cube_grid(&self) -> (u32, u32) {
+        let cubes = self.arrangement.cubes;
+        (cubes.width(), cubes.height())
+    }
+
     /// PEs in one cube.
     pub fn pes_per_cube(&self) -> u32 {
         self.spec.cube.pes.get()

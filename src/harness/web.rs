@@ -1,0 +1,732 @@
+//! `kernbench web`: a local web UI over the harness (ADR-0018).
+//!
+//! One synchronous `tiny_http` server answering one request at a time:
+//!
+//! - `/`: the machine summary and drawing, a form that runs a workload or
+//!   a small sweep, and the report of a result folder if one was given
+//!   (rendered by [`report`], as `kernbench report` renders it).
+//! - `/run?QUERY`: the form's sweep, planned and run by [`sweep`] exactly as
+//!   `kernbench sweep` runs it (each point its own machine and simulation
+//!   on a worker thread), shown as the nccl-tests table and the figures.
+//! - `/trace?QUERY`: the first point of that sweep run again in the request's
+//!   thread with a Chrome/Perfetto trace layer written to a temporary
+//!   file, sent as a download and deleted.
+//! - `/topology.svg`: the machine drawn from [`Machine`]: SIPs in their
+//!   grid with the inter-SIP links and the host's PCIe links, inside each
+//!   the cube mesh with its UCIe links.
+//!
+//! A query the form cannot have produced, or a sweep over
+//! [`MAX_POINTS`] points, is an HTML page with the error and status 400;
+//! a point that fails is a row with its reason, as in `sweep`.
+//!
+//! Knows the harness, the workload registry and the machine; nothing of the
+//! command line.
+
+use std::fmt::Write;
+use std::fs::File;
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tiny_http::{Header, Response, Server as HttpServer};
+use tracing_subscriber::layer::SubscriberExt;
+
+use super::figures;
+use super::report::{self, escape};
+use super::results::{ResultSet, Source};
+use super::sweep::{self, Axis, Plan, Variant};
+use crate::ccl::CclConfig;
+use crate::topology::naming::Side;
+use crate::topology::{EdgeKind, Fidelity, Machine, NodeKind, TopologySpec};
+use crate::trace::ChromeTraceLayer;
+use crate::workloads::{self, ByteSize};
+
+/// The most points one `/run` may simulate: the page is for small sweeps;
+/// bigger ones belong to `kernbench sweep --out` and `--results`.
+pub const MAX_POINTS: usize = 64;
+
+/// What the server serves: the configuration every run starts from and the
+/// results shown on `/`.
+pub struct Settings {
+    /// The machine (`--topology`, `--set`); the form may change its fidelity.
+    pub topology: TopologySpec,
+    /// The collectives' configuration.
+    pub ccl: CclConfig,
+    /// The result set shown on `/` (`--results DIR`).
+    pub results: Option<ResultSet>,
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WebError {
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The machine of the settings cannot be built.
+    #[error(transparent)]
+    Topology(#[from] crate::topology::TopologyError),
+}
+
+/// A bound server.
+pub struct Server {
+    http: HttpServer,
+    settings: Settings,
+    machine: Machine,
+    traces: AtomicU64,
+}
+
+/// What a request gets.
+enum Reply {
+    /// An HTML page with its status.
+    Html(u16, String),
+    /// An SVG image.
+    Svg(String),
+    /// A trace file to download (already unlinked).
+    Trace(File),
+}
+
+impl Server {
+    /// Binds `addr` (port 0 picks a free port).
+    pub fn bind(addr: SocketAddr, settings: Settings) -> Result<Server, WebError> {
+        let machine = Machine::build(&settings.topology)?;
+        let http = HttpServer::http(addr).map_err(|source| WebError::Bind { addr, source })?;
+        Ok(Server {
+            http,
+            settings,
+            machine,
+            traces: AtomicU64::new(0),
+        })
+    }
+
+    /// The URL of `/`, with the port actually bound.
+    pub fn url(&self) -> String {
+        match self.http.server_addr().to_ip() {
+            Some(addr) => format!("http://{addr}/"),
+            None => "http://localhost/".to_owned(),
+        }
+    }
+
+    /// Answers requests, one at a time, until the process ends.
+    pub fn run(&self) {
+        for request in self.http.incoming_requests() {
+            let reply = self.reply(request.url());
+            // A browser that went away is not the server's problem.
+            let _ = match reply {
+                Reply::Html(status, html) => request.respond(
+                    Response::from_string(html)
+                        .with_status_code(status)
+                        .with_header(content_type("text/html; charset=utf-8")),
+                ),
+                Reply::Svg(svg) => request
+                    .respond(Response::from_string(svg).with_header(content_type("image/svg+xml"))),
+                Reply::Trace(file) => request.respond(
+                    Response::from_file(file)
+                        .with_header(content_type("application/json"))
+                        .with_header(header(
+                            "Content-Disposition",
+                            "attachment; filename=\"kernbench-trace.json\"",
+                        )),
+                ),
+            };
+        }
+    }
+
+    /// The reply to `url` (path and query).
+    fn reply(&self, url: &str) -> Reply {
+        let (path, query) = url.split_once('?').unwrap_or((url, ""));
+        let outcome = match path {
+            "/" => Ok(Reply::Html(200, self.home())),
+            "/run" => self.run_page(query).map(|html| Reply::Html(200, html)),
+            "/trace" => self.trace(query).map(Reply::Trace),
+            "/topology.svg" => Ok(Reply::Svg(topology_svg(&self.machine))),
+            _ => {
+                let body = format!("<h1>Not found</h1>\n<p>{}</p>\n", escape(path));
+                Ok(Reply::Html(404, with_nav("not found", &body)))
+            }
+        };
+        outcome.unwrap_or_else(|message| {
+            let body = format!(
+                "<h1>Bad request</h1>\n<p class=\"error\">{}</p>\n",
+                escape(&message)
+            );
+            Reply::Html(400, with_nav("bad request", &body))
+        })
+    }
+
+    /// `/`: the machine, the form and the results.
+    fn home(&self) -> String {
+        let mut body = String::from("<h1>kernbench</h1>\n<h2>Machine</h2>\n");
+        let _ = writeln!(
+            body,
+            "<pre>{}</pre>\n<p><a href=\"/topology.svg\"><img src=\"/topology.svg\" \
+             alt=\"the machine: SIPs and their cube meshes\" style=\"max-width:100%\"></a></p>",
+            escape(&self.settings.topology.summary().to_string())
+        );
+        body += &form();
+        if let Some(set) = &self.settings.results {
+            let rows: Vec<_> = set.rows().collect();
+            body += "<h2>Results</h2>\n";
+            body += &report::report_body(set, None, &figures::figures(&rows));
+        }
+        with_nav("kernbench", &body)
+    }
+
+    /// `/run`: the form's sweep, its table and figures.
+    fn run_page(&self, query: &str) -> Result<String, String> {
+        let plan = self.plan(query)?;
+        let points = plan.points();
+        if points.len() > MAX_POINTS {
+            return Err(format!(
+                "{} points asked; the web form runs at most {MAX_POINTS} (use `kernbench sweep --out DIR` and `kernbench web --results DIR`)",
+                points.len()
+            ));
+        }
+        let jobs = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+        let rows = sweep::run(&plan, &points, jobs, &|| {});
+        let source = Source {
+            command: format!("kernbench web: /run?{query}"),
+            sweep: format!("/run?{query}"),
+            config: String::new(),
+            machine: self.settings.topology.summary().to_string(),
+            shard: None,
+        };
+        let set = ResultSet::new(source, rows);
+        let rows: Vec<_> = set.rows().collect();
+        let mut body = format!("<h1>{}</h1>\n", escape(plan.workload.name));
+        let _ = writeln!(
+            body,
+            "<p><a id=\"trace\" href=\"/trace?{}\" download>Perfetto trace of the first run</a> \
+             (open it in ui.perfetto.dev)</p>",
+            escape(query)
+        );
+        body += &report::report_body(&set, None, &figures::figures(&rows));
+        Ok(with_nav(plan.workload.name, &body))
+    }
+
+    /// `/trace`: the first point of the form's sweep, traced.
+    fn trace(&self, query: &str) -> Result<File, String> {
+        let plan = self.plan(query)?;
+        let point = plan.points().into_iter().next().ok_or("no point to run")?;
+        let number = self.traces.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!(
+            "kernbench-web-{}-{number}.json",
+            std::process::id()
+        ));
+        let outcome = traced_run(&plan, &point, &path);
+        let file = outcome.and_then(|()| File::open(&path).map_err(|e| e.to_string()));
+        // Unlinked now, the file lives until the response has read it.
+        let _ = std::fs::remove_file(&path);
+        file
+    }
+
+    /// The sweep `query` asks for.
+    fn plan(&self, query: &str) -> Result<Plan, String> {
+        let form = Form::parse(query)?;
+        let workload = workloads::find(&form.bench).map_err(|e| e.to_string())?;
+        let variants = self.variants(&form.fidelities)?;
+        Plan::new(workload, variants, form.axes, form.verify_data).map_err(|e| e.to_string())
+    }
+
+    /// One variant per fidelity asked for (the configured machine if none).
+    fn variants(&self, fidelities: &[String]) -> Result<Vec<Variant>, String> {
+        let variant = |fields, topology| Variant {
+            fields,
+            topology,
+            ccl: self.settings.ccl.clone(),
+        };
+        if fidelities.is_empty() {
+            return Ok(vec![variant(Vec::new(), self.settings.topology.clone())]);
+        }
+        fidelities
+            .iter()
+            .map(|name| {
+                let fidelity = Fidelity::ALL
+                    .into_iter()
+                    .find(|f| f.name() == name)
+                    .ok_or_else(|| format!("fidelity `{name}`: expected packet or flow"))?;
+                let mut topology = self.settings.topology.clone();
+                topology.simulation.fidelity = fidelity;
+                let fields = vec![("fidelity".to_owned(), name.clone())];
+                Ok(variant(fields, topology))
+            })
+            .collect()
+    }
+}
+
+/// Runs `point` in this thread with a trace layer writing to `path`.
+fn traced_run(plan: &Plan, point: &sweep::Point, path: &std::path::Path) -> Result<(), String> {
+    let cannot = |e: std::io::Error| format!("trace file {}: {e}", path.display());
+    let (layer, guard) = ChromeTraceLayer::to_file(path).map_err(cannot)?;
+    let subscriber = tracing_subscriber::registry().with(layer);
+    let row = tracing::subscriber::with_default(subscriber, || plan.run_point(point));
+    guard.finish().map_err(cannot)?;
+    match row.error {
+        Some(error) => Err(format!("the first run failed: {error}")),
+        None => Ok(()),
+    }
+}
+
+/// The form's fields, as `/run` and `/trace` receive them.
+#[derive(Debug, PartialEq)]
+struct Form {
+    bench: String,
+    fidelities: Vec<String>,
+    axes: Vec<Axis>,
+    verify_data: bool,
+}
+
+impl Form {
+    /// The fields of `query`. Empty fields are left out; a field may be
+    /// repeated and holds comma-separated values; `b`, `e`, `f` are
+    /// nccl-tests' size flags and replace `size`.
+    fn parse(query: &str) -> Result<Form, String> {
+        let params = workloads::all_params();
+        let mut bench = None;
+        let mut fidelities = Vec::new();
+        let mut verify_data = false;
+        let mut axes: Vec<Axis> = Vec::new();
+        let mut range: [Option<String>; 3] = Default::default();
+        for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+            let values = || {
+                value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|v| !v.is_empty())
+                    .map(str::to_owned)
+            };
+            match key.as_ref() {
+                _ if value.trim().is_empty() => {}
+                "bench" => bench = Some(value.trim().to_owned()),
+                "fidelity" => fidelities.extend(values()),
+                "verify_data" => verify_data = true,
+                "b" => range[0] = Some(value.trim().to_owned()),
+                "e" => range[1] = Some(value.trim().to_owned()),
+                "f" => range[2] = Some(value.trim().to_owned()),
+                name if params.contains_key(name) => {
+                    match axes.iter_mut().find(|a| a.name == name) {
+                        Some(axis) => axis.values.extend(values()),
+                        None => axes.push(Axis {
+                            name: name.to_owned(),
+                            values: values().collect(),
+                        }),
+                    }
+                }
+                other => return Err(format!("unknown field `{other}`")),
+            }
+        }
+        if let Some(sizes) = size_range(range)? {
+            axes.retain(|a| a.name != "size");
+            axes.push(sizes);
+        }
+        Ok(Form {
+            bench: bench.ok_or("no bench chosen (field `bench`)")?,
+            fidelities,
+            axes,
+            verify_data,
+        })
+    }
+}
+
+/// The `size` axis of `b`, `e` and `f` (factor 2 by default), if `b` and
+/// `e` are given.
+fn size_range([min, max, factor]: [Option<String>; 3]) -> Result<Option<Axis>, String> {
+    let (min, max) = match (min, max) {
+        (None, None) => return Ok(None),
+        (Some(min), Some(max)) => (min, max),
+        _ => return Err("sizes: give both -b (min bytes) and -e (max bytes)".to_owned()),
+    };
+    let bytes = |flag: &str, text: &str| {
+        text.parse::<ByteSize>()
+            .map_err(|e| format!("-{flag} {text}: {e}"))
+    };
+    let factor = match factor {
+        Some(text) => text
+            .parse()
+            .map_err(|e| format!("-f {text}: {e} (expected an integer >= 2)"))?,
+        None => 2,
+    };
+    let sizes = sweep::sizes(bytes("b", &min)?, bytes("e", &max)?, factor)?;
+    Ok(Some(Axis {
+        name: "size".to_owned(),
+        values: sizes.iter().map(ToString::to_string).collect(),
+    }))
+}
+
+/// The form: the workload, nccl-tests' size range, one text field per
+/// workload parameter (comma-separated lists), the fidelities.
+fn form() -> String {
+    let mut html = String::from(
+        "<h2>Run</h2>\n<form id=\"run\" action=\"/run\" method=\"get\">\n\
+         <p><label>bench <select name=\"bench\">",
+    );
+    for workload in workloads::all() {
+        let selected = if workload.name == "ccl_allreduce" {
+            " selected"
+        } else {
+            ""
+        };
+        let _ = write!(
+            html,
+            "<option value=\"{0}\" title=\"{1}\"{selected}>{0}</option>",
+            workload.name,
+            escape(workload.about())
+        );
+    }
+    html += "</select></label></p>\n<p>sizes (nccl-tests): \
+             <label>-b <input name=\"b\" size=\"6\" placeholder=\"1K\"></label>\
+             <label>-e <input name=\"e\" size=\"6\" placeholder=\"1M\"></label>\
+             <label>-f <input name=\"f\" size=\"3\" placeholder=\"2\"></label></p>\n<p>";
+    for (name, (param, takers)) in workloads::all_params() {
+        let _ = write!(
+            html,
+            "<label>{name} <input name=\"{name}\" size=\"14\" placeholder=\"{}[,...]\" title=\"{} [{}]\"></label>",
+            escape(param.value_name),
+            escape(param.help),
+            takers.join(", ")
+        );
+    }
+    html += "</p>\n<p>fidelity ";
+    for fidelity in Fidelity::ALL {
+        let _ = write!(
+            html,
+            "<label><input type=\"checkbox\" name=\"fidelity\" value=\"{0}\">{0}</label>",
+            fidelity.name()
+        );
+    }
+    let _ = writeln!(
+        html,
+        "<label><input type=\"checkbox\" name=\"verify_data\" value=\"1\">verify data</label></p>\n\
+         <p><button type=\"submit\">run</button> (at most {MAX_POINTS} points; \
+         leave the fields a workload does not take empty)</p>\n</form>"
+    );
+    html
+}
+
+/// A page titled `title` with the navigation above `body`.
+fn with_nav(title: &str, body: &str) -> String {
+    let nav = "<nav><a href=\"/\">home</a> | <a href=\"/#run\">run</a> | \
+               <a href=\"/topology.svg\">topology</a></nav>\n";
+    report::page(&format!("{title} - kernbench web"), &format!("{nav}{body}"))
+}
+
+fn header(name: &str, value: &str) -> Header {
+    Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("ASCII header")
+}
+
+fn content_type(value: &str) -> Header {
+    header("Content-Type", value)
+}
+
+/// Sizes of the topology drawing, in pixels.
+mod px {
+    pub const CUBE: u32 = 34;
+    pub const CUBE_GAP: u32 = 14;
+    pub const PAD: u32 = 16;
+    pub const LABEL: u32 = 18;
+    pub const SIP_GAP: u32 = 70;
+    pub const MARGIN: u32 = 80;
+    pub const STUB: f64 = 24.0;
+    pub const HOST: u32 = 70;
+}
+
+/// Where things are drawn.
+struct Geometry<'a> {
+    machine: &'a Machine,
+    sip_w: u32,
+    sip_h: u32,
+}
+
+impl Geometry<'_> {
+    fn new(machine: &Machine) -> Geometry<'_> {
+        let (w, h) = machine.cube_grid();
+        let span = |n: u32| n * px::CUBE + (n - 1) * px::CUBE_GAP + 2 * px::PAD;
+        Geometry {
+            machine,
+            sip_w: span(w),
+            sip_h: span(h) + px::LABEL,
+        }
+    }
+
+    /// The SIP grid's width and height.
+    fn grid(&self) -> (u32, u32) {
+        let (w, h) = self.machine.sip_grid();
+        let span = |n: u32, size: u32| n * size + (n - 1) * px::SIP_GAP;
+        (span(w, self.sip_w), span(h, self.sip_h))
+    }
+
+    /// The canvas' width and height.
+    fn canvas(&self) -> (u32, u32) {
+        let (w, h) = self.grid();
+        (2 * px::MARGIN + w, 2 * px::MARGIN + px::HOST + h)
+    }
+
+    /// SIP `sip`'s top-left corner.
+    fn sip(&self, sip: u32) -> (f64, f64) {
+        let pos = self.machine.sip_pos(sip);
+        (
+            f64::from(px::MARGIN + pos.col * (self.sip_w + px::SIP_GAP)),
+            f64::from(px::MARGIN + px::HOST + pos.row * (self.sip_h + px::SIP_GAP)),
+        )
+    }
+
+    /// Cube `cube` of `sip`'s top-left corner.
+    fn cube(&self, sip: u32, cube: u32) -> (f64, f64) {
+        let (x, y) = self.sip(sip);
+        let pos = self.machine.cube_pos(cube);
+        let step = f64::from(px::CUBE + px::CUBE_GAP);
+        (
+            x + f64::from(px::PAD) + f64::from(pos.col) * step,
+            y + f64::from(px::PAD + px::LABEL) + f64::from(pos.row) * step,
+        )
+    }
+
+    /// The middle of cube `cube`'s edge on `side`.
+    fn cube_edge(&self, sip: u32, cube: u32, side: Side) -> (f64, f64) {
+        let (x, y) = self.cube(sip, cube);
+        let half = f64::from(px::CUBE) / 2.0;
+        let (dx, dy) = direction(side);
+        (x + half + dx * half, y + half + dy * half)
+    }
+
+    /// A SIP port: the port cube's edge pushed out to the SIP's edge.
+    fn sip_port(&self, sip: u32, cube: u32, side: Side) -> (f64, f64) {
+        let (x, y) = self.cube_edge(sip, cube, side);
+        let (dx, dy) = direction(side);
+        let reach = f64::from(px::PAD);
+        (x + dx * reach, y + dy * reach)
+    }
+}
+
+/// The unit step towards `side`.
+fn direction(side: Side) -> (f64, f64) {
+    match side {
+        Side::N => (0.0, -1.0),
+        Side::S => (0.0, 1.0),
+        Side::E => (1.0, 0.0),
+        Side::W => (-1.0, 0.0),
+    }
+}
+
+/// The machine as SVG: the host, the SIPs in their grid with the inter-SIP
+/// links (dashed where they wrap around), each SIP's cube mesh with its
+/// UCIe links, the IO cube (PCIe endpoint, IO_CPU) shaded.
+pub fn topology_svg(machine: &Machine) -> String {
+    let geometry = Geometry::new(machine);
+    let (width, height) = geometry.canvas();
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
+         viewBox=\"0 0 {width} {height}\" font-family=\"sans-serif\" font-size=\"11\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+    );
+    let (w, h) = machine.sip_grid();
+    let (cw, ch) = machine.cube_grid();
+    let _ = writeln!(
+        svg,
+        "<text x=\"{x}\" y=\"20\" font-size=\"14\">{} SIPs ({w}x{h}, {}), each {cw}x{ch} cubes of {} PEs</text>\n\
+         <text x=\"{x}\" y=\"38\">shaded: the IO cube (PCIe endpoint, IO_CPU); blue: UCIe; red: inter-SIP \
+         (dashed: wrap-around to the SIP named); grey: PCIe</text>",
+        machine.sip_count(),
+        machine.spec().system.sips.topology(),
+        machine.pes_per_cube(),
+        x = px::MARGIN / 4,
+    );
+    draw_host(&mut svg, &geometry);
+    draw_links(&mut svg, &geometry, EdgeKind::InterSip);
+    for sip in 0..machine.sip_count() {
+        draw_sip(&mut svg, &geometry, sip);
+    }
+    draw_links(&mut svg, &geometry, EdgeKind::Ucie);
+    svg += "</svg>\n";
+    svg
+}
+
+/// The host box and its PCIe links to each SIP's IO cube.
+fn draw_host(svg: &mut String, geometry: &Geometry<'_>) {
+    let (width, _) = geometry.grid();
+    let (x, y) = (
+        f64::from(px::MARGIN + width / 2) - 40.0,
+        f64::from(px::MARGIN),
+    );
+    let machine = geometry.machine;
+    for sip in 0..machine.sip_count() {
+        let (cx, cy) = geometry.cube_edge(sip, machine.io_cube(), Side::N);
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{}\" y1=\"{}\" x2=\"{cx}\" y2=\"{cy}\" stroke=\"#bbb\"/>",
+            x + 40.0,
+            y + 24.0
+        );
+    }
+    let _ = writeln!(
+        svg,
+        "<rect x=\"{x}\" y=\"{y}\" width=\"80\" height=\"24\" rx=\"4\" fill=\"#eee\" stroke=\"#555\"/>\
+         <text x=\"{}\" y=\"{}\" text-anchor=\"middle\">host</text>",
+        x + 40.0,
+        y + 16.0
+    );
+}
+
+/// One SIP: its box, name and cubes.
+fn draw_sip(svg: &mut String, geometry: &Geometry<'_>, sip: u32) {
+    let machine = geometry.machine;
+    let (x, y) = geometry.sip(sip);
+    let _ = writeln!(
+        svg,
+        "<g><title>sip{sip}</title><rect x=\"{x}\" y=\"{y}\" width=\"{}\" height=\"{}\" rx=\"6\" \
+         fill=\"#f4f7fb\" stroke=\"#345\"/><text x=\"{}\" y=\"{}\" font-weight=\"bold\">sip{sip}</text></g>",
+        geometry.sip_w,
+        geometry.sip_h,
+        x + f64::from(px::PAD),
+        y + f64::from(px::LABEL) + 2.0
+    );
+    for cube in 0..machine.cubes_per_sip() {
+        let (cx, cy) = geometry.cube(sip, cube);
+        let fill = if cube == machine.io_cube() {
+            "#ffe9b3"
+        } else {
+            "#fff"
+        };
+        let _ = writeln!(
+            svg,
+            "<g><title>sip{sip}.cube{cube}: {pes} PEs</title><rect x=\"{cx}\" y=\"{cy}\" \
+             width=\"{size}\" height=\"{size}\" fill=\"{fill}\" stroke=\"#567\"/>\
+             <text x=\"{}\" y=\"{}\" text-anchor=\"middle\">c{cube}</text></g>",
+            cx + f64::from(px::CUBE) / 2.0,
+            cy + f64::from(px::CUBE) / 2.0 + 4.0,
+            size = px::CUBE,
+            pes = machine.pes_per_cube(),
+        );
+    }
+}
+
+/// Every link of `kind` (UCIe or inter-SIP) once, between its ports.
+fn draw_links(svg: &mut String, geometry: &Geometry<'_>, kind: EdgeKind) {
+    let machine = geometry.machine;
+    let color = match kind {
+        EdgeKind::Ucie => "#36c",
+        _ => "#c33",
+    };
+    for (id, edge) in machine.edges().iter().enumerate() {
+        if edge.kind != kind || edge.reverse.index() < id {
+            continue;
+        }
+        let (Some(a), Some(b)) = (port(geometry, edge.from), port(geometry, edge.to)) else {
+            continue;
+        };
+        if faces(&a, &b) {
+            let ((x1, y1), (x2, y2)) = (a.at, b.at);
+            let _ = writeln!(
+                svg,
+                "<line x1=\"{x1}\" y1=\"{y1}\" x2=\"{x2}\" y2=\"{y2}\" stroke=\"{color}\" stroke-width=\"3\"/>"
+            );
+        } else {
+            draw_stub(svg, &a, b.sip, color);
+            draw_stub(svg, &b, a.sip, color);
+        }
+    }
+}
+
+/// A port as drawn.
+struct Port {
+    at: (f64, f64),
+    side: Side,
+    sip: u32,
+}
+
+/// Where a port is drawn.
+fn port(geometry: &Geometry<'_>, node: crate::topology::NodeId) -> Option<Port> {
+    let node = geometry.machine.node(node);
+    let (sip, cube, side) = (node.sip?, node.cube?, node.side?);
+    let at = match node.kind {
+        NodeKind::SipPort => geometry.sip_port(sip, cube, side),
+        _ => geometry.cube_edge(sip, cube, side),
+    };
+    Some(Port { at, side, sip })
+}
+
+/// Whether `b` lies the way `a` faces (else the link wraps around).
+fn faces(a: &Port, b: &Port) -> bool {
+    let (dx, dy) = direction(a.side);
+    (b.at.0 - a.at.0) * dx + (b.at.1 - a.at.1) * dy > 0.0
+}
+
+/// One end of a wrap-around link: a dashed stub out of the port, labelled
+/// with the SIP at its other end.
+fn draw_stub(svg: &mut String, port: &Port, to: u32, color: &str) {
+    let (x, y) = port.at;
+    let (dx, dy) = direction(port.side);
+    let (x2, y2) = (x + dx * px::STUB, y + dy * px::STUB);
+    let (lx, ly) = (x2 + dx * 4.0, y2 + dy * 10.0 + 4.0);
+    let anchor = match port.side {
+        Side::W => "end",
+        Side::E => "start",
+        Side::N | Side::S => "middle",
+    };
+    let _ = writeln!(
+        svg,
+        "<line x1=\"{x}\" y1=\"{y}\" x2=\"{x2}\" y2=\"{y2}\" stroke=\"{color}\" stroke-width=\"3\" \
+         stroke-dasharray=\"5 3\"/><text x=\"{lx}\" y=\"{ly}\" text-anchor=\"{anchor}\" fill=\"{color}\">to sip{to}</text>"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn machine(overrides: &[&str]) -> Machine {
+        let overrides = crate::config::Overrides::parse(
+            &overrides.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let spec =
+            TopologySpec::load(&TopologySpec::default_source(), &overrides.topology).unwrap();
+        Machine::build(&spec).unwrap()
+    }
+
+    #[test]
+    fn the_form_query_becomes_axes_with_nccl_tests_sizes() {
+        let form = Form::parse(
+            "bench=ccl_allreduce&b=1K&e=16K&f=4&algorithm=ring_allreduce%2Ctree&fidelity=flow&fidelity=packet&dtype=&size=8",
+        )
+        .unwrap();
+        assert_eq!(form.bench, "ccl_allreduce");
+        assert_eq!(form.fidelities, ["flow", "packet"]);
+        assert!(!form.verify_data);
+        let axes: Vec<_> = form
+            .axes
+            .iter()
+            .map(|a| format!("{}={}", a.name, a.values.join(",")))
+            .collect();
+        assert_eq!(axes, ["algorithm=ring_allreduce,tree", "size=1K,4K,16K"]);
+    }
+
+    #[test]
+    fn bad_queries_are_errors_naming_the_field() {
+        let error = |query| Form::parse(query).unwrap_err();
+        assert!(error("bench=x&nonsense=1").contains("`nonsense`"));
+        assert!(error("b=1K&e=2K").contains("no bench"));
+        assert!(error("bench=x&b=1K").contains("-b"));
+        assert!(error("bench=x&b=1Q&e=2K").contains("-b 1Q"));
+        assert!(error("bench=x&b=1K&e=2K&f=1").contains("step factor"));
+    }
+
+    #[test]
+    fn the_drawing_has_every_sip_cube_and_link_once() {
+        let machine = machine(&["system.sips.count=4"]);
+        let svg = topology_svg(&machine);
+        let count = |needle: &str| svg.matches(needle).count();
+        assert_eq!(count("<title>sip"), 4 + 4 * 16);
+        // A 4x4 mesh has 24 UCIe links; a ring of 4 SIPs has 4 links, one
+        // of them wrapping around.
+        assert_eq!(count("stroke=\"#36c\""), 4 * 24);
+        assert_eq!(count("stroke=\"#c33\""), 3 + 2);
+        assert_eq!(count("stroke-dasharray"), 2);
+        assert_eq!(count(">to sip0<") + count(">to sip3<"), 2);
+        assert_eq!(count("stroke=\"#bbb\""), 4);
+    }
+}
