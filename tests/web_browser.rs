@@ -41,7 +41,10 @@ impl WebServer {
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("first line `{line}` is `listening on URL`"))
             .to_owned();
-        assert!(url.starts_with("http://127.0.0.1:") && url.ends_with('/'), "{url}");
+        assert!(
+            url.starts_with("http://127.0.0.1:") && url.ends_with('/'),
+            "{url}"
+        );
         WebServer { child, url }
     }
 }
@@ -125,7 +128,10 @@ fn get(url: &str, path: &str) -> (String, String) {
     let mut response = String::new();
     stream.read_to_string(&mut response).expect("a response");
     let (head, body) = response.split_once("\r\n\r\n").expect("headers end");
-    (head.lines().next().unwrap_or_default().to_owned(), body.to_owned())
+    (
+        head.lines().next().unwrap_or_default().to_owned(),
+        body.to_owned(),
+    )
 }
 
 /// A result folder of a two-size sweep, for `--results`.

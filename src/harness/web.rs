@@ -702,7 +702,11 @@ mod tests {
             .iter()
             .map(|a| format!("{}={}", a.name, a.values.join(",")))
             .collect();
-        assert_eq!(axes, ["algorithm=ring_allreduce,tree", "size=1K,4K,16K"]);
+        // 1K × 4^i up to 16K, in bytes.
+        assert_eq!(
+            axes,
+            ["algorithm=ring_allreduce,tree", "size=1024,4096,16384"]
+        );
     }
 
     #[test]
