@@ -205,6 +205,29 @@ fn a_browser_loads_the_report_runs_an_allreduce_from_the_form_and_sees_no_errors
     let (status, page) = get(&server.url, "run?bench=ccl_allreduce&b=1K");
     assert!(status.contains("400"), "{status}");
     assert!(page.contains("give both -b"), "{page}");
-    let (status, _) = get(&server.url, "topology.svg");
-    assert!(status.contains("200"), "{status}");
+    for svg in ["topology.svg", "cube.svg"] {
+        let (status, body) = get(&server.url, svg);
+        assert!(
+            status.contains("200") && body.starts_with("<svg"),
+            "{svg}: {status}"
+        );
+    }
+    let (status, _) = get(&server.url, "nothing");
+    assert!(status.contains("404"), "{status}");
+}
+
+#[test]
+fn a_results_folder_that_is_not_one_is_a_usage_error_before_listening() {
+    let output = Command::new(KERNBENCH)
+        .args(["web", "--port", "0", "--results"])
+        .arg(Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-such-results"))
+        .output()
+        .expect("kernbench runs");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(output.stdout.is_empty(), "nothing listens: {output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.starts_with("error: ") && stderr.contains("no-such-results/results.json"),
+        "{stderr}"
+    );
 }

@@ -13,7 +13,8 @@
 //!   file, sent as a download and deleted.
 //! - `/topology.svg`: the machine drawn from [`Machine`]: SIPs in their
 //!   grid with the inter-SIP links and the host's PCIe links, inside each
-//!   the cube mesh with its UCIe links.
+//!   the cube mesh with its UCIe links; `/cube.svg`: one cube's NoC
+//!   routers, what each carries and the NoC links.
 //!
 //! A query the form cannot have produced, or a sweep over
 //! [`MAX_POINTS`] points, is an HTML page with the error and status 400;
@@ -37,7 +38,7 @@ use super::results::{ResultSet, Source};
 use super::sweep::{self, Axis, Plan, Variant};
 use crate::ccl::CclConfig;
 use crate::topology::naming::Side;
-use crate::topology::{EdgeKind, Fidelity, Machine, NodeKind, TopologySpec};
+use crate::topology::{EdgeKind, Fidelity, GridPos, Machine, NodeKind, Slot, TopologySpec};
 use crate::trace::ChromeTraceLayer;
 use crate::workloads::{self, ByteSize};
 
@@ -144,6 +145,7 @@ impl Server {
             "/run" => self.run_page(query).map(|html| Reply::Html(200, html)),
             "/trace" => self.trace(query).map(Reply::Trace),
             "/topology.svg" => Ok(Reply::Svg(topology_svg(&self.machine))),
+            "/cube.svg" => Ok(Reply::Svg(cube_svg(&self.machine))),
             _ => {
                 let body = format!("<h1>Not found</h1>\n<p>{}</p>\n", escape(path));
                 Ok(Reply::Html(404, with_nav("not found", &body)))
@@ -164,7 +166,9 @@ impl Server {
         let _ = writeln!(
             body,
             "<pre>{}</pre>\n<p><a href=\"/topology.svg\"><img src=\"/topology.svg\" \
-             alt=\"the machine: SIPs and their cube meshes\" style=\"max-width:100%\"></a></p>",
+             alt=\"the machine: SIPs and their cube meshes\" style=\"max-width:100%\"></a></p>\n\
+             <p>Inside one cube: <a href=\"/cube.svg\"><img src=\"/cube.svg\" \
+             alt=\"one cube: its NoC routers and what they carry\" style=\"max-width:100%\"></a></p>",
             escape(&self.settings.topology.summary().to_string())
         );
         body += &form();
@@ -410,7 +414,7 @@ fn form() -> String {
 /// A page titled `title` with the navigation above `body`.
 fn with_nav(title: &str, body: &str) -> String {
     let nav = "<nav><a href=\"/\">home</a> | <a href=\"/#run\">run</a> | \
-               <a href=\"/topology.svg\">topology</a></nav>\n";
+               <a href=\"/topology.svg\">topology</a> | <a href=\"/cube.svg\">cube</a></nav>\n";
     report::page(&format!("{title} - kernbench web"), &format!("{nav}{body}"))
 }
 
@@ -674,6 +678,101 @@ fn draw_stub(svg: &mut String, port: &Port, to: u32, color: &str) {
     );
 }
 
+/// One cube as SVG: its NoC routers in their grid, each labelled with
+/// what it carries (`CubeLayout::slot`), the NoC links between them (the
+/// machine's `noc` edges of SIP 0's IO cube) and where the UCIe and SIP
+/// ports attach.
+pub fn cube_svg(machine: &Machine) -> String {
+    const CELL: f64 = 64.0;
+    const GAP: f64 = 22.0;
+    const MARGIN: f64 = 70.0;
+    let layout = machine.layout();
+    let (w, h) = (f64::from(layout.width()), f64::from(layout.height()));
+    let width = 2.0 * MARGIN + w * CELL + (w - 1.0) * GAP;
+    let height = 2.0 * MARGIN + 30.0 + h * CELL + (h - 1.0) * GAP;
+    let corner = |pos: GridPos| {
+        let step = CELL + GAP;
+        (
+            MARGIN + f64::from(pos.col) * step,
+            MARGIN + 30.0 + f64::from(pos.row) * step,
+        )
+    };
+    let centre = |pos: GridPos| {
+        let (x, y) = corner(pos);
+        (x + CELL / 2.0, y + CELL / 2.0)
+    };
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
+         viewBox=\"0 0 {width} {height}\" font-family=\"sans-serif\" font-size=\"11\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"10\" y=\"20\" font-size=\"14\">one cube: {}x{} NoC routers, {} PEs</text>\n\
+         <text x=\"10\" y=\"38\">green: NoC links; blue: link ports; io_cpu, pcie_ep: IO cube only</text>\n",
+        layout.width(),
+        layout.height(),
+        machine.pes_per_cube()
+    );
+    let in_io_cube = |node: &crate::topology::Node| node.sip == Some(0) && node.cube == Some(0);
+    for (id, edge) in machine.edges().iter().enumerate() {
+        let (from, to) = (machine.node(edge.from), machine.node(edge.to));
+        if edge.kind != EdgeKind::Noc || edge.reverse.index() < id || !in_io_cube(from) {
+            continue;
+        }
+        let (Some(a), Some(b)) = (from.router, to.router) else {
+            continue;
+        };
+        let ((x1, y1), (x2, y2)) = (centre(a), centre(b));
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{x1}\" y1=\"{y1}\" x2=\"{x2}\" y2=\"{y2}\" stroke=\"#3a3\" stroke-width=\"3\"/>"
+        );
+    }
+    for row in 0..layout.height() {
+        for col in 0..layout.width() {
+            let pos = GridPos { row, col };
+            let slot = layout.slot(pos);
+            let fill = match slot {
+                Slot::Pe(_) => "#e3efff",
+                Slot::HbmPort => "#f3e3ff",
+                Slot::Free => "#fafafa",
+                _ => "#ffe9b3",
+            };
+            let (x, y) = corner(pos);
+            let _ = writeln!(
+                svg,
+                "<g><title>router r{row}c{col}: {slot}</title><rect x=\"{x}\" y=\"{y}\" width=\"{CELL}\" \
+                 height=\"{CELL}\" rx=\"4\" fill=\"{fill}\" stroke=\"#567\"/><text x=\"{}\" y=\"{}\" \
+                 text-anchor=\"middle\">{slot}</text><text x=\"{}\" y=\"{}\" text-anchor=\"middle\" \
+                 fill=\"#888\" font-size=\"9\">r{row}c{col}</text></g>",
+                x + CELL / 2.0,
+                y + CELL / 2.0,
+                x + CELL / 2.0,
+                y + CELL - 6.0
+            );
+        }
+    }
+    for side in Side::ALL {
+        let (x, y) = centre(layout.port(side));
+        let (dx, dy) = direction(side);
+        let (x1, y1) = (x + dx * CELL / 2.0, y + dy * CELL / 2.0);
+        let (x2, y2) = (x1 + dx * 20.0, y1 + dy * 20.0);
+        let anchor = match side {
+            Side::W => "end",
+            Side::E => "start",
+            Side::N | Side::S => "middle",
+        };
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{x1}\" y1=\"{y1}\" x2=\"{x2}\" y2=\"{y2}\" stroke=\"#36c\" stroke-width=\"4\"/>\
+             <text x=\"{}\" y=\"{}\" text-anchor=\"{anchor}\" fill=\"#36c\">{} port</text>",
+            x2 + dx * 4.0,
+            y2 + dy * 12.0 + 4.0,
+            side.letter().to_uppercase()
+        );
+    }
+    svg += "</svg>\n";
+    svg
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -732,5 +831,20 @@ mod tests {
         assert_eq!(count("stroke-dasharray"), 2);
         assert_eq!(count(">to sip0<") + count(">to sip3<"), 2);
         assert_eq!(count("stroke=\"#bbb\""), 4);
+    }
+
+    #[test]
+    fn the_cube_drawing_has_every_router_and_a_mesh_of_noc_links() {
+        let machine = machine(&[]);
+        let layout = machine.layout();
+        let (w, h) = (layout.width() as usize, layout.height() as usize);
+        let svg = cube_svg(&machine);
+        let count = |needle: &str| svg.matches(needle).count();
+        assert_eq!(count("<title>router"), w * h);
+        assert_eq!(count("stroke=\"#3a3\""), (w - 1) * h + w * (h - 1));
+        for pe in 0..machine.pes_per_cube() {
+            assert_eq!(count(&format!(">pe{pe}<")), 1, "pe{pe}");
+        }
+        assert_eq!(count(" port</text>"), 4);
     }
 }
