@@ -155,6 +155,11 @@ struct SweepArgs {
     #[arg(long)]
     verify_data: bool,
 
+    /// Where the IPCQ slots live, as a list to compare (collectives): every
+    /// algorithm's `buffer_kind` set to each in turn, e.g. `tcm,hbm,sram`.
+    #[arg(long, value_name = "KIND[,..]", value_delimiter = ',')]
+    buffer_kind: Vec<kernbench::ccl::BufferKind>,
+
     /// Run only share I of N of the points (round robin), e.g. 1/4.
     #[arg(long, value_name = "I/N")]
     shard: Option<sweep::Shard>,
@@ -504,12 +509,22 @@ fn run_sweep(
             values: sizes.iter().map(ToString::to_string).collect(),
         });
     }
-    let variant = sweep::Variant {
-        fields: Vec::new(),
-        topology,
-        ccl,
+    let variants = match args.buffer_kind.as_slice() {
+        [] => vec![sweep::Variant {
+            fields: Vec::new(),
+            topology,
+            ccl,
+        }],
+        kinds => kinds
+            .iter()
+            .map(|&kind| sweep::Variant {
+                fields: vec![("buffer_kind".to_owned(), kind.name().to_owned())],
+                topology: topology.clone(),
+                ccl: ccl.with_buffer_kind(kind),
+            })
+            .collect(),
     };
-    let plan = sweep::Plan::new(workload, vec![variant], axes, args.verify_data)?;
+    let plan = sweep::Plan::new(workload, variants, axes, args.verify_data)?;
     let mut points = plan.points();
     if let Some(shard) = args.shard {
         points = shard.select(points);

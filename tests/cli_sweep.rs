@@ -51,3 +51,65 @@ fn a_gemm_sweep_writes_three_figures_with_its_points() {
         assert!(figures[1].1.contains("roof: peak"), "{bench}");
     }
 }
+
+/// `--buffer-kind` sweeps where the IPCQ slots live: one variant per kind,
+/// a `buffer_kind` column, a curve per kind in the figures, and slots in a
+/// PE's own TCM are reached faster than in the cube's HBM or SRAM.
+#[test]
+fn a_buffer_kind_sweep_compares_where_the_slots_live() {
+    let dir = TempDir::new("sweep-buffer-kind");
+    let out = dir.path().join("bk");
+    let args = [
+        "--fidelity",
+        "flow",
+        "sweep",
+        "--bench",
+        "ccl_allreduce",
+        "--buffer-kind",
+        "tcm,hbm,sram",
+        "-b",
+        "1K",
+        "-e",
+        "4K",
+        "-f",
+        "4",
+        "--out",
+    ];
+    let output = kernbench(dir.path(), &[&args[..], &[out.to_str().unwrap()]].concat());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let header: Vec<_> = csv.lines().next().unwrap().split(',').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (kind, size, time) = (
+        column("buffer_kind"),
+        column("size"),
+        column("allreduce_ps"),
+    );
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    let at = |k: &str, s: &str| -> u64 {
+        let row = rows.iter().find(|r| r[kind] == k && r[size] == s).unwrap();
+        row[time].parse().unwrap()
+    };
+    assert_eq!(rows.len(), 6, "{csv}");
+    for size in ["1024", "4096"] {
+        assert!(at("tcm", size) < at("hbm", size), "{csv}");
+        assert!(at("tcm", size) < at("sram", size), "{csv}");
+    }
+    let latency = &svgs(&out)
+        .into_iter()
+        .find(|(n, _)| n == "latency_vs_size.svg");
+    let latency = &latency.as_ref().unwrap().1;
+    for kind in ["buffer_kind=tcm", "buffer_kind=hbm", "buffer_kind=sram"] {
+        assert!(latency.contains(kind), "a curve for {kind}");
+    }
+    let bad = kernbench(
+        dir.path(),
+        &["sweep", "--bench", "ccl_allreduce", "--buffer-kind", "dram"],
+    );
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("tcm, hbm or sram"));
+}

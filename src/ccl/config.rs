@@ -40,6 +40,31 @@ pub enum BufferKind {
     Sram,
 }
 
+impl BufferKind {
+    /// Every kind, as ccl.yaml spells them.
+    pub const ALL: [BufferKind; 3] = [BufferKind::Tcm, BufferKind::Hbm, BufferKind::Sram];
+
+    /// The ccl.yaml spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            BufferKind::Tcm => "tcm",
+            BufferKind::Hbm => "hbm",
+            BufferKind::Sram => "sram",
+        }
+    }
+}
+
+impl std::str::FromStr for BufferKind {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        BufferKind::ALL
+            .into_iter()
+            .find(|kind| kind.name() == text)
+            .ok_or_else(|| format!("`{text}` is not a buffer kind (tcm, hbm or sram)"))
+    }
+}
+
 /// An algorithm-specific parameter value.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ParamValue {
@@ -354,6 +379,18 @@ impl CclConfig {
     pub fn default_algorithm(&self) -> Algorithm<'_> {
         self.algorithm(&self.defaults.algorithm)
             .expect("defaults.algorithm is checked to name an entry when the config is built")
+    }
+
+    /// This configuration with every algorithm's IPCQ slots in `kind`
+    /// (the default and every entry's own `buffer_kind`): what a sweep over
+    /// buffer kinds runs.
+    pub fn with_buffer_kind(&self, kind: BufferKind) -> CclConfig {
+        let mut config = self.clone();
+        config.defaults.buffer_kind = kind;
+        for entry in config.algorithms.values_mut() {
+            entry.buffer_kind = None;
+        }
+        config
     }
 
     /// The names of all algorithms, in order.
