@@ -63,8 +63,15 @@ struct Cli {
     /// How transfers are simulated: `packet` (every packet at every hop, the
     /// reference) or `flow` (one reservation per hop, same uncontended times,
     /// far fewer events). Overrides topology.yaml `simulation.fidelity`.
-    #[arg(long, global = true, value_name = "MODE", value_parser = fidelity_names())]
-    fidelity: Option<String>,
+    /// `sweep` takes a list (`packet,flow`) and runs each.
+    #[arg(
+        long,
+        global = true,
+        value_name = "MODE",
+        value_delimiter = ',',
+        value_parser = fidelity_names()
+    )]
+    fidelity: Vec<String>,
 
     #[command(subcommand)]
     command: Command,
@@ -310,7 +317,7 @@ fn check_pair(topology: &TopologySpec, ccl: &CclConfig) -> Result<(), CliError> 
 fn load_config(cli: &Cli) -> Result<(TopologySpec, CclConfig), ConfigError> {
     let fidelity = cli
         .fidelity
-        .iter()
+        .first()
         .map(|f| format!("simulation.fidelity={f}"));
     let overrides = Overrides::parse(&cli.set.iter().cloned().chain(fidelity).collect::<Vec<_>>())?;
     let topology_source = cli
@@ -418,6 +425,13 @@ fn print_out(text: &str) -> Result<(), CliError> {
 }
 
 fn run(cli: &Cli, matches: &ArgMatches) -> Result<(), CliError> {
+    if cli.fidelity.len() > 1 && !matches!(cli.command, Command::Sweep(_)) {
+        let list = cli.fidelity.join(",");
+        return Err(WorkloadError::BadOption(format!(
+            "--fidelity {list}: only `sweep` runs a list of fidelities; give one"
+        ))
+        .into());
+    }
     let (topology, ccl) = load_config(cli)?;
     check_pair(&topology, &ccl)?;
     match cli.command {
@@ -509,21 +523,7 @@ fn run_sweep(
             values: sizes.iter().map(ToString::to_string).collect(),
         });
     }
-    let variants = match args.buffer_kind.as_slice() {
-        [] => vec![sweep::Variant {
-            fields: Vec::new(),
-            topology,
-            ccl,
-        }],
-        kinds => kinds
-            .iter()
-            .map(|&kind| sweep::Variant {
-                fields: vec![("buffer_kind".to_owned(), kind.name().to_owned())],
-                topology: topology.clone(),
-                ccl: ccl.with_buffer_kind(kind),
-            })
-            .collect(),
-    };
+    let variants = sweep_variants(&cli.fidelity, &args.buffer_kind, &topology, &ccl);
     let plan = sweep::Plan::new(workload, variants, axes, args.verify_data)?;
     let mut points = plan.points();
     if let Some(shard) = args.shard {
@@ -559,6 +559,55 @@ fn run_sweep(
         write_results(dir, &set)?;
     }
     Ok(())
+}
+
+/// The configurations a sweep runs: every fidelity of a `--fidelity` list
+/// (more than one) × every `--buffer-kind`, each named by the values that
+/// made it; the configured ones alone when neither is a list.
+fn sweep_variants(
+    fidelities: &[String],
+    kinds: &[kernbench::ccl::BufferKind],
+    topology: &TopologySpec,
+    ccl: &CclConfig,
+) -> Vec<sweep::Variant> {
+    let base = sweep::Variant {
+        fields: Vec::new(),
+        topology: topology.clone(),
+        ccl: ccl.clone(),
+    };
+    let mut variants = vec![base];
+    if fidelities.len() > 1 {
+        let by_fidelity = |v: &sweep::Variant| {
+            Fidelity::ALL
+                .into_iter()
+                .filter(|f| fidelities.iter().any(|name| name == f.name()))
+                .map(|fidelity| {
+                    let mut variant = v.clone();
+                    variant.topology.simulation.fidelity = fidelity;
+                    let field = ("fidelity".to_owned(), fidelity.name().to_owned());
+                    variant.fields.push(field);
+                    variant
+                })
+                .collect::<Vec<_>>()
+        };
+        variants = variants.iter().flat_map(by_fidelity).collect();
+    }
+    if !kinds.is_empty() {
+        let by_kind = |v: &sweep::Variant| {
+            kinds
+                .iter()
+                .map(|&kind| {
+                    let mut variant = v.clone();
+                    variant.ccl = v.ccl.with_buffer_kind(kind);
+                    let field = ("buffer_kind".to_owned(), kind.name().to_owned());
+                    variant.fields.push(field);
+                    variant
+                })
+                .collect::<Vec<_>>()
+        };
+        variants = variants.iter().flat_map(by_kind).collect();
+    }
+    variants
 }
 
 /// Writes `results.csv`, `results.json` and the figures into `dir`, and

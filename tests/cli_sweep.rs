@@ -113,3 +113,38 @@ fn a_buffer_kind_sweep_compares_where_the_slots_live() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("tcm, hbm or sram"));
 }
+
+/// A `--fidelity` list is a sweep axis: each mode runs as its own variant
+/// (a `fidelity` column); every other command takes one mode.
+#[test]
+fn a_fidelity_list_sweeps_both_modes_and_only_sweep_takes_one() {
+    let dir = TempDir::new("sweep-fidelity");
+    let out = dir.path().join("fx");
+    let args = [
+        "--fidelity",
+        "packet,flow",
+        "sweep",
+        "--bench",
+        "ccl_allreduce",
+    ];
+    let sizes = ["-b", "1K", "-e", "1K", "--out", out.to_str().unwrap()];
+    let output = kernbench(dir.path(), &[&args[..], &sizes[..]].concat());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let modes: Vec<_> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(1).unwrap())
+        .collect();
+    assert_eq!(modes, ["packet", "flow"], "{csv}");
+    let run = [
+        "--fidelity",
+        "packet,flow",
+        "run",
+        "--bench",
+        "ccl_allreduce",
+    ];
+    let refused = kernbench(dir.path(), &run);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(stderr(&refused).contains("only `sweep` runs a list of fidelities"));
+}
