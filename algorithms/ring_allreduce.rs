@@ -42,7 +42,6 @@ impl CclAlgorithm for RingAllreduce {
         Kernel::new("ring_allreduce", ring_allreduce)
     }
 
-    /// The chain of [`links`] from endpoint 0 to the end and back.
     fn tcm_bytes(&self, tile_bytes: u64, params: &Params) -> u64 {
         streamed_tcm_bytes(tile_bytes, params, CHUNKS)
     }
@@ -55,6 +54,7 @@ impl CclAlgorithm for RingAllreduce {
         check_chunk(params)
     }
 
+    /// The chain of [`links`] from endpoint 0 to the end and back.
     fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
         let n = args.endpoints();
         let tree: Vec<TreeLinks> = (0..n).map(|e| links(e, n)).collect();

@@ -212,7 +212,9 @@ impl FlowFront {
         let fulls = full.checked_mul(plan.packets - 1).map_err(overflow)?;
         let busy = fulls.checked_add(tail).map_err(overflow)?;
         let booked = if plan.packets == 1 {
-            let full = link.params().occupancy(plan.full).map_err(overflow)?;
+            // The full packets' occupancy, which the link remembers from
+            // the flows before (headers, payload 0, do not replace it).
+            let full = link.occupancy(plan.full)?;
             let wait = SimDuration::from_ps(full.as_ps() / 2);
             link.book_packet(self.first, busy, plan.bytes(), wait)?
         } else {

@@ -39,7 +39,8 @@ impl Pages {
     /// The `n` bytes at offset `at`: borrowed when they lie in one
     /// allocated page, assembled otherwise.
     pub(super) fn read(&self, at: usize, n: usize) -> Cow<'_, [u8]> {
-        if let [(index, offset, n)] = Self::spans(at, n).collect::<Vec<_>>()[..] {
+        let (index, offset) = (at / PAGE, at % PAGE);
+        if offset + n <= PAGE {
             if let Some(page) = &self.pages[index] {
                 return Cow::Borrowed(&page[offset..offset + n]);
             }

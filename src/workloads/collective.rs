@@ -114,6 +114,12 @@ impl Shape {
         self.n_elem as u128 * u128::from(self.dtype.size())
     }
 
+    /// Bytes of a cube's input and output tiles.
+    fn cube_tile_bytes(&self) -> u128 {
+        let (in_blocks, out_blocks) = self.blocks();
+        (in_blocks + out_blocks) as u128 * self.block_bytes()
+    }
+
     /// Elements of the input per rank.
     fn rank_elements(&self) -> usize {
         self.cubes * self.blocks().0 * self.n_elem
@@ -188,8 +194,7 @@ fn check_fits(torch: &Torch, size: Option<ByteSize>, shape: &Shape) -> Result<()
     let spec = torch.device().fabric().machine().spec();
     let block = u64::try_from(shape.block_bytes()).unwrap_or(u64::MAX);
     let in_tcm = torch.distributed.tcm_bytes(shape.collective, block)?;
-    let (in_blocks, out_blocks) = shape.blocks();
-    let tiles = (in_blocks + out_blocks) as u128 * shape.block_bytes();
+    let tiles = shape.cube_tile_bytes();
     let flag = match size {
         Some(size) => format!("--size {size}"),
         None => "ccl.yaml n_elem".to_owned(),
@@ -240,8 +245,7 @@ fn check_host_memory(
     let Some(available) = available else {
         return Ok(());
     };
-    let (in_blocks, out_blocks) = shape.blocks();
-    let tiles = (in_blocks + out_blocks) as u128 * shape.block_bytes();
+    let tiles = shape.cube_tile_bytes();
     let device = tiles * (shape.cubes * world_size) as u128;
     let needed = device * HOST_BYTES_PER_DEVICE_BYTE;
     if needed <= u128::from(available) {
