@@ -37,7 +37,9 @@ use crate::topology::{
 pub struct Fabric {
     machine: Arc<Machine>,
     router: PathRouter,
-    links: Vec<Rc<Link>>,
+    /// One per directed edge, in edge order, in one allocation (a transfer
+    /// touches every link of its path: no pointer to chase per hop).
+    links: Box<[Link]>,
     /// One entry per cube, SIP-major.
     cubes: Vec<CubeUnits>,
     /// One entry per PE, cube-major.
@@ -109,7 +111,7 @@ impl Fabric {
                 let p = &edge.link;
                 let params =
                     HopParams::new(p.bandwidth, p.efficiency, p.latency, p.packet_overhead);
-                Rc::new(Link::new(&format!("{}->{}", from.name, to.name), params))
+                Link::new(&format!("{}->{}", from.name, to.name), params)
             })
             .collect();
         let spec = machine.spec().clone();
@@ -148,18 +150,18 @@ impl Fabric {
     }
 
     /// The link of one directed edge.
-    pub fn link(&self, edge: EdgeId) -> &Rc<Link> {
+    pub fn link(&self, edge: EdgeId) -> &Link {
         &self.links[edge.index()]
     }
 
     /// Every link, in edge order.
-    pub fn links(&self) -> &[Rc<Link>] {
+    pub fn links(&self) -> &[Link] {
         &self.links
     }
 
     /// The links `path` crosses, in order.
-    pub fn path_links(&self, path: &Path) -> Vec<Rc<Link>> {
-        path.edges().iter().map(|&e| self.link(e).clone()).collect()
+    pub fn path_links(&self, path: &Path) -> Vec<&Link> {
+        path.edges().iter().map(|&e| self.link(e)).collect()
     }
 
     /// The hop parameters of `path`, in order.
@@ -188,7 +190,7 @@ impl Fabric {
         match self.fidelity() {
             Fidelity::Packet => transfer(&self.path_links(path), bytes, payload).await,
             Fidelity::Flow => {
-                let links = path.edges().iter().map(|&e| &*self.links[e.index()]);
+                let links = path.edges().iter().map(|&e| &self.links[e.index()]);
                 transfer_flow(links, bytes, payload).await
             }
         }
@@ -311,7 +313,7 @@ mod tests {
         let fabric = fabric();
         assert_eq!(fabric.links().len(), fabric.machine().edges().len());
         let edge = &fabric.machine().edges()[0];
-        assert!(!Rc::ptr_eq(
+        assert!(!std::ptr::eq(
             fabric.link(EdgeId::from_index(0)),
             fabric.link(edge.reverse)
         ));

@@ -73,15 +73,24 @@ impl From<&LinkSpec> for HopParams {
 }
 
 /// One direction of one physical link: a FIFO serial server with counters.
+///
+/// `repr(C)` keeps the fields every hop of every transfer reads (the
+/// server's calendar, then the remembered occupancies and the latency)
+/// together at the front; the [`Fabric`](super::Fabric) keeps all links in
+/// one table, so a path's links cost one or two cache lines each.
+#[repr(C)]
 pub struct Link {
-    params: HopParams,
     server: SerialServer,
     /// `S(0)`, a header-only packet's occupancy (doorbells, credits,
     /// requests), if it fits in u64 picoseconds.
     header: Option<SimDuration>,
-    /// The last other payload whose occupancy was asked for, and that
-    /// occupancy (most transfers over a link use one full-packet size).
+    /// The last full-packet payload asked for and its occupancy (a link
+    /// sees one or two maximum payloads: those of the paths through it).
+    full: Cell<(u64, SimDuration)>,
+    /// The last other payload asked for and its occupancy (a flow's tail,
+    /// a one-packet message).
     recent: Cell<(u64, SimDuration)>,
+    params: HopParams,
 }
 
 /// When a packet occupies a link and when it reaches the next hop.
@@ -96,21 +105,38 @@ pub(crate) struct PacketHop {
 impl Link {
     /// An idle link named `name` (trace track and error messages).
     pub fn new(name: &str, params: HopParams) -> Self {
+        let unknown = Cell::new((u64::MAX, SimDuration::ZERO));
         Link {
-            params,
             server: SerialServer::new(name, Activity::Packet),
             header: params.occupancy(0).ok(),
-            recent: Cell::new((u64::MAX, SimDuration::ZERO)),
+            full: unknown.clone(),
+            recent: unknown,
+            params,
         }
     }
 
-    /// `S(payload)` of this link ([`HopParams::occupancy`]), remembering
-    /// the last payload asked for; errors name the link.
+    /// `S(payload)` of this link ([`HopParams::occupancy`]) for a packet's
+    /// payload; errors name the link.
     pub fn occupancy(&self, payload: u64) -> Result<SimDuration, HwError> {
         if let (0, Some(header)) = (payload, self.header) {
             return Ok(header);
         }
-        let (last, occupancy) = self.recent.get();
+        self.remembered(&self.recent, payload)
+    }
+
+    /// [`occupancy`](Self::occupancy) of a path's maximum payload, the size
+    /// of a flow's full packets (remembered apart from the other sizes, so
+    /// that flows of one packet, which ask for both, hit both).
+    pub fn full_occupancy(&self, max_payload: u64) -> Result<SimDuration, HwError> {
+        self.remembered(&self.full, max_payload)
+    }
+
+    fn remembered(
+        &self,
+        memo: &Cell<(u64, SimDuration)>,
+        payload: u64,
+    ) -> Result<SimDuration, HwError> {
+        let (last, occupancy) = memo.get();
         if last == payload {
             return Ok(occupancy);
         }
@@ -118,7 +144,7 @@ impl Link {
             .params
             .occupancy(payload)
             .map_err(HwError::time(self.name()))?;
-        self.recent.set((payload, occupancy));
+        memo.set((payload, occupancy));
         Ok(occupancy)
     }
 

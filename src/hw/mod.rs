@@ -92,6 +92,17 @@ impl HwError {
 }
 
 /// `at + d`, or an overflow error naming `component`.
+#[inline]
 pub(crate) fn later(at: SimTime, d: SimDuration, component: &str) -> Result<SimTime, HwError> {
-    at.checked_add(d).map_err(HwError::time(component))
+    match at.as_ps().checked_add(d.as_ps()) {
+        Some(ps) => Ok(SimTime::from_ps(ps)),
+        None => Err(overflowed(at, d, component)),
+    }
+}
+
+/// The error of `at + d` overflowing (kept out of line: it never happens in
+/// a sane run, and [`later`] sits on every hop of every transfer).
+#[cold]
+fn overflowed(at: SimTime, d: SimDuration, component: &str) -> HwError {
+    HwError::time(component)(TimeError::Overflow(format!("{at} + {d}")))
 }

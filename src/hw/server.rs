@@ -114,6 +114,7 @@ impl AccessReport {
 }
 
 #[derive(Debug, Clone, Copy, Default)]
+#[repr(C)]
 struct Calendar {
     free_at: SimTime,
     /// Total reserved picoseconds; never more than `free_at` since
@@ -123,15 +124,17 @@ struct Calendar {
     bytes: u64,
 }
 
-/// A FIFO single server; see the module documentation.
+/// A FIFO single server; see the module documentation. `repr(C)`: what
+/// every booking touches first, the name (for errors and traces) last.
+#[repr(C)]
 pub struct SerialServer {
-    name: Rc<str>,
-    activity: Activity,
     calendar: Cell<Calendar>,
     /// Idle spans before `free_at` that end after the last booking's
     /// `now`, in time order (left by flows booked ahead; always empty when
     /// every job arrives at the instant it books).
     gaps: RefCell<VecDeque<(SimTime, SimTime)>>,
+    name: Rc<str>,
+    activity: Activity,
 }
 
 /// Uses the idle `gaps` from `arrives` on for up to `left` ps of service,

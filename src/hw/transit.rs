@@ -37,6 +37,7 @@
 //!
 //! Knows links and sizes; nothing of what the bytes are or why they move.
 
+use std::borrow::Borrow;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::num::NonZeroU64;
@@ -125,7 +126,7 @@ impl TransferReport {
 ///
 /// Errors: a time that overflows u64 picoseconds, naming the link.
 pub async fn transfer(
-    path: &[Rc<Link>],
+    path: &[impl Borrow<Link>],
     bytes: u64,
     max_payload: NonZeroU64,
 ) -> Result<TransferReport, HwError> {
@@ -197,39 +198,34 @@ impl FlowFront {
     /// occupancy), the measure [`Bottleneck`] compares.
     fn cross(&mut self, link: &Link, plan: &PacketPlan) -> Result<SimDuration, HwError> {
         let name = link.name();
-        // One packet: only its own size matters (`full` is unused).
-        let (full, tail) = if plan.packets == 1 {
-            let tail = link.occupancy(plan.last)?;
-            (tail, tail)
+        let after = |t: SimTime, d: SimDuration| super::later(t, d, name);
+        // `S_h(P)`: what a full packet holds the hop for. A flow of one
+        // packet has none of its own, but waits for one (ADR-0012 D5).
+        let full = link.full_occupancy(plan.full)?;
+        let tail = link.occupancy(plan.last)?;
+        let (first_size, booked) = if plan.packets == 1 {
+            let wait = SimDuration::from_ps(full.as_ps() / 2);
+            let booked = link.book_packet(self.first, tail, plan.bytes(), wait)?;
+            (tail, booked)
         } else {
-            let tail = link.params().occupancy(plan.last);
+            let busy = full
+                .checked_mul(plan.packets - 1)
+                .and_then(|fulls| fulls.checked_add(tail))
+                .map_err(HwError::time(name))?;
             (
-                link.occupancy(plan.full)?,
-                tail.map_err(HwError::time(name))?,
+                full,
+                link.book(self.first, busy, plan.bytes(), plan.packets)?,
             )
         };
-        let overflow = |e| HwError::time(name)(e);
-        let fulls = full.checked_mul(plan.packets - 1).map_err(overflow)?;
-        let busy = fulls.checked_add(tail).map_err(overflow)?;
-        let booked = if plan.packets == 1 {
-            // The full packets' occupancy, which the link remembers from
-            // the flows before (headers, payload 0, do not replace it).
-            let full = link.occupancy(plan.full)?;
-            let wait = SimDuration::from_ps(full.as_ps() / 2);
-            link.book_packet(self.first, busy, plan.bytes(), wait)?
-        } else {
-            link.book(self.first, busy, plan.bytes(), plan.packets)?
-        };
-        let after = |t: SimTime, d: SimDuration| super::later(t, d, name);
         // The hop's service ends at `booked.end` (later than `start + busy`
         // when it was split around earlier bookings); the last packet's
         // share is its end.
         let span = booked.end.saturating_since(booked.start).as_ps();
         let served = booked.start + SimDuration::from_ps(span.saturating_sub(tail.as_ps()));
-        let (first_size, last_full_leaves) = if plan.packets == 1 {
-            (tail, served)
+        let last_full_leaves = if plan.packets == 1 {
+            served
         } else {
-            (full, after(self.last_full, full)?.max(served))
+            after(self.last_full, full)?.max(served)
         };
         let last_leaves = after(self.last.max(last_full_leaves), tail)?;
         let first_leaves = after(booked.start, first_size)?;
@@ -311,8 +307,8 @@ struct Arrival {
 }
 
 /// The packets of one transfer still moving.
-struct Flight<'a> {
-    path: &'a [Rc<Link>],
+struct Flight<'a, L> {
+    path: &'a [L],
     plan: PacketPlan,
     /// `(S_h(P), S_h(P_last))` per hop.
     occupancy: Vec<(SimDuration, SimDuration)>,
@@ -323,11 +319,12 @@ struct Flight<'a> {
     start: SimTime,
 }
 
-impl<'a> Flight<'a> {
-    fn new(path: &'a [Rc<Link>], plan: PacketPlan) -> Result<Self, HwError> {
+impl<'a, L: Borrow<Link>> Flight<'a, L> {
+    fn new(path: &'a [L], plan: PacketPlan) -> Result<Self, HwError> {
         let occupancy = path
             .iter()
             .map(|link| {
+                let link = link.borrow();
                 let s = |b| {
                     link.params()
                         .occupancy(b)
@@ -365,7 +362,7 @@ impl<'a> Flight<'a> {
 
     /// Packet `event.packet` asks for hop `event.hop` now.
     fn handle(&mut self, event: Arrival) -> Result<(), HwError> {
-        let Some(link) = self.path.get(event.hop) else {
+        let Some(link) = self.path.get(event.hop).map(L::borrow) else {
             return Ok(()); // delivered
         };
         let last = event.packet + 1 == self.plan.packets;
@@ -390,7 +387,7 @@ impl<'a> Flight<'a> {
             .max_by_key(|(_, ps)| **ps)
             .map(|(hop, ps)| Bottleneck {
                 hop,
-                link: self.path[hop].server().shared_name(),
+                link: self.path[hop].borrow().server().shared_name(),
                 residency: SimDuration::from_ps(*ps),
             });
         TransferReport {
@@ -460,7 +457,9 @@ mod tests {
             SimDuration::ZERO
         );
         let mut simulation = Simulation::new();
-        let done = simulation.spawn("t", async { transfer(&[], 4096, payload(256)).await });
+        let done = simulation.spawn("t", async {
+            transfer(&[] as &[&Link], 4096, payload(256)).await
+        });
         simulation.run().unwrap();
         let report = done.output().unwrap().unwrap();
         assert_eq!(

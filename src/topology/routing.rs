@@ -12,8 +12,8 @@
 //! This module knows the machine graph; it knows nothing of time, traffic
 //! or contention.
 
+use rustc_hash::FxHashMap;
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::address::{AddressError, MemSpace};
@@ -112,7 +112,9 @@ impl Path {
 pub struct PathRouter {
     machine: Arc<Machine>,
     resolver: AddressResolver,
-    cache: RefCell<BTreeMap<(NodeId, NodeId, View), Arc<Path>>>,
+    /// Looked up by every transfer: a hash map (nothing iterates it, so its
+    /// order is never observable), with a fast hash for small integer keys.
+    cache: RefCell<FxHashMap<(NodeId, NodeId, View), Arc<Path>>>,
 }
 
 impl PathRouter {
@@ -121,7 +123,7 @@ impl PathRouter {
         PathRouter {
             resolver: AddressResolver::new(Arc::clone(&machine)),
             machine,
-            cache: RefCell::new(BTreeMap::new()),
+            cache: RefCell::new(FxHashMap::default()),
         }
     }
 

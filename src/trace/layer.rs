@@ -3,6 +3,7 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Map, Value};
@@ -31,6 +32,15 @@ const FILE_BUFFER_BYTES: usize = 1 << 20;
 pub struct ChromeTraceLayer {
     clock: Clock,
     writer: SharedWriter,
+}
+
+/// Layers created and not yet dropped, process-wide.
+static LIVE_LAYERS: AtomicUsize = AtomicUsize::new(0);
+
+impl Drop for ChromeTraceLayer {
+    fn drop(&mut self) {
+        LIVE_LAYERS.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A span still open: where and when it started, and its fields so far.
@@ -96,7 +106,16 @@ impl ChromeTraceLayer {
 
     fn writing(clock: Clock, out: Box<dyn Write + Send>, options: TraceOptions) -> Self {
         let writer = Arc::new(Mutex::new(Writer::new(out, options)));
+        LIVE_LAYERS.fetch_add(1, Ordering::Relaxed);
         ChromeTraceLayer { clock, writer }
+    }
+
+    /// Whether any layer exists in the process: when none does, nothing
+    /// can be recorded and [`super::is_recording`] need not ask the
+    /// dispatcher (a thread-local look-up and a downcast, at every hop of
+    /// every transfer).
+    pub(super) fn any_alive() -> bool {
+        LIVE_LAYERS.load(Ordering::Relaxed) > 0
     }
 
     fn writer(&self) -> MutexGuard<'_, Writer> {

@@ -97,6 +97,9 @@ pub struct CompleteEvent<'a> {
 /// no span is opened and no task waits for its end, so one call costs one
 /// write, at the moment the caller knows the times.
 pub fn record_complete(event: &CompleteEvent<'_>) {
+    if !ChromeTraceLayer::any_alive() {
+        return;
+    }
     tracing::dispatcher::get_default(|dispatch| {
         if let Some(layer) = dispatch.downcast_ref::<ChromeTraceLayer>() {
             layer.record_complete(event);
@@ -105,7 +108,9 @@ pub fn record_complete(event: &CompleteEvent<'_>) {
 }
 
 /// Whether [`record_complete`] would record anything now: callers can skip
-/// building an event's name or arguments when it is `false`.
+/// building an event's name or arguments when it is `false`. Costs one
+/// atomic load while no [`ChromeTraceLayer`] exists.
 pub fn is_recording() -> bool {
-    tracing::dispatcher::get_default(|dispatch| dispatch.is::<ChromeTraceLayer>())
+    ChromeTraceLayer::any_alive()
+        && tracing::dispatcher::get_default(|dispatch| dispatch.is::<ChromeTraceLayer>())
 }
