@@ -429,6 +429,7 @@ mod tests {
                 "intercube_allreduce",
                 "lrab_hierarchical_allreduce",
                 "mesh_allreduce",
+                "p2p_copy",
                 "rd_allreduce",
                 "rhd_allreduce",
                 "ring_allgather",
@@ -444,7 +445,8 @@ mod tests {
             defaults.entry_for(Collective::AllGather),
             Some("ring_allgather")
         );
-        assert_eq!(defaults.entry_for(Collective::SendRecv), None);
+        assert_eq!(defaults.entry_for(Collective::SendRecv), Some("p2p_copy"));
+        assert_eq!(defaults.entry_for(Collective::Custom), None);
     }
 
     #[test]

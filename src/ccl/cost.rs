@@ -19,11 +19,13 @@
 //! Knows routes and link parameters (through `hw::Fabric`); nothing of
 //! kernels or time dynamics.
 
+use std::collections::BTreeMap;
+
 use crate::config::units::Bandwidth;
 use crate::hw::Fabric;
 use crate::sim::SimDuration;
 use crate::tl::{Dir, PeCoord};
-use crate::topology::RouteError;
+use crate::topology::{EdgeId, NodeId, RouteError};
 
 use super::endpoints::Endpoints;
 use super::helpers::TreeLinks;
@@ -68,6 +70,9 @@ pub enum CostError {
     /// A PE with no TCM node.
     #[error("cost model: no TCM for {0:?}")]
     NoTcm(PeCoord),
+    /// A cube with no HBM node.
+    #[error("cost model: no HBM for the cube of {0:?}")]
+    NoHbm(PeCoord),
     /// No route between two endpoints.
     #[error("cost model: {0}")]
     Route(#[from] RouteError),
@@ -116,16 +121,98 @@ impl<'a> Network<'a> {
         Ok(self.hockney(from, to)?.time(bytes))
     }
 
-    fn tcm(&self, endpoint: usize) -> Result<crate::topology::NodeId, CostError> {
-        let pe = *self
-            .endpoints
-            .coords
-            .get(endpoint)
-            .ok_or(CostError::NoEndpoint(endpoint))?;
+    /// Concurrent copies of `bytes` each, from the HBM of the cube of each
+    /// pair's first endpoint to that of its second, over shared links: the
+    /// time the busiest link needs at least. A link `l` carrying `k` of the
+    /// routes cannot deliver their last byte before the earliest first byte
+    /// reaches it (the smallest sum of link latencies before `l` on those
+    /// routes), plus `k · bytes / β_l`, plus the smallest sum of latencies
+    /// from `l` on; the bound is the largest over links. One route alone
+    /// gives its Hockney time `α + bytes / β`.
+    pub fn hbm_copies(
+        &self,
+        pairs: &[(usize, usize)],
+        bytes: u64,
+    ) -> Result<SimDuration, CostError> {
+        let mut links: BTreeMap<EdgeId, SharedLink> = BTreeMap::new();
+        for &(from, to) in pairs {
+            let path = self
+                .fabric
+                .router()
+                .find_path(self.hbm(from)?, self.hbm(to)?)?;
+            let hops = self.fabric.path_hops(&path);
+            let total = sequence(hops.iter().map(|h| h.latency));
+            let mut before = SimDuration::ZERO;
+            for (&edge, hop) in path.edges().iter().zip(&hops) {
+                let after = SimDuration::from_ps(total.as_ps() - before.as_ps());
+                links
+                    .entry(edge)
+                    .or_insert_with(|| SharedLink::new(hop.bandwidth))
+                    .add(before, after);
+                before = plus(before, hop.latency);
+            }
+        }
+        let busiest = links.values().map(|link| link.time(bytes)).max();
+        busiest.ok_or(CostError::ToItself(pairs.first().map_or(0, |p| p.0)))
+    }
+
+    fn hbm(&self, endpoint: usize) -> Result<NodeId, CostError> {
+        let pe = self.coord(endpoint)?;
+        self.fabric
+            .machine()
+            .hbm(pe.sip, pe.cube)
+            .ok_or(CostError::NoHbm(pe))
+    }
+
+    fn coord(&self, endpoint: usize) -> Result<PeCoord, CostError> {
+        let pe = self.endpoints.coords.get(endpoint);
+        pe.copied().ok_or(CostError::NoEndpoint(endpoint))
+    }
+
+    fn tcm(&self, endpoint: usize) -> Result<NodeId, CostError> {
+        let pe = self.coord(endpoint)?;
         self.fabric
             .machine()
             .tcm(pe.sip, pe.cube, pe.pe)
             .ok_or(CostError::NoTcm(pe))
+    }
+}
+
+/// The routes of [`Network::hbm_copies`] crossing one link.
+struct SharedLink {
+    bandwidth: Bandwidth,
+    routes: u64,
+    before: SimDuration,
+    after: SimDuration,
+}
+
+impl SharedLink {
+    fn new(bandwidth: Bandwidth) -> SharedLink {
+        SharedLink {
+            bandwidth,
+            routes: 0,
+            before: SimDuration::MAX,
+            after: SimDuration::MAX,
+        }
+    }
+
+    /// One more route, with `before` of latency up to the link and `after`
+    /// from it on.
+    fn add(&mut self, before: SimDuration, after: SimDuration) {
+        self.routes += 1;
+        self.before = self.before.min(before);
+        self.after = self.after.min(after);
+    }
+
+    /// The earliest its routes' `bytes` each can all have crossed it and
+    /// arrived.
+    fn time(&self, bytes: u64) -> SimDuration {
+        let load = self.routes.saturating_mul(bytes);
+        let serialisation = self
+            .bandwidth
+            .transfer_time(load)
+            .unwrap_or(SimDuration::MAX);
+        sequence([self.before, serialisation, self.after])
     }
 }
 
@@ -259,6 +346,44 @@ mod tests {
         // 1000 B at 100 GB/s = 10 ns.
         assert_eq!(link.time(1000), ps(510_000));
         assert_eq!(link.time(0), ps(500_000));
+    }
+
+    #[test]
+    fn concurrent_copies_share_the_links_they_cross() {
+        use crate::config::Override;
+        use crate::topology::TopologySpec;
+        let sets = ["sip.cube_mesh.w=2", "sip.cube_mesh.h=1"];
+        let overrides: Vec<_> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
+        let spec = TopologySpec::load(&TopologySpec::default_source(), &overrides).unwrap();
+        let fabric = Fabric::from_spec(&spec).unwrap();
+        let pe0 = |sip, cube| PeCoord { sip, cube, pe: 0 };
+        let endpoints = Endpoints {
+            coords: vec![pe0(0, 0), pe0(0, 1), pe0(1, 0), pe0(1, 1)],
+            tables: vec![Default::default(); 4],
+        };
+        let net = Network::new(&fabric, &endpoints);
+        let bytes = 1 << 20;
+        // One copy alone: its route's α + bytes / β.
+        let (m, router) = (fabric.machine(), fabric.router());
+        let path = router
+            .find_path(m.hbm(0, 0).unwrap(), m.hbm(1, 0).unwrap())
+            .unwrap();
+        let hops = fabric.path_hops(&path);
+        let route = Hockney {
+            alpha: sequence(hops.iter().map(|h| h.latency)),
+            beta: hops.iter().map(|h| h.bandwidth).min().unwrap(),
+        };
+        let one = net.hbm_copies(&[(0, 2)], bytes).unwrap();
+        assert_eq!(one, route.time(bytes));
+        // Both cubes of SIP 0 leave through its one inter-SIP port: the
+        // shared link carries twice the bytes.
+        let two = net.hbm_copies(&[(0, 2), (1, 3)], bytes).unwrap();
+        let shared = route.beta.transfer_time(2 * bytes).unwrap();
+        assert!(two > one && two >= shared, "{two:?} vs {one:?}, {shared:?}");
+        assert!(matches!(
+            net.hbm_copies(&[(0, 9)], bytes),
+            Err(CostError::NoEndpoint(9))
+        ));
     }
 
     #[test]

@@ -25,6 +25,15 @@
 //! in a task of its own, returning a [`Work`] to `wait` on
 //! ([`super::work`]).
 //!
+//! `send` / `recv` (and `isend` / `irecv`, returning a [`Work`]) between
+//! two ranks (ADR-0019): the `k`-th send from a rank to another meets the
+//! `k`-th recv there from it (`super::p2p`); the receiver posts its tiles,
+//! the sender checks that size and dtype match and launches ccl.yaml's
+//! `send_recv` kernel on its SIP alone, which writes every cube tile into
+//! the receiver's tile of the same cube. Both calls return when the
+//! sender's launch has completed (the data has landed); one nobody matches
+//! ends the run in a deadlock report naming it.
+//!
 //! `barrier()` is a real rendezvous of the world's rank tasks in virtual
 //! time (ADR-0008); outside a worker it returns at once.
 //!
@@ -37,7 +46,8 @@ use std::rc::Rc;
 
 use std::collections::BTreeMap;
 
-use super::launch::{LaunchError, launch_with_ipcq};
+use super::launch::{LaunchError, launch, launch_with_ipcq};
+use super::p2p::{Failure, Mailbox, Tiles};
 use super::plan::{Call, Plan};
 use super::tensor::{Tensor, TensorError};
 use super::work::Work;
@@ -45,9 +55,10 @@ use super::worker;
 use crate::ccl::cost::{CostError, Network};
 use crate::ccl::registry::UnknownAlgorithm;
 use crate::ccl::topology::TopologyError;
-use crate::ccl::{CclConfig, Collective};
+use crate::ccl::{CclConfig, Collective, KernelArgs};
 use crate::config::ConfigError;
 use crate::device::Device;
+use crate::mem::DType;
 use crate::sim::{Barrier, JoinError, SimDuration};
 use crate::tl::IpcqNetwork;
 use crate::topology::Machine;
@@ -60,7 +71,7 @@ pub const BACKEND: &str = "ahbm";
 /// The `torch.distributed` calls the `ahbm` backend implements (seed ADR-0047 D8).
 pub const SUPPORTED: &str = "init_process_group, is_initialized, get_rank, get_world_size, \
                              get_backend, all_reduce, all_gather, reduce_scatter, broadcast, \
-                             reduce, all_to_all, barrier";
+                             reduce, all_to_all, send, recv, isend, irecv, barrier";
 
 /// What a `torch.distributed` call can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -217,6 +228,69 @@ pub enum DistError {
         /// The world size.
         world_size: usize,
     },
+    /// A `send` / `recv` peer outside the world.
+    #[error(
+        "dist.{call} on rank {rank}: rank {peer} does not exist (the world has ranks 0 to {})",
+        world_size - 1
+    )]
+    NoSuchPeer {
+        /// `send` or `recv` (or `isend`, `irecv`).
+        call: &'static str,
+        /// The calling rank.
+        rank: usize,
+        /// The peer named.
+        peer: usize,
+        /// The world size.
+        world_size: usize,
+    },
+    /// A `send` / `recv` whose peer is the calling rank.
+    #[error(
+        "dist.{call} on rank {rank}: the peer is rank {rank} itself (send and recv need two \
+         ranks)"
+    )]
+    SelfPeer {
+        /// `send` or `recv` (or `isend`, `irecv`).
+        call: &'static str,
+        /// The calling rank.
+        rank: usize,
+    },
+    /// A `send` and its matching `recv` name tensors of different tile
+    /// sizes or dtypes; both calls fail with it.
+    #[error(
+        "send from rank {src} to rank {dst} does not match its recv: the sent tensor `{sent}` \
+         has cube tiles of {sent_elements} {sent_dtype} elements, the receiving tensor \
+         `{received}` of {received_elements} {received_dtype} (send and recv need the same tile \
+         size and dtype)"
+    )]
+    P2pMismatch {
+        /// The sending rank.
+        src: usize,
+        /// The receiving rank.
+        dst: usize,
+        /// The sent tensor.
+        sent: String,
+        /// Elements per cube tile sent.
+        sent_elements: usize,
+        /// Their dtype.
+        sent_dtype: DType,
+        /// The receiving tensor.
+        received: String,
+        /// Elements per cube tile it holds.
+        received_elements: usize,
+        /// Their dtype.
+        received_dtype: DType,
+    },
+    /// The sender's copy failed (the receiver's error; the sender returns
+    /// its own).
+    #[error("recv on rank {dst} from rank {src}: the matching send failed: {reason}")]
+    SendFailed {
+        /// The sending rank.
+        src: usize,
+        /// The receiving rank.
+        dst: usize,
+        /// The sender's error.
+        reason: String,
+    },
     /// A tensor operation failed.
     #[error(transparent)]
     Tensor(#[from] TensorError),
@@ -272,6 +346,7 @@ struct Group {
     world_size: usize,
     plans: BTreeMap<Collective, Plan>,
     barrier: Barrier,
+    mailbox: Mailbox,
 }
 
 impl Distributed {
@@ -513,10 +588,29 @@ impl Distributed {
     /// machine ([`CclAlgorithm::model`](crate::ccl::CclAlgorithm::model)),
     /// `None` when it states none.
     pub fn all_reduce_model(&self, tensor: &Tensor) -> Result<Option<SimDuration>, DistError> {
-        let group = self.group("all_reduce_model")?;
-        let plan = group.plan(Collective::AllReduce)?;
         let call = Call::in_place(tensor, ReduceOp::Sum, 0);
-        let args = plan.kernel_args(&call, 1, 0)?;
+        self.model(Collective::AllReduce, &call)
+    }
+
+    /// The `send_recv` algorithm's α-β cost model of `send(tensor, dst)`
+    /// from the calling rank, `None` when it states none.
+    pub fn send_model(
+        &self,
+        tensor: &Tensor,
+        dst: usize,
+    ) -> Result<Option<SimDuration>, DistError> {
+        let call = Call::in_place(tensor, ReduceOp::Sum, dst as u32);
+        self.model(Collective::SendRecv, &call)
+    }
+
+    fn model(
+        &self,
+        collective: Collective,
+        call: &Call<'_>,
+    ) -> Result<Option<SimDuration>, DistError> {
+        let group = self.group("model")?;
+        let plan = group.plan(collective)?;
+        let args = plan.kernel_args(call, 1, 0)?;
         let net = Network::new(self.inner.device.fabric(), plan.wired());
         Ok(plan.algorithm().model(&args, &net)?)
     }
@@ -543,14 +637,137 @@ impl Distributed {
         Err(DistError::Unsupported("scatter"))
     }
 
-    /// Point-to-point `send`: not supported (kernels use `tl.send`).
-    pub fn send(&self, _tensor: &Tensor, _dst: usize) -> Result<(), DistError> {
-        Err(DistError::Unsupported("send"))
+    /// `send(tensor, dst)`: every cube tile of `tensor` on the calling
+    /// rank is copied into the same cube's tile of the tensor the matching
+    /// `recv(tensor, src)` on rank `dst` names (same tile size and dtype,
+    /// else [`DistError::P2pMismatch`] on both sides). Returns when the
+    /// data has landed (see the module docs).
+    pub async fn send(&self, tensor: &Tensor, dst: usize) -> Result<(), DistError> {
+        self.send_transfer("send", tensor, dst)?.await
     }
 
-    /// Point-to-point `recv`: not supported (kernels use `tl.recv`).
-    pub fn recv(&self, _tensor: &Tensor, _src: usize) -> Result<(), DistError> {
-        Err(DistError::Unsupported("recv"))
+    /// `isend(tensor, dst)`: [`send`](Self::send) as a [`Work`]; its place
+    /// in the order of sends to `dst` is taken at the call.
+    pub fn isend(&self, tensor: &Tensor, dst: usize) -> Result<Work, DistError> {
+        let transfer = self.send_transfer("isend", tensor, dst)?;
+        Ok(Work::spawn("isend", transfer))
+    }
+
+    /// `recv(tensor, src)`: `tensor`'s cube tiles on the calling rank
+    /// receive those of the matching `send` from rank `src`; returns when
+    /// they have landed.
+    pub async fn recv(&self, tensor: &Tensor, src: usize) -> Result<(), DistError> {
+        self.recv_transfer("recv", tensor, src)?.await
+    }
+
+    /// `irecv(tensor, src)`: [`recv`](Self::recv) as a [`Work`]; the tiles
+    /// are posted at the call.
+    pub fn irecv(&self, tensor: &Tensor, src: usize) -> Result<Work, DistError> {
+        let transfer = self.recv_transfer("irecv", tensor, src)?;
+        Ok(Work::spawn("irecv", transfer))
+    }
+
+    /// The process group and the calling rank of a point-to-point `call`
+    /// with `peer`, which must be another rank of the world.
+    fn peer(&self, call: &'static str, peer: usize) -> Result<(Rc<Group>, usize), DistError> {
+        let group = self.group(call)?;
+        let rank = worker::get_rank();
+        if peer >= group.world_size {
+            let world_size = group.world_size;
+            return Err(DistError::NoSuchPeer {
+                call,
+                rank,
+                peer,
+                world_size,
+            });
+        }
+        if peer == rank {
+            return Err(DistError::SelfPeer { call, rank });
+        }
+        Ok((group, rank))
+    }
+
+    /// The calling rank's tiles of `tensor` for a transfer with `peer`,
+    /// and the kernel arguments of sending them.
+    fn tiles(plan: &Plan, tensor: &Tensor, peer: usize) -> Result<(Tiles, KernelArgs), DistError> {
+        let args = plan.kernel_args(&Call::in_place(tensor, ReduceOp::Sum, peer as u32), 1, 0)?;
+        let tiles = Tiles {
+            tensor: tensor.name().to_owned(),
+            addrs: args.tiles.clone(),
+            n_elem: args.tile.n_elem,
+            dtype: args.dtype,
+        };
+        Ok((tiles, args))
+    }
+
+    /// The send of `tensor` to `dst`, its ticket taken now: it waits for
+    /// the matching recv's tiles, then launches the `send_recv` kernel on
+    /// the caller's SIP into them.
+    fn send_transfer(
+        &self,
+        call: &'static str,
+        tensor: &Tensor,
+        dst: usize,
+    ) -> Result<impl Future<Output = Result<(), DistError>> + 'static, DistError> {
+        let (group, src) = self.peer(call, dst)?;
+        let plan = group.plan(Collective::SendRecv)?;
+        let (sent, mut args) = Self::tiles(plan, tensor, dst)?;
+        let (kernel, grid) = (plan.algorithm().kernel(), plan.grid());
+        let device = self.inner.device.clone();
+        let rendezvous = group.mailbox.send(src, dst);
+        Ok(async move {
+            let posted = rendezvous.posted().await;
+            if (posted.n_elem, posted.dtype) != (sent.n_elem, sent.dtype) {
+                let failure = Failure::Mismatch(Box::new((sent, posted)));
+                rendezvous.finish(Err(failure.clone()));
+                return Err(p2p_error(src, dst, failure));
+            }
+            args.out_tiles = posted.addrs;
+            let launched = launch(&device, &kernel, src as u32, grid, args).await;
+            let failure = launched.as_ref().map_err(|e| Failure::Send(e.to_string()));
+            rendezvous.finish(failure.map(drop));
+            launched?;
+            Ok(())
+        })
+    }
+
+    /// The recv of `tensor` from `src`, its tiles posted now: it waits
+    /// until the matching send has finished.
+    fn recv_transfer(
+        &self,
+        call: &'static str,
+        tensor: &Tensor,
+        src: usize,
+    ) -> Result<impl Future<Output = Result<(), DistError>> + 'static, DistError> {
+        let (group, dst) = self.peer(call, src)?;
+        let (tiles, _) = Self::tiles(group.plan(Collective::SendRecv)?, tensor, src)?;
+        let rendezvous = group.mailbox.recv(src, dst);
+        rendezvous.post(tiles);
+        Ok(async move {
+            let outcome = rendezvous.outcome().await;
+            outcome.map_err(|failure| p2p_error(src, dst, failure))
+        })
+    }
+}
+
+/// The error both sides of the transfer from `src` to `dst` report for
+/// `failure`.
+fn p2p_error(src: usize, dst: usize, failure: Failure) -> DistError {
+    match failure {
+        Failure::Mismatch(pair) => {
+            let (sent, received) = *pair;
+            DistError::P2pMismatch {
+                src,
+                dst,
+                sent: sent.tensor,
+                sent_elements: sent.n_elem,
+                sent_dtype: sent.dtype,
+                received: received.tensor,
+                received_elements: received.n_elem,
+                received_dtype: received.dtype,
+            }
+        }
+        Failure::Send(reason) => DistError::SendFailed { src, dst, reason },
     }
 }
 
@@ -605,6 +822,7 @@ impl Group {
             world_size,
             plans,
             barrier: Barrier::new("dist.barrier", world_size),
+            mailbox: Mailbox::default(),
         })
     }
 

@@ -8,13 +8,15 @@
 //! - [`tensor`]: [`Tensor`]s in HBM, H2D / D2H through M_CPU.DMA.
 //! - [`launch`], [`ranks`]: kernel launch and the rank = SIP launcher.
 //! - [`distributed`]: `torch.distributed`, the `ahbm` process group
-//!   (`init_process_group`, `all_reduce`, `barrier`); [`work`]: the
-//!   [`Work`] handle of an `async_op` collective.
+//!   (`init_process_group`, the collectives, `send` / `recv`, `barrier`);
+//!   [`work`]: the [`Work`] handle of an `async_op` collective, `isend`
+//!   and `irecv`; `p2p`: the mailbox where sends meet recvs.
 //!
 //! This module may use every layer below it; nothing below may use it.
 
 pub mod distributed;
 pub mod launch;
+mod p2p;
 pub mod placement;
 mod plan;
 pub mod ranks;

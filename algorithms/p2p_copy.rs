@@ -1,0 +1,92 @@
+//! `p2p_copy`: `send` / `recv` between two ranks as a one-sided put
+//! (ADR-0019). The process group matches a `send(tensor, dst)` with the
+//! receiver's posted `recv(tensor, src)` and launches this kernel on the
+//! sender's SIP only, with the receiver's tile addresses as the output
+//! tiles: PE 0 of every cube copies its cube's tile, from its HBM, straight
+//! into the same cube's tile on the receiving SIP with PE_DMA (no TCM
+//! staging, no receiver program, no IPCQ ring: ccl.yaml `topology: none`).
+//! The copy takes the fabric's route between the two HBMs, over as many
+//! inter-SIP hops as dimension-order routing crosses, so non-neighbour
+//! ranks need no wiring.
+//!
+//! The tile goes in pieces of at most `params.chunk` bytes (default
+//! 64 KiB), issued together: the PE_DMA engine keeps `max_outstanding` of
+//! them in flight, so one piece's read, transit and write overlap the
+//! next's. The kernel ends when the last byte has landed.
+//!
+//! `model`: every cube's copy runs at once and all of them cross the
+//! sender's inter-SIP port, so the bound is the busiest link's
+//! ([`Network::hbm_copies`]): one cube alone gives its route's Hockney
+//! time `α + bytes / β`.
+
+use kernbench::ccl::cost::{CostError, Network};
+use kernbench::ccl::helpers::{
+    CHUNK_PARAMS, ChunkDefault, MAX_CHUNK, check_chunk, chunked, tile_chunks,
+};
+use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, ParamSpec, Params, WorldShape};
+use kernbench::sim::SimDuration;
+use kernbench::tl::{Kernel, KernelError, Tl};
+
+struct P2pCopy;
+
+/// Registers the algorithm (ADR-0009).
+pub fn algorithm() -> Box<dyn CclAlgorithm> {
+    Box::new(P2pCopy)
+}
+
+/// Pieces of at most one default IPCQ slot: enough to keep the PE_DMA's
+/// slots busy, few enough to keep the issue overhead small.
+const CHUNK: ChunkDefault = ChunkDefault::Fixed(MAX_CHUNK);
+
+impl CclAlgorithm for P2pCopy {
+    fn collective(&self) -> Collective {
+        Collective::SendRecv
+    }
+
+    fn kernel(&self) -> Kernel<KernelArgs, ()> {
+        Kernel::new("p2p_copy", p2p_copy)
+    }
+
+    fn params(&self) -> &'static [ParamSpec] {
+        CHUNK_PARAMS
+    }
+
+    fn supports(&self, _shape: &WorldShape, params: &Params) -> Result<(), String> {
+        check_chunk(params)
+    }
+
+    /// Nothing passes through TCM.
+    fn tcm_bytes(&self, _tile_bytes: u64, _params: &Params) -> u64 {
+        0
+    }
+
+    /// `args` are the sender's: its rank and `root` = the receiver.
+    fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
+        let cubes = args.cubes();
+        let pairs: Vec<_> = (0..cubes)
+            .map(|cube| (args.endpoint(cube), (args.root * cubes + cube) as usize))
+            .collect();
+        let bytes = args.tile.n_elem as u64 * args.dtype.size();
+        Ok(Some(net.hbm_copies(&pairs, bytes)?))
+    }
+}
+
+async fn p2p_copy(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
+    let cube = tl.program_id(1);
+    let (from, to) = (args.tile_addr(cube)?, args.out_addr(cube)?);
+    let (n, dtype) = (args.tile.n_elem as u64, args.dtype);
+    let (pieces, _) = tile_chunks(&args, CHUNK);
+    let sources = chunked(from, pieces, n, dtype);
+    let copies = sources
+        .into_iter()
+        .zip(chunked(to, pieces, n, dtype))
+        .map(|(source, target)| {
+            let tl = tl.clone();
+            async move {
+                let piece = tl.view(source.addr, &[source.n_elem as usize], dtype)?;
+                tl.store(target.addr, &piece).await
+            }
+        });
+    futures::future::try_join_all(copies).await?;
+    Ok(())
+}
