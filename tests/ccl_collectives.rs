@@ -20,13 +20,14 @@ const SMALL: &[&str] = &[
     "sip.cube_mesh.h=1",
 ];
 
-const WORKLOADS: [&str; 6] = [
+const WORKLOADS: [&str; 7] = [
     "ccl_allreduce",
     "ccl_allgather",
     "ccl_reducescatter",
     "ccl_broadcast",
     "ccl_reduce",
     "ccl_alltoall",
+    "ccl_sendrecv",
 ];
 
 fn run(bench: &str, options: Options) -> Report {
@@ -136,8 +137,32 @@ fn sizes_and_bandwidths_follow_nccl_tests() {
 }
 
 #[test]
+fn sendrecv_counts_a_rank_s_bytes_and_states_its_model() {
+    // 2 cubes × 32 f16 elements per rank, all sent to the next rank.
+    let report = run("ccl_sendrecv", Options::default().with("size", "128"));
+    assert_eq!(figure(&report, "bytes_per_participant"), Value::Int(128));
+    assert_eq!(figure(&report, "busbw_factor"), Value::Real(1.0));
+    let (Value::Int(time), Value::Int(model)) =
+        (figure(&report, "sendrecv_ps"), figure(&report, "model_ps"))
+    else {
+        panic!("times are in ps")
+    };
+    assert!(
+        0 < model && model <= time,
+        "model {model} ps, time {time} ps"
+    );
+    let algbw = 128.0 / (time as f64 * 1e-12) / 1e9;
+    assert_eq!(figure(&report, "algbw_gbps"), Value::Real(algbw));
+}
+
+#[test]
 fn timing_only_takes_the_same_simulated_time_and_checks_nothing() {
-    for bench in ["ccl_allgather", "ccl_reduce", "ccl_alltoall"] {
+    for bench in [
+        "ccl_allgather",
+        "ccl_reduce",
+        "ccl_alltoall",
+        "ccl_sendrecv",
+    ] {
         let with = run(bench, verified());
         let without = run(bench, Options::default());
         assert_eq!(with.simulated_ps, without.simulated_ps, "{bench}");

@@ -1,9 +1,12 @@
 //! The collective workloads' shared driver (`ccl_allreduce`,
 //! `ccl_allgather`, `ccl_reducescatter`, `ccl_broadcast`, `ccl_reduce`,
-//! `ccl_alltoall`, each a file of `workloads/` that calls [`run`] with its
-//! [`Collective`]): one `torch.distributed` call on every rank (rank =
-//! SIP) between barriers, the time between them, nccl-tests' bandwidths
-//! and, with `--verify-data`, the results checked.
+//! `ccl_alltoall`, `ccl_sendrecv`, each a file of `workloads/` that calls
+//! [`run`] with its [`Collective`]): one `torch.distributed` call on every
+//! rank (rank = SIP) between barriers, the time between them, nccl-tests'
+//! bandwidths and, with `--verify-data`, the results checked. For
+//! `send_recv` the call is nccl-tests' `sendrecv_perf` ring: every rank
+//! `isend`s its input to `rank + 1` and `recv`s its output from
+//! `rank − 1` (at least 2 ranks).
 //!
 //! Parameters ([`PARAMS`], [`REDUCING_PARAMS`]): `--algorithm` (the
 //! ccl.yaml entry; default: the `defaults` entry of the collective),
@@ -18,18 +21,22 @@
 //! of every cube of every rank, `n = ranks × cubes`); a tile holds one
 //! block of `n_elem` elements, or one block per endpoint for the input of
 //! `reduce_scatter` / `all_to_all` and the output of `all_gather` /
-//! `all_to_all`. Before anything is allocated, a cube's tiles must fit its
+//! `all_to_all`; `send_recv`'s output is one block, the tile received.
+//! Before anything is allocated, a cube's tiles must fit its
 //! HBM and one block a PE's TCM (every kernel of the catalogue holds a
 //! block in TCM scratch while it combines or forwards it).
 //!
 //! Bandwidths (nccl-tests' PERFORMANCE.md, with `n` = endpoints, the
 //! participants that exchange data, and `S` the bytes per participant
-//! nccl-tests counts — the output of `all_gather`, the input otherwise):
+//! nccl-tests counts — the output of `all_gather`, the input otherwise, a
+//! rank's whole input for `send_recv`, whose participants are the ranks):
 //! `algbw = S / t`, `busbw = algbw × f` with `f = 2 (n − 1) / n` for
 //! all_reduce, `(n − 1) / n` for all_gather, reduce_scatter and all_to_all,
-//! and 1 for broadcast and reduce ([`busbw_factor`]). `all_reduce` also
-//! reports its algorithm's α-β cost model `model_ps` when it states one
-//! (`CclAlgorithm::model`, a lower bound of the time).
+//! and 1 for broadcast, reduce and sendrecv ([`busbw_factor`]).
+//! `all_reduce` and `send_recv` also report their algorithm's α-β cost
+//! model `model_ps` when it states one (`CclAlgorithm::model`, a lower
+//! bound of the time; the largest rank's for `send_recv`, whose routes
+//! differ).
 //!
 //! Timing only (no `--verify-data`): no host array of tensor size is built,
 //! filled, read or compared (`Tensor::copy_timing_only`). With
@@ -105,6 +112,7 @@ impl Shape {
             Collective::AllGather => (1, n),
             Collective::ReduceScatter => (n, 1),
             Collective::AllToAll => (n, n),
+            Collective::SendRecv => (1, 1),
             _ => (1, 0),
         }
     }
@@ -118,6 +126,19 @@ impl Shape {
     fn cube_tile_bytes(&self) -> u128 {
         let (in_blocks, out_blocks) = self.blocks();
         (in_blocks + out_blocks) as u128 * self.block_bytes()
+    }
+
+    /// The bytes per participant nccl-tests counts: the output of
+    /// `all_gather`, the input otherwise; of an endpoint, or of a rank for
+    /// `send_recv`, whose cubes all leave through the rank's one port.
+    fn participant_bytes(&self) -> u64 {
+        let (in_blocks, out_blocks) = self.blocks();
+        let blocks = match self.collective {
+            Collective::AllGather => out_blocks,
+            Collective::SendRecv => self.cubes,
+            _ => in_blocks,
+        };
+        (blocks * self.n_elem) as u64 * self.dtype.size()
     }
 
     /// Elements of the input per rank.
@@ -161,6 +182,7 @@ pub async fn run(
         shape.n_elem = block_elements(size, &shape)?;
     }
     check_fits(&torch, size, &shape)?;
+    check_ranks(&dist, collective)?;
     if torch.device().data_mode() == DataMode::On {
         check_host_memory(dist.get_world_size()?, size, &shape, host_available())?;
     }
@@ -172,6 +194,18 @@ pub async fn run(
     .map_err(|e| WorkloadError::Rank(e.rank, Box::new(e.source)))?;
     let algorithm = dist.algorithm(collective)?;
     Ok(outcome(&algorithm, &shape, &results))
+}
+
+/// `send_recv`'s ring needs a peer: at least 2 ranks.
+fn check_ranks(dist: &Distributed, collective: Collective) -> Result<(), WorkloadError> {
+    let ranks = dist.get_world_size()?;
+    if collective == Collective::SendRecv && ranks < 2 {
+        return Err(WorkloadError::BadOption(format!(
+            "send_recv needs at least 2 ranks (one sends to the next), the world has {ranks} \
+             (set system.sips.count or ccl.yaml world_size)"
+        )));
+    }
+    Ok(())
 }
 
 /// Elements per block for `--size` bytes of input per rank.
@@ -285,6 +319,7 @@ async fn worker(torch: &Torch, shape: Shape) -> Result<RankResult, WorkloadError
     };
     let model = match shape.collective {
         Collective::AllReduce => dist.all_reduce_model(&input)?,
+        Collective::SendRecv => dist.send_model(&input, ring_peers(dist)?.0)?,
         _ => None,
     };
     dist.barrier().await?;
@@ -319,6 +354,12 @@ async fn call(
         (Collective::AllGather, Some(out)) => dist.all_gather(out, input).await?,
         (Collective::ReduceScatter, Some(out)) => dist.reduce_scatter(out, input, op).await?,
         (Collective::AllToAll, Some(out)) => dist.all_to_all(out, input).await?,
+        (Collective::SendRecv, Some(out)) => {
+            let (next, previous) = ring_peers(dist)?;
+            let sent = dist.isend(input, next)?;
+            dist.recv(out, previous).await?;
+            sent.wait().await?;
+        }
         (collective, _) => {
             return Err(WorkloadError::BadOption(format!(
                 "no collective workload runs {collective}"
@@ -326,6 +367,13 @@ async fn call(
         }
     }
     Ok(())
+}
+
+/// The calling rank's ring neighbours for `send_recv`: the rank it sends
+/// to and the one it receives from.
+fn ring_peers(dist: &Distributed) -> Result<(usize, usize), WorkloadError> {
+    let (rank, n) = (dist.get_rank()?, dist.get_world_size()?);
+    Ok(((rank + 1) % n, (rank + n - 1) % n))
 }
 
 /// The input value of element `i` of endpoint `e`'s tile: a seeded
@@ -592,7 +640,14 @@ fn for_each_element(shape: &Shape, visit: &mut dyn FnMut(usize, usize, Want)) {
                 }
             }
         }
-        Collective::SendRecv | Collective::Custom => {}
+        Collective::SendRecv => {
+            let cubes = shape.cubes;
+            for e in 0..endpoints {
+                let source = (e + endpoints - cubes) % endpoints;
+                (0..n).for_each(|i| visit(e, i, Want::exact(x(source, i))));
+            }
+        }
+        Collective::Custom => {}
     }
 }
 
@@ -639,12 +694,7 @@ fn time_figure(collective: Collective) -> &'static str {
 fn outcome(algorithm: &str, shape: &Shape, results: &[RankResult]) -> Outcome {
     let checks = check_values(shape, results);
     let time = results.iter().map(|r| r.time).max().unwrap_or_default();
-    let (in_blocks, out_blocks) = shape.blocks();
-    let counted_blocks = match shape.collective {
-        Collective::AllGather => out_blocks,
-        _ => in_blocks,
-    };
-    let participant_bytes = (counted_blocks * shape.n_elem) as u64 * shape.dtype.size();
+    let participant_bytes = shape.participant_bytes();
     let seconds = time.as_ps() as f64 * 1e-12;
     let algbw = participant_bytes as f64 / seconds / 1e9;
     let factor = busbw_factor(shape.collective, shape.endpoints);
@@ -667,7 +717,7 @@ fn outcome(algorithm: &str, shape: &Shape, results: &[RankResult]) -> Outcome {
         Figure::int("bytes_per_participant", participant_bytes),
         Figure::time(time_figure(shape.collective), time),
     ]);
-    if let Some(model) = results.first().and_then(|r| r.model) {
+    if let Some(model) = results.iter().filter_map(|r| r.model).max() {
         figures.push(Figure::time("model_ps", model));
     }
     figures.extend([
