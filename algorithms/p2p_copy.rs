@@ -9,10 +9,12 @@
 //! inter-SIP hops as dimension-order routing crosses, so non-neighbour
 //! ranks need no wiring.
 //!
-//! The tile goes in pieces of at most `params.chunk` bytes (default
+//! The tile goes in pieces of at most `params.piece` bytes (default
 //! 64 KiB), issued together: the PE_DMA engine keeps `max_outstanding` of
 //! them in flight, so one piece's read, transit and write overlap the
-//! next's. The kernel ends when the last byte has landed.
+//! next's. The kernel ends when the last byte has landed. (A piece is a
+//! DMA, not an IPCQ message: unlike the other algorithms' `chunk`, it is
+//! not bounded by `ipcq.slot_size`.)
 //!
 //! `model`: every cube's copy runs at once and all of them cross the
 //! sender's inter-SIP port, so the bound is the busiest link's
@@ -20,10 +22,8 @@
 //! time `α + bytes / β`.
 
 use kernbench::ccl::cost::{CostError, Network};
-use kernbench::ccl::helpers::{
-    CHUNK_PARAMS, ChunkDefault, MAX_CHUNK, check_chunk, chunked, tile_chunks,
-};
-use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, ParamSpec, Params, WorldShape};
+use kernbench::ccl::helpers::{MAX_CHUNK, chunk_count, chunked};
+use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, ParamKind, ParamSpec, Params};
 use kernbench::sim::SimDuration;
 use kernbench::tl::{Kernel, KernelError, Tl};
 
@@ -34,9 +34,15 @@ pub fn algorithm() -> Box<dyn CclAlgorithm> {
     Box::new(P2pCopy)
 }
 
-/// Pieces of at most one default IPCQ slot: enough to keep the PE_DMA's
-/// slots busy, few enough to keep the issue overhead small.
-const CHUNK: ChunkDefault = ChunkDefault::Fixed(MAX_CHUNK);
+/// The default piece, one default IPCQ slot: small enough to keep the
+/// PE_DMA's slots busy, large enough to keep the issue overhead small.
+const PIECE: u64 = MAX_CHUNK;
+
+/// ccl.yaml `params.piece`: the largest DMA a tile is cut into.
+const PARAMS: &[ParamSpec] = &[ParamSpec {
+    name: "piece",
+    kind: ParamKind::Size,
+}];
 
 impl CclAlgorithm for P2pCopy {
     fn collective(&self) -> Collective {
@@ -48,11 +54,7 @@ impl CclAlgorithm for P2pCopy {
     }
 
     fn params(&self) -> &'static [ParamSpec] {
-        CHUNK_PARAMS
-    }
-
-    fn supports(&self, _shape: &WorldShape, params: &Params) -> Result<(), String> {
-        check_chunk(params)
+        PARAMS
     }
 
     /// Nothing passes through TCM.
@@ -75,7 +77,8 @@ async fn p2p_copy(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let cube = tl.program_id(1);
     let (from, to) = (args.tile_addr(cube)?, args.out_addr(cube)?);
     let (n, dtype) = (args.tile.n_elem as u64, args.dtype);
-    let (pieces, _) = tile_chunks(&args, CHUNK);
+    let piece = args.params.size("piece").unwrap_or(PIECE);
+    let pieces = chunk_count(n, dtype, Some(piece));
     let sources = chunked(from, pieces, n, dtype);
     let copies = sources
         .into_iter()

@@ -153,6 +153,14 @@ fn sendrecv_counts_a_rank_s_bytes_and_states_its_model() {
     );
     let algbw = 128.0 / (time as f64 * 1e-12) / 1e9;
     assert_eq!(figure(&report, "algbw_gbps"), Value::Real(algbw));
+    // Concurrent sends over a torus, twice: the same times to the ps.
+    let torus = ["system.sips.count=4", "system.sips.topology=torus_2d"];
+    let runs: Vec<_> = (0..2)
+        .map(|_| run_with("ccl_sendrecv", verified().with("size", "4K"), &torus))
+        .collect();
+    assert_eq!(runs[0].checks_failed, 0, "{:?}", runs[0].checks);
+    assert_eq!(runs[0].simulated_ps, runs[1].simulated_ps);
+    assert_eq!(runs[0].figures, runs[1].figures);
 }
 
 #[test]

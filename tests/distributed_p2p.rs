@@ -11,7 +11,8 @@ use std::future::Future;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use kernbench::config::Override;
+use kernbench::ccl::CclConfig;
+use kernbench::config::Overrides;
 use kernbench::device::Device;
 use kernbench::mem::{DType, DataMode};
 use kernbench::runtime::launch::dispatch_cost;
@@ -38,11 +39,15 @@ const ONE_CUBE: &[&str] = &["sip.cube_mesh.w=1", "sip.cube_mesh.h=1"];
 /// Elements per cube tile.
 const N: usize = 1000;
 
+/// The process group of the default machine with `sets` (`ccl.` keys
+/// address ccl.yaml), data on.
 fn torch(sets: &[&str]) -> Torch {
-    let overrides: Vec<_> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
-    let spec = TopologySpec::load(&TopologySpec::default_source(), &overrides).unwrap();
+    let overrides = Overrides::parse(sets).unwrap();
+    let spec = TopologySpec::load(&TopologySpec::default_source(), &overrides.topology).unwrap();
+    let ccl = CclConfig::load(&CclConfig::default_source(), &overrides.ccl).unwrap();
     let machine = Arc::new(Machine::build(&spec).unwrap());
-    let torch = Torch::new(Device::from_machine(machine, DataMode::On).unwrap());
+    let device = Device::from_machine(machine, DataMode::On).unwrap();
+    let torch = Torch::with_ccl(device, ccl);
     torch.distributed.init_process_group("ahbm").unwrap();
     torch
 }
@@ -319,6 +324,24 @@ fn an_uncontended_send_takes_its_closed_form() {
 }
 
 #[test]
+fn one_piece_of_any_size_is_one_dma() {
+    // 256 KiB in one piece, four times the IPCQ slot p2p_copy does not use.
+    let sets = [ONE_CUBE, &["ccl.algorithms.p2p_copy.params.piece=256 KiB"]].concat();
+    let torch = torch(&sets);
+    let device = torch.device().clone();
+    let n = 64 * 1024;
+    let timed = timed_send(&torch, n);
+    let machine = device.fabric().machine();
+    let issue = machine.spec().pe.dma.issue_overhead;
+    let pe = machine.pe(0, 0, 0).unwrap();
+    let copy = device
+        .dma_copy_formula(issue, pe, timed.src, timed.dst, (n * 4) as u64)
+        .unwrap();
+    let cost = dispatch_cost(&device, 0, Grid { pes: 1, cubes: 1 }).unwrap();
+    assert_eq!(timed.took, cost.launch_time(&[copy]).unwrap());
+}
+
+#[test]
 fn a_tile_of_many_pieces_overlaps_them() {
     let torch = torch(ONE_CUBE);
     let device = torch.device().clone();
@@ -403,23 +426,32 @@ fn a_send_and_recv_of_different_tiles_fail_on_both_sides() {
     }
 }
 
-#[test]
-fn an_unmatched_send_ends_the_run_in_a_deadlock_naming_it() {
+/// What the run's deadlock report lists when rank 1 alone calls
+/// `send(dst = 2)` (`send`) or `recv(src = 2)`.
+fn unmatched(send: bool) -> Vec<String> {
     let torch = torch(TORUS_4);
-    let outcome = run(&torch, |torch, rank| async move {
-        if rank == 1 {
-            torch
-                .distributed
-                .send(&tile_per_cube(&torch, "t")?, 2)
-                .await?;
+    let outcome = run(&torch, move |torch, rank| async move {
+        let dist = &torch.distributed;
+        match (rank, send) {
+            (1, true) => dist.send(&tile_per_cube(&torch, "t")?, 2).await,
+            (1, false) => dist.recv(&tile_per_cube(&torch, "t")?, 2).await,
+            _ => Ok(()),
         }
-        Ok(())
     });
     let Err(SimError::Deadlock { blocked, .. }) = outcome else {
-        panic!("a send nobody receives cannot complete");
+        panic!("a call nobody matches cannot complete");
     };
-    let waits: Vec<_> = blocked.iter().map(|b| b.to_string()).collect();
-    let want = "task \"rank1\" waits on wait on event \"dist.send #0 from rank 1 to rank 2: no \
+    blocked.iter().map(|b| b.to_string()).collect()
+}
+
+#[test]
+fn an_unmatched_send_or_recv_ends_the_run_in_a_deadlock_naming_it() {
+    let send = "task \"rank1\" waits on wait on event \"dist.send #0 from rank 1 to rank 2: no \
                 matching recv(src=1) on rank 2\" (not set)";
-    assert!(waits.iter().any(|w| w == want), "{waits:#?}");
+    let waits = unmatched(true);
+    assert!(waits.iter().any(|w| w == send), "{waits:#?}");
+    let recv = "task \"rank1\" waits on wait on event \"dist.recv #0 on rank 1 from rank 2: no \
+                matching send(dst=1) from rank 2\" (not set)";
+    let waits = unmatched(false);
+    assert!(waits.iter().any(|w| w == recv), "{waits:#?}");
 }
