@@ -6,12 +6,20 @@
 //! scales an `avg` once and stores the result. Other tiles are left as
 //! they were. nccl-tests' busbw factor 1.
 //!
-//! Each partial is received into TCM scratch (`recv_into`, segment by
-//! segment, so a tile of any size passes): one IPCQ slot suffices.
+//! The tile moves in chunks (ccl.yaml `params.chunk`, default 8 KiB as in
+//! `ring_allreduce`'s chain), so the chain pipelines: chunk `c + 1` leaves
+//! an endpoint while chunk `c` is combined further on. A tile larger than
+//! half the TCM streams through it chunk by chunk (`helpers::tile_reduce`).
 
+use kernbench::ccl::helpers::{
+    CHUNK_PARAMS, ChunkDefault, Line, MIN_CHUNK, TreeLinks, check_chunk, hierarchy,
+    streamed_tcm_bytes, tile_chunks, tile_reduce,
+};
 use kernbench::ccl::topology::Dir;
-use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, finish, reduce_received};
+use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, ParamSpec, Params, WorldShape};
 use kernbench::tl::{Kernel, KernelError, Tl};
+
+const CHUNKS: ChunkDefault = ChunkDefault::Fixed(MIN_CHUNK);
 
 struct ChainReduce;
 
@@ -28,24 +36,30 @@ impl CclAlgorithm for ChainReduce {
     fn kernel(&self) -> Kernel<KernelArgs, ()> {
         Kernel::new("chain_reduce", chain_reduce)
     }
+
+    fn tcm_bytes(&self, tile_bytes: u64, params: &Params) -> u64 {
+        streamed_tcm_bytes(tile_bytes, params, CHUNKS)
+    }
+
+    fn params(&self) -> &'static [ParamSpec] {
+        CHUNK_PARAMS
+    }
+
+    fn supports(&self, _: &WorldShape, params: &Params) -> Result<(), String> {
+        check_chunk(params)
+    }
+}
+
+/// Endpoint `e`'s place in the chain: position 0 is just east of the root
+/// endpoint, which is the chain's last position.
+fn links(args: &KernelArgs, e: usize) -> TreeLinks {
+    let n = args.endpoints();
+    let pos = (e + 2 * n - args.root_endpoint() - 1) % n;
+    hierarchy(&[Line::to_end(pos as u32, n as u32, Dir::W, Dir::E)])
 }
 
 async fn chain_reduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
-    let cube = tl.program_id(1);
-    let addr = args.tile_addr(cube)?;
-    let n = args.endpoints();
-    let pos = (args.endpoint(cube) + 2 * n - args.root_endpoint() - 1) % n;
-    let (shape, dtype) = (args.shape(), args.dtype);
-    let acc = tl.load(addr, &shape, dtype).await?;
-    if pos > 0 {
-        let received = tl.alloc(&shape, dtype)?;
-        tl.recv_into(Dir::W, &shape, dtype, &received).await?;
-        reduce_received(&tl, args.op, &acc, &received).await?;
-        tl.free(&received)?;
-    }
-    if pos + 1 < n {
-        return tl.send(Dir::E, &acc).await;
-    }
-    let result = finish(&tl, args.op, acc, n).await?;
-    tl.store(addr, &result).await
+    let me = links(&args, args.endpoint(tl.program_id(1)));
+    let (chunks, _) = tile_chunks(&args, CHUNKS);
+    tile_reduce(&tl, &args, &me, chunks).await
 }

@@ -277,7 +277,7 @@ pub async fn reduce_broadcast(
     tile: Tile,
     chunks: &[Chunk],
 ) -> Result<(), KernelError> {
-    let up = reduce_up(tl, args, links, &tile, chunks);
+    let up = reduce_up(tl, args, links, &tile, chunks, AtRoot::Broadcast);
     let down = broadcast_down(tl, links, tile.addr(), args.dtype, chunks);
     futures::try_join!(up, down)?;
     Ok(())
@@ -331,15 +331,26 @@ impl Tile {
     }
 }
 
+/// What the root of [`reduce_up`] does with each finished chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AtRoot {
+    /// Sends it down the tree and stores it (an all-reduce).
+    Broadcast,
+    /// Only stores it (a reduce: the other tiles stay as they were).
+    Store,
+}
+
 /// The upward half: combines the children into each chunk of the tile with
 /// `args.op`, passes it to the parent, or at the root finishes it
-/// ([`finish`]: the mean of `Avg`) and sends the result down and stores it.
+/// ([`finish`]: the mean of `Avg`) and does with the result what `at_root`
+/// says.
 async fn reduce_up(
     tl: &Tl,
     args: &KernelArgs,
     links: &TreeLinks,
     tile: &Tile,
     chunks: &[Chunk],
+    at_root: AtRoot,
 ) -> Result<(), KernelError> {
     for (index, chunk) in chunks.iter().enumerate() {
         let _phase = tl.phase("reduce");
@@ -353,7 +364,11 @@ async fn reduce_up(
             Some(parent) => tl.send(parent, &part).await?,
             None => {
                 let result = finish(tl, args.op, part.clone(), args.endpoints()).await?;
-                pass_down(tl, links, index, &result, tile.addr() + chunk.addr).await?;
+                let dst = tile.addr() + chunk.addr;
+                match at_root {
+                    AtRoot::Broadcast => pass_down(tl, links, index, &result, dst).await?,
+                    AtRoot::Store => tl.store(dst, &result).await?,
+                }
                 if result != part {
                     tl.free(&result)?;
                 }
@@ -545,6 +560,30 @@ pub async fn tile_reduce_broadcast(
     links: &TreeLinks,
     chunks: u64,
 ) -> Result<(), KernelError> {
+    let (tile, pieces) = own_tile(tl, args, chunks).await?;
+    reduce_broadcast(tl, args, links, tile, &pieces).await
+}
+
+/// The `reduce` half of [`tile_reduce_broadcast`]: the tree's root ends
+/// holding the result in its tile; every other tile is left as it was.
+/// Streams a tile larger than half the TCM as that does.
+pub async fn tile_reduce(
+    tl: &Tl,
+    args: &KernelArgs,
+    links: &TreeLinks,
+    chunks: u64,
+) -> Result<(), KernelError> {
+    let (tile, pieces) = own_tile(tl, args, chunks).await?;
+    reduce_up(tl, args, links, &tile, &pieces, AtRoot::Store).await
+}
+
+/// This program's tile (loaded whole when it fits in half the TCM,
+/// streamed otherwise) and its `chunks` pieces.
+async fn own_tile(
+    tl: &Tl,
+    args: &KernelArgs,
+    chunks: u64,
+) -> Result<(Tile, Vec<Chunk>), KernelError> {
     let addr = args.tile_addr(tl.program_id(1))?;
     let n = args.tile.n_elem;
     let tile = if n as u64 * args.dtype.size() <= tl.tcm_capacity() / 2 {
@@ -553,8 +592,7 @@ pub async fn tile_reduce_broadcast(
     } else {
         Tile::Streamed(addr)
     };
-    let pieces = chunked(0, chunks, n as u64, args.dtype);
-    reduce_broadcast(tl, args, links, tile, &pieces).await
+    Ok((tile, chunked(0, chunks, n as u64, args.dtype)))
 }
 
 /// The TCM a [`tile_reduce_broadcast`] endpoint needs at least for a tile
