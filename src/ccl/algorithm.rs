@@ -61,8 +61,9 @@ pub struct KernelArgs {
     /// device addresses): the input, and the output of in-place calls.
     pub tiles: Rc<[u64]>,
     /// Device address of each cube's output tile for the out-of-place
-    /// calls (`all_gather`, `reduce_scatter`, `all_to_all`, the receiver
-    /// of `send`); empty otherwise.
+    /// calls (`all_gather`, `reduce_scatter`, `all_to_all`; for `send`,
+    /// run on the sender's SIP only, the receiver's tiles); empty
+    /// otherwise.
     pub out_tiles: Rc<[u64]>,
     /// Elements per tile, cube mesh and SIP count.
     pub tile: TileArgs,
