@@ -12,11 +12,10 @@
 //! half the TCM streams through it chunk by chunk (`helpers::tile_reduce`).
 
 use kernbench::ccl::helpers::{
-    CHUNK_PARAMS, ChunkDefault, Line, MIN_CHUNK, TreeLinks, check_chunk, hierarchy,
-    streamed_tcm_bytes, tile_chunks, tile_reduce,
+    ChunkDefault, Line, MIN_CHUNK, TreeLinks, hierarchy, tile_chunks, tile_reduce,
 };
 use kernbench::ccl::topology::Dir;
-use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, ParamSpec, Params, WorldShape};
+use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs};
 use kernbench::tl::{Kernel, KernelError, Tl};
 
 const CHUNKS: ChunkDefault = ChunkDefault::Fixed(MIN_CHUNK);
@@ -37,16 +36,8 @@ impl CclAlgorithm for ChainReduce {
         Kernel::new("chain_reduce", chain_reduce)
     }
 
-    fn tcm_bytes(&self, tile_bytes: u64, params: &Params) -> u64 {
-        streamed_tcm_bytes(tile_bytes, params, CHUNKS)
-    }
-
-    fn params(&self) -> &'static [ParamSpec] {
-        CHUNK_PARAMS
-    }
-
-    fn supports(&self, _: &WorldShape, params: &Params) -> Result<(), String> {
-        check_chunk(params)
+    fn chunking(&self) -> Option<ChunkDefault> {
+        Some(CHUNKS)
     }
 }
 

@@ -28,13 +28,10 @@
 
 use kernbench::ccl::cost::{self, CostError, Network};
 use kernbench::ccl::helpers::{
-    CHUNK_PARAMS, ChunkDefault, Line, check_chunk, hierarchical_allreduce, hierarchical_tree,
-    streamed_tcm_bytes, tile_chunks,
+    ChunkDefault, Line, hierarchical_allreduce, hierarchical_tree, tile_chunks,
 };
 use kernbench::ccl::topology::TopologyError;
-use kernbench::ccl::{
-    CclAlgorithm, Collective, Endpoints, KernelArgs, ParamSpec, Params, WorldShape,
-};
+use kernbench::ccl::{CclAlgorithm, Collective, Endpoints, KernelArgs, Params, WorldShape};
 use kernbench::sim::SimDuration;
 use kernbench::tl::{Kernel, KernelError, Tl};
 
@@ -57,21 +54,17 @@ impl CclAlgorithm for LrabHierarchicalAllreduce {
         Kernel::new("lrab_hierarchical_allreduce", lrab_hierarchical_allreduce)
     }
 
-    fn tcm_bytes(&self, tile_bytes: u64, params: &Params) -> u64 {
-        streamed_tcm_bytes(tile_bytes, params, CHUNKS)
+    fn chunking(&self) -> Option<ChunkDefault> {
+        Some(CHUNKS)
     }
 
-    fn params(&self) -> &'static [ParamSpec] {
-        CHUNK_PARAMS
-    }
-
-    fn supports(&self, shape: &WorldShape, params: &Params) -> Result<(), String> {
+    fn supports(&self, shape: &WorldShape, _: &Params) -> Result<(), String> {
         let middle = (shape.cube_h - 1) / 2 * shape.cube_w + (shape.cube_w - 1) / 2;
         match shape.root_cube {
             Some(root) if root != middle => Err(format!(
                 "its root cube is the middle of the cube mesh (root_cube: {middle}), not {root}"
             )),
-            _ => check_chunk(params),
+            _ => Ok(()),
         }
     }
 

@@ -15,11 +15,10 @@
 
 use kernbench::ccl::cost::{self, CostError, Network};
 use kernbench::ccl::helpers::{
-    CHUNK_PARAMS, ChunkDefault, Line, MIN_CHUNK, TreeLinks, check_chunk, hierarchy,
-    streamed_tcm_bytes, tile_chunks, tile_reduce_broadcast,
+    ChunkDefault, Line, MIN_CHUNK, TreeLinks, hierarchy, tile_chunks, tile_reduce_broadcast,
 };
 use kernbench::ccl::topology::Dir;
-use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, ParamSpec, Params, WorldShape};
+use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs};
 use kernbench::sim::SimDuration;
 use kernbench::tl::{Kernel, KernelError, Tl};
 
@@ -42,16 +41,8 @@ impl CclAlgorithm for RingAllreduce {
         Kernel::new("ring_allreduce", ring_allreduce)
     }
 
-    fn tcm_bytes(&self, tile_bytes: u64, params: &Params) -> u64 {
-        streamed_tcm_bytes(tile_bytes, params, CHUNKS)
-    }
-
-    fn params(&self) -> &'static [ParamSpec] {
-        CHUNK_PARAMS
-    }
-
-    fn supports(&self, _: &WorldShape, params: &Params) -> Result<(), String> {
-        check_chunk(params)
+    fn chunking(&self) -> Option<ChunkDefault> {
+        Some(CHUNKS)
     }
 
     /// The chain of [`links`] from endpoint 0 to the end and back.

@@ -15,11 +15,8 @@
 //! (α_h + m/β_h)` (`ccl::cost::tree`).
 
 use kernbench::ccl::cost::{self, CostError, Network};
-use kernbench::ccl::helpers::{
-    CHUNK_PARAMS, ChunkDefault, binary_tree, check_chunk, streamed_tcm_bytes, tile_chunks,
-    tile_reduce_broadcast,
-};
-use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, ParamSpec, Params, WorldShape};
+use kernbench::ccl::helpers::{ChunkDefault, binary_tree, tile_chunks, tile_reduce_broadcast};
+use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs};
 use kernbench::sim::SimDuration;
 use kernbench::tl::{Kernel, KernelError, Tl};
 
@@ -42,16 +39,8 @@ impl CclAlgorithm for TreeAllreduce {
         Kernel::new("tree_allreduce", tree_allreduce)
     }
 
-    fn tcm_bytes(&self, tile_bytes: u64, params: &Params) -> u64 {
-        streamed_tcm_bytes(tile_bytes, params, CHUNKS)
-    }
-
-    fn params(&self) -> &'static [ParamSpec] {
-        CHUNK_PARAMS
-    }
-
-    fn supports(&self, _: &WorldShape, params: &Params) -> Result<(), String> {
-        check_chunk(params)
+    fn chunking(&self) -> Option<ChunkDefault> {
+        Some(CHUNKS)
     }
 
     fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {

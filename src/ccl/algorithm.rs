@@ -34,6 +34,7 @@ use crate::topology::SipGrid;
 use super::collective::{Collective, ParamSpec, Params, ReduceOp, Requirements};
 use super::cost::{CostError, Network};
 use super::endpoints::{Endpoints, WorldShape};
+use super::helpers::{CHUNK_PARAMS, ChunkDefault, streamed_tcm_bytes};
 use super::topology::{NeighborMap, TopologyError};
 
 /// The per-tensor scalars [`CclAlgorithm::kernel_args`] returns (D2).
@@ -169,17 +170,35 @@ pub trait CclAlgorithm {
         Ok(())
     }
 
-    /// The TCM bytes one endpoint needs for a tile of `tile_bytes` (what
-    /// a workload checks against `pe.tcm.capacity` before it runs); the
-    /// default is the whole tile, loaded at once. Algorithms that stream
-    /// the tile through TCM in chunks need less.
-    fn tcm_bytes(&self, tile_bytes: u64, _params: &Params) -> u64 {
-        tile_bytes
+    /// How it cuts a tile into pipelined pieces: `Some(default)` for an
+    /// algorithm that moves its tile chunk by chunk (`helpers::tile_chunks`
+    /// with this default). It then reads ccl.yaml `params.chunk` (checked
+    /// when the config is loaded: whole elements, at most one IPCQ slot)
+    /// and needs the TCM of [`streamed_tcm_bytes`], not the whole tile.
+    /// The default: `None`, no chunks.
+    fn chunking(&self) -> Option<ChunkDefault> {
+        None
     }
 
-    /// The ccl.yaml `params` keys it reads; any other key is an error.
+    /// The TCM bytes one endpoint needs for a tile of `tile_bytes` (what
+    /// a workload checks against `pe.tcm.capacity` before it runs); the
+    /// default is the whole tile, loaded at once, or what streaming it
+    /// needs if it has a [`chunking`](Self::chunking).
+    fn tcm_bytes(&self, tile_bytes: u64, params: &Params) -> u64 {
+        match self.chunking() {
+            Some(default) => streamed_tcm_bytes(tile_bytes, params, default),
+            None => tile_bytes,
+        }
+    }
+
+    /// The ccl.yaml `params` keys it reads; any other key is an error. The
+    /// default: `chunk` if it has a [`chunking`](Self::chunking), else
+    /// none.
     fn params(&self) -> &'static [ParamSpec] {
-        &[]
+        match self.chunking() {
+            Some(_) => CHUNK_PARAMS,
+            None => &[],
+        }
     }
 
     /// Edits endpoint `rank`'s builtin table `map` (seed author guide §3):

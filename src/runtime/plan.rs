@@ -18,6 +18,7 @@ use std::rc::Rc;
 use super::distributed::DistError;
 use super::tensor::Tensor;
 use super::worker;
+use crate::ccl::helpers::check_chunk;
 use crate::ccl::install::{check_slot_memory, install_endpoints};
 use crate::ccl::registry;
 use crate::ccl::topology::Wiring;
@@ -144,6 +145,11 @@ impl Plan {
         let algorithm = registry::find(config.module)?;
         let params = Params::check(config.module, algorithm.params(), config.params)
             .map_err(|e| refusal(entry, e.to_string()))?;
+        if algorithm.chunking().is_some() {
+            check_chunk(&params).map_err(|reason| {
+                refusal(entry, format!("`{}` requires: {reason}", config.module))
+            })?;
+        }
         Ok((config, algorithm, params))
     }
 
