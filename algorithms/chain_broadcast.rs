@@ -6,11 +6,18 @@
 //! the last one (just west of the root) only receives. Every endpoint ends
 //! with the root's bytes. nccl-tests' busbw factor 1.
 //!
-//! A chain has no cycle, so one IPCQ slot per ring suffices.
+//! The tile moves in chunks (ccl.yaml `params.chunk`, default 8 KiB as
+//! in the other chains), so the chain pipelines: an endpoint passes chunk
+//! `c` east while its west neighbour already sends it chunk `c + 1`. Each
+//! chunk is received straight into the tile and sent from there: no TCM is
+//! used, and a chain has no cycle, so one IPCQ slot per ring suffices.
 
+use kernbench::ccl::helpers::{ChunkDefault, MIN_CHUNK, chunked, tile_chunks};
 use kernbench::ccl::topology::Dir;
-use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs};
+use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, Params};
 use kernbench::tl::{Kernel, KernelError, Tl};
+
+const CHUNKS: ChunkDefault = ChunkDefault::Fixed(MIN_CHUNK);
 
 struct ChainBroadcast;
 
@@ -27,6 +34,15 @@ impl CclAlgorithm for ChainBroadcast {
     fn kernel(&self) -> Kernel<KernelArgs, ()> {
         Kernel::new("chain_broadcast", chain_broadcast)
     }
+
+    fn chunking(&self) -> Option<ChunkDefault> {
+        Some(CHUNKS)
+    }
+
+    /// Chunks go from slot to tile and tile to slot: no TCM.
+    fn tcm_bytes(&self, _tile_bytes: u64, _params: &Params) -> u64 {
+        0
+    }
 }
 
 async fn chain_broadcast(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
@@ -34,13 +50,16 @@ async fn chain_broadcast(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let addr = args.tile_addr(cube)?;
     let n = args.endpoints();
     let pos = (args.endpoint(cube) + n - args.root_endpoint()) % n;
-    let (shape, dtype) = (args.shape(), args.dtype);
-    let tile = match pos {
-        0 => tl.view(addr, &shape, dtype)?,
-        _ => tl.recv_into(Dir::W, &shape, dtype, addr).await?,
-    };
-    if pos + 1 < n {
-        tl.send(Dir::E, &tile).await?;
+    let (chunks, _) = tile_chunks(&args, CHUNKS);
+    for piece in chunked(addr, chunks, args.tile.n_elem as u64, args.dtype) {
+        let shape = [piece.n_elem as usize];
+        let chunk = match pos {
+            0 => tl.view(piece.addr, &shape, args.dtype)?,
+            _ => tl.recv_into(Dir::W, &shape, args.dtype, piece.addr).await?,
+        };
+        if pos + 1 < n {
+            tl.send(Dir::E, &chunk).await?;
+        }
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! `ring_allgather`: `all_gather` over a ring of every endpoint (PE 0 of
 //! each cube of each SIP; ccl.yaml `topology: ring_1d`). Endpoint `e`
-//! writes its input tile to block `e` of its output tile, then runs
+//! copies its input tile to block `e` of its output tile (HBM to HBM, no
+//! TCM), then runs
 //! `endpoints − 1` rounds: send the block it received last round (its own
 //! first) east from the output tile while receiving block `e − s` from the
 //! west into its place, so every block passes every endpoint once (the
@@ -12,7 +13,7 @@
 //! passes with one IPCQ slot per ring.
 
 use kernbench::ccl::topology::Dir;
-use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs};
+use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, Params};
 use kernbench::tl::{Kernel, KernelError, Tl};
 
 struct RingAllgather;
@@ -30,6 +31,11 @@ impl CclAlgorithm for RingAllgather {
     fn kernel(&self) -> Kernel<KernelArgs, ()> {
         Kernel::new("ring_allgather", ring_allgather)
     }
+
+    /// Blocks go from tile to tile and slot to tile with PE_DMA: no TCM.
+    fn tcm_bytes(&self, _tile_bytes: u64, _params: &Params) -> u64 {
+        0
+    }
 }
 
 async fn ring_allgather(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
@@ -38,9 +44,8 @@ async fn ring_allgather(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let (n, e) = (args.endpoints(), args.endpoint(cube));
     let (shape, dtype) = (args.shape(), args.dtype);
     let block = |b: usize| output + (b * args.tile.n_elem) as u64 * dtype.size();
-    let own = tl.load(input, &shape, dtype).await?;
+    let own = tl.view(input, &shape, dtype)?;
     tl.store(block(e), &own).await?;
-    tl.free(&own)?;
     for step in 1..n {
         let outgoing = tl.view(block((e + n + 1 - step) % n), &shape, dtype)?;
         let incoming = block((e + n - step) % n);
