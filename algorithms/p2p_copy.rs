@@ -10,11 +10,11 @@
 //! ranks need no wiring.
 //!
 //! The tile goes in pieces of at most `params.piece` bytes (default
-//! 64 KiB), issued together: the PE_DMA engine keeps `max_outstanding` of
-//! them in flight, so one piece's read, transit and write overlap the
-//! next's. The kernel ends when the last byte has landed. (A piece is a
-//! DMA, not an IPCQ message: unlike the other algorithms' `chunk`, it is
-//! not bounded by `ipcq.slot_size`.)
+//! 64 KiB), issued together (`ccl::helpers::put_tile`): the PE_DMA engine
+//! keeps `max_outstanding` of them in flight, so one piece's read, transit
+//! and write overlap the next's. The kernel ends when the last byte has
+//! landed. (A piece is a DMA, not an IPCQ message: unlike the other
+//! algorithms' `chunk`, it is not bounded by `ipcq.slot_size`.)
 //!
 //! `model`: every cube's copy runs at once and all of them cross the
 //! sender's inter-SIP port, so the bound is the busiest link's
@@ -22,10 +22,10 @@
 //! time `α + bytes / β`.
 
 use kernbench::ccl::cost::{CostError, Network};
-use kernbench::ccl::helpers::{MAX_CHUNK, chunk_count, chunked};
-use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, ParamKind, ParamSpec, Params};
+use kernbench::ccl::helpers::{PIECE_PARAMS, put_tile, puts_model};
+use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, ParamSpec, Params};
 use kernbench::sim::SimDuration;
-use kernbench::tl::{Kernel, KernelError, Tl};
+use kernbench::tl::Kernel;
 
 struct P2pCopy;
 
@@ -34,27 +34,17 @@ pub fn algorithm() -> Box<dyn CclAlgorithm> {
     Box::new(P2pCopy)
 }
 
-/// The default piece, one default IPCQ slot: small enough to keep the
-/// PE_DMA's slots busy, large enough to keep the issue overhead small.
-const PIECE: u64 = MAX_CHUNK;
-
-/// ccl.yaml `params.piece`: the largest DMA a tile is cut into.
-const PARAMS: &[ParamSpec] = &[ParamSpec {
-    name: "piece",
-    kind: ParamKind::Size,
-}];
-
 impl CclAlgorithm for P2pCopy {
     fn collective(&self) -> Collective {
         Collective::SendRecv
     }
 
     fn kernel(&self) -> Kernel<KernelArgs, ()> {
-        Kernel::new("p2p_copy", p2p_copy)
+        Kernel::new("p2p_copy", put_tile)
     }
 
     fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
+        PIECE_PARAMS
     }
 
     /// Nothing passes through TCM.
@@ -68,28 +58,6 @@ impl CclAlgorithm for P2pCopy {
         let pairs: Vec<_> = (0..cubes)
             .map(|cube| (args.endpoint(cube), (args.root * cubes + cube) as usize))
             .collect();
-        let bytes = args.tile.n_elem as u64 * args.dtype.size();
-        Ok(Some(net.hbm_copies(&pairs, bytes)?))
+        puts_model(args, net, &pairs)
     }
-}
-
-async fn p2p_copy(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
-    let cube = tl.program_id(1);
-    let (from, to) = (args.tile_addr(cube)?, args.out_addr(cube)?);
-    let (n, dtype) = (args.tile.n_elem as u64, args.dtype);
-    let piece = args.params.size("piece").unwrap_or(PIECE);
-    let pieces = chunk_count(n, dtype, Some(piece));
-    let sources = chunked(from, pieces, n, dtype);
-    let copies = sources
-        .into_iter()
-        .zip(chunked(to, pieces, n, dtype))
-        .map(|(source, target)| {
-            let tl = tl.clone();
-            async move {
-                let piece = tl.view(source.addr, &[source.n_elem as usize], dtype)?;
-                tl.store(target.addr, &piece).await
-            }
-        });
-    futures::future::try_join_all(copies).await?;
-    Ok(())
 }

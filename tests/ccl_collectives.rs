@@ -20,7 +20,7 @@ const SMALL: &[&str] = &[
     "sip.cube_mesh.h=1",
 ];
 
-const WORKLOADS: [&str; 7] = [
+const WORKLOADS: [&str; 9] = [
     "ccl_allreduce",
     "ccl_allgather",
     "ccl_reducescatter",
@@ -28,6 +28,8 @@ const WORKLOADS: [&str; 7] = [
     "ccl_reduce",
     "ccl_alltoall",
     "ccl_sendrecv",
+    "ccl_gather",
+    "ccl_scatter",
 ];
 
 fn run(bench: &str, options: Options) -> Report {
@@ -105,6 +107,7 @@ fn blocks_larger_than_a_whole_ring_pass() {
     for bench in WORKLOADS.into_iter().filter(|b| *b != "ccl_allreduce") {
         let blocks = match bench {
             "ccl_reducescatter" | "ccl_alltoall" => 6,
+            "ccl_scatter" => 3,
             _ => 1,
         };
         let size = 2 * blocks * 1024;
@@ -164,12 +167,40 @@ fn sendrecv_counts_a_rank_s_bytes_and_states_its_model() {
 }
 
 #[test]
+fn gather_and_scatter_count_the_root_s_list_over_the_ranks() {
+    // 3 ranks of 2 cubes; gather: 32 f16 elements per rank, the root's
+    // list holds 3 × 128 B; scatter: --size is the list per rank.
+    let gather = run("ccl_gather", Options::default().with("size", "128"));
+    let scatter = run("ccl_scatter", Options::default().with("size", "384"));
+    for (report, time) in [(&gather, "gather_ps"), (&scatter, "scatter_ps")] {
+        assert_eq!(figure(report, "bytes_per_participant"), Value::Int(384));
+        // nccl-tests' gather_perf / scatter_perf: (n - 1) / n over ranks.
+        assert_eq!(figure(report, "busbw_factor"), Value::Real(2.0 / 3.0));
+        assert_eq!(figure(report, "root"), Value::Int(0));
+        let (Value::Int(time), Value::Int(model)) =
+            (figure(report, time), figure(report, "model_ps"))
+        else {
+            panic!("times are in ps")
+        };
+        assert!(
+            0 < model && model <= time,
+            "model {model} ps, time {time} ps"
+        );
+        let algbw = 384.0 / (time as f64 * 1e-12) / 1e9;
+        assert_eq!(figure(report, "algbw_gbps"), Value::Real(algbw));
+    }
+    assert_eq!(figure(&scatter, "count"), Value::Int(192));
+}
+
+#[test]
 fn timing_only_takes_the_same_simulated_time_and_checks_nothing() {
     for bench in [
         "ccl_allgather",
         "ccl_reduce",
         "ccl_alltoall",
         "ccl_sendrecv",
+        "ccl_gather",
+        "ccl_scatter",
     ] {
         let with = run(bench, verified());
         let without = run(bench, Options::default());

@@ -36,6 +36,12 @@ pub enum Collective {
     AllToAll,
     /// `send` / `recv`: one rank's tiles copied to another rank's.
     SendRecv,
+    /// `gather`: block `r` of every cube tile of the root rank's output is
+    /// rank `r`'s tile of that cube.
+    Gather,
+    /// `scatter`: rank `r`'s tile of every cube is block `r` of the root
+    /// rank's input tile of that cube.
+    Scatter,
     /// A teaching or test kernel that is no `torch.distributed` call
     /// (`hello_send`); it runs through `Distributed::run_custom` only.
     Custom,
@@ -43,7 +49,7 @@ pub enum Collective {
 
 impl Collective {
     /// Every collective, in declaration order.
-    pub const ALL: [Collective; 8] = [
+    pub const ALL: [Collective; 10] = [
         Collective::AllReduce,
         Collective::AllGather,
         Collective::ReduceScatter,
@@ -51,6 +57,8 @@ impl Collective {
         Collective::Reduce,
         Collective::AllToAll,
         Collective::SendRecv,
+        Collective::Gather,
+        Collective::Scatter,
         Collective::Custom,
     ];
 
@@ -64,6 +72,8 @@ impl Collective {
             Collective::Reduce => "reduce",
             Collective::AllToAll => "all_to_all",
             Collective::SendRecv => "send_recv",
+            Collective::Gather => "gather",
+            Collective::Scatter => "scatter",
             Collective::Custom => "custom",
         }
     }

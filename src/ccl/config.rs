@@ -180,7 +180,8 @@ impl IpcqSettings {
 #[serde(
     deny_unknown_fields,
     expecting = "a defaults mapping (algorithm, buffer_kind, n_elem, optional world_size, ipcq, \
-                 all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv)"
+                 all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv, gather, \
+                 scatter)"
 )]
 pub struct CclDefaults {
     /// The entry of `algorithms` that `all_reduce` runs.
@@ -206,6 +207,10 @@ pub struct CclDefaults {
     pub all_to_all: Option<String>,
     /// The entry `send` / `recv` run, if any.
     pub send_recv: Option<String>,
+    /// The entry `gather` runs, if any.
+    pub gather: Option<String>,
+    /// The entry `scatter` runs, if any.
+    pub scatter: Option<String>,
 }
 
 impl CclDefaults {
@@ -221,6 +226,8 @@ impl CclDefaults {
             Collective::Reduce => &self.reduce,
             Collective::AllToAll => &self.all_to_all,
             Collective::SendRecv => &self.send_recv,
+            Collective::Gather => &self.gather,
+            Collective::Scatter => &self.scatter,
             Collective::Custom => return None,
         };
         entry.as_deref()
@@ -446,6 +453,8 @@ mod tests {
             Some("ring_allgather")
         );
         assert_eq!(defaults.entry_for(Collective::SendRecv), Some("p2p_copy"));
+        assert_eq!(defaults.entry_for(Collective::Gather), Some("p2p_gather"));
+        assert_eq!(defaults.entry_for(Collective::Scatter), Some("p2p_scatter"));
         assert_eq!(defaults.entry_for(Collective::Custom), None);
     }
 

@@ -11,7 +11,11 @@
 //!   which runs any such tree chunk by chunk, pipelined;
 //! - **rings**: [`Ring`] reduce-scatter and all-gather steps
 //!   ([`ring_step`]);
-//! - **grid coordinates**: [`GridPos`].
+//! - **grid coordinates**: [`GridPos`];
+//! - **one-sided puts** (`p2p_copy`, `p2p_gather`, `p2p_scatter`;
+//!   ADR-0019, ADR-0020): [`put_tile`] copies a cube's tile into its
+//!   `out_tiles` address in DMA pieces of at most `params.piece`
+//!   ([`PIECE_PARAMS`]).
 //!
 //! Every helper computes each element's sum exactly once, at one endpoint,
 //! and moves those bytes to the others, so every endpoint ends with the
@@ -21,12 +25,14 @@
 use std::future::Future;
 
 use crate::mem::DType;
+use crate::sim::SimDuration;
 use crate::tl::{Dir, KernelError, TensorHandle, Tl};
 
 use crate::topology::SipGrid;
 
 use super::algorithm::{KernelArgs, finish, reduce_received};
 use super::collective::{ParamKind, ParamSpec, Params, ReduceOp};
+use super::cost::{CostError, Network};
 use super::topology::NeighborMap;
 
 /// A view of part of a tile.
@@ -145,6 +151,76 @@ pub fn tile_chunks(args: &KernelArgs, default: ChunkDefault) -> (u64, u64) {
         .unwrap_or_else(|| default.bytes(n * dtype.size()).min(args.slot_bytes / 4 * 4));
     let chunks = chunk_count(n, dtype, Some(chunk));
     (chunks, n / chunks * dtype.size())
+}
+
+/// The default piece of a one-sided put, one default IPCQ slot: small
+/// enough to keep the PE_DMA's slots busy, large enough to keep the issue
+/// overhead small.
+pub const PUT_PIECE: u64 = MAX_CHUNK;
+
+/// The ccl.yaml `params` of a one-sided put: `piece`, the largest DMA a
+/// tile is cut into (a DMA, not an IPCQ message: unlike `chunk`, not
+/// bounded by `ipcq.slot_size`).
+pub const PIECE_PARAMS: &[ParamSpec] = &[ParamSpec {
+    name: "piece",
+    kind: ParamKind::Size,
+}];
+
+/// The one-sided put (ADR-0019 D2): the program of cube `program_id(1)`
+/// copies its tile (`args.tiles`) from HBM straight into its `out_tiles`
+/// address with PE_DMA, in pieces of at most `params.piece` bytes
+/// ([`PUT_PIECE`] by default) issued together, so the engine keeps
+/// `max_outstanding` of them in flight and one piece's read, transit and
+/// write overlap the next's. It returns when the last byte has landed.
+pub async fn put_tile(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
+    let cube = tl.program_id(1);
+    let (from, to) = (args.tile_addr(cube)?, args.out_addr(cube)?);
+    let (n, dtype) = (args.tile.n_elem as u64, args.dtype);
+    let piece = args.params.size("piece").unwrap_or(PUT_PIECE);
+    let pieces = chunk_count(n, dtype, Some(piece));
+    let sources = chunked(from, pieces, n, dtype);
+    let copies = sources
+        .into_iter()
+        .zip(chunked(to, pieces, n, dtype))
+        .map(|(source, target)| {
+            let tl = tl.clone();
+            async move {
+                let piece = tl.view(source.addr, &[source.n_elem as usize], dtype)?;
+                tl.store(target.addr, &piece).await
+            }
+        });
+    futures::future::try_join_all(copies).await?;
+    Ok(())
+}
+
+/// The endpoint pairs of a rooted put (`gather`, `scatter`): every cube
+/// of every rank but `args.root`, each with the same cube of the root, as
+/// `(rank's endpoint, root's endpoint)`. The root's own block is a copy
+/// inside its cubes, on no link.
+pub fn root_pairs(args: &KernelArgs) -> Vec<(usize, usize)> {
+    let cubes = args.cubes();
+    let ranks = (0..args.tile.n_sips).filter(|&rank| rank != args.root);
+    ranks
+        .flat_map(|rank| {
+            (0..cubes).map(move |cube| (rank * cubes + cube, args.root * cubes + cube))
+        })
+        .map(|(from, to)| (from as usize, to as usize))
+        .collect()
+}
+
+/// The α-β bound of putting `args`' tile along every pair of endpoints
+/// at once: the busiest shared link's ([`Network::hbm_copies`]); none
+/// without pairs (a copy inside one HBM crosses no link).
+pub fn puts_model(
+    args: &KernelArgs,
+    net: &Network,
+    pairs: &[(usize, usize)],
+) -> Result<Option<SimDuration>, CostError> {
+    if pairs.is_empty() {
+        return Ok(None);
+    }
+    let bytes = args.tile.n_elem as u64 * args.dtype.size();
+    Ok(Some(net.hbm_copies(pairs, bytes)?))
 }
 
 /// The chunk `rank` sends and the chunk it receives at `step` of a ring

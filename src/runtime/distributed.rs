@@ -34,6 +34,15 @@
 //! sender's launch has completed (the data has landed); one nobody matches
 //! ends the run in a deadlock report naming it.
 //!
+//! `gather` / `scatter` (ADR-0020) are composed of the same one-sided
+//! puts, each pair meeting in a mailbox of their own: for `gather`, every
+//! rank launches ccl.yaml's `gather` kernel on its SIP into its block of
+//! the root's posted `gather_list` (the root's own block too, a copy inside
+//! its cubes); for `scatter`, the root launches the `scatter` kernel once
+//! per rank, all at once, from block `r` of its `scatter_list` into rank
+//! `r`'s posted tensor. Every rank returns when its data has landed, the
+//! root when all of it has.
+//!
 //! `barrier()` is a real rendezvous of the world's rank tasks in virtual
 //! time (ADR-0008); outside a worker it returns at once.
 //!
@@ -47,7 +56,7 @@ use std::rc::Rc;
 use std::collections::BTreeMap;
 
 use super::launch::{LaunchError, launch, launch_with_ipcq};
-use super::p2p::{Failure, Mailbox, Tiles};
+use super::p2p::{Exchange, Failure, Mailbox, Rendezvous, Tiles};
 use super::plan::{Call, Plan};
 use super::tensor::{Tensor, TensorError};
 use super::work::Work;
@@ -60,7 +69,7 @@ use crate::config::ConfigError;
 use crate::device::Device;
 use crate::mem::DType;
 use crate::sim::{Barrier, JoinError, SimDuration};
-use crate::tl::IpcqNetwork;
+use crate::tl::{Grid, IpcqNetwork, Kernel};
 use crate::topology::Machine;
 
 pub use crate::ccl::ReduceOp;
@@ -71,7 +80,8 @@ pub const BACKEND: &str = "ahbm";
 /// The `torch.distributed` calls the `ahbm` backend implements (seed ADR-0047 D8).
 pub const SUPPORTED: &str = "init_process_group, is_initialized, get_rank, get_world_size, \
                              get_backend, all_reduce, all_gather, reduce_scatter, broadcast, \
-                             reduce, all_to_all, send, recv, isend, irecv, barrier";
+                             reduce, all_to_all, gather, scatter, send, recv, isend, irecv, \
+                             barrier";
 
 /// What a `torch.distributed` call can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -228,17 +238,18 @@ pub enum DistError {
         /// The world size.
         world_size: usize,
     },
-    /// A `send` / `recv` peer outside the world.
+    /// A `send` / `recv` peer, or a `gather` / `scatter` root, outside
+    /// the world.
     #[error(
         "dist.{call} on rank {rank}: rank {peer} does not exist (the world has ranks 0 to {})",
         world_size - 1
     )]
     NoSuchPeer {
-        /// `send` or `recv` (or `isend`, `irecv`).
+        /// `send` or `recv` (or `isend`, `irecv`, `gather`, `scatter`).
         call: &'static str,
         /// The calling rank.
         rank: usize,
-        /// The peer named.
+        /// The peer (or root) named.
         peer: usize,
         /// The world size.
         world_size: usize,
@@ -282,14 +293,77 @@ pub enum DistError {
     },
     /// The sender's copy failed (the receiver's error; the sender returns
     /// its own).
-    #[error("recv on rank {dst} from rank {src}: the matching send failed: {reason}")]
+    #[error("{call} on rank {dst} from rank {src}: the matching send failed: {reason}")]
     SendFailed {
+        /// The receiver's call: `recv`, `gather` (on the root) or `scatter`.
+        call: &'static str,
         /// The sending rank.
         src: usize,
         /// The receiving rank.
         dst: usize,
         /// The sender's error.
         reason: String,
+    },
+    /// The root of a `gather` / `scatter` called without its list.
+    #[error(
+        "dist.{call} on the root rank {rank}: {list} is missing (the root passes a tensor whose \
+         cube tiles hold one block per rank)"
+    )]
+    ListMissing {
+        /// `gather` or `scatter`.
+        call: &'static str,
+        /// `gather_list` or `scatter_list`.
+        list: &'static str,
+        /// The root.
+        rank: usize,
+    },
+    /// A rank other than the root passed a `gather_list` / `scatter_list`.
+    #[error(
+        "dist.{call} on rank {rank}: {list} is given, but only the root rank {root} takes one \
+         (pass None)"
+    )]
+    ListNotOnRoot {
+        /// `gather` or `scatter`.
+        call: &'static str,
+        /// `gather_list` or `scatter_list`.
+        list: &'static str,
+        /// The calling rank.
+        rank: usize,
+        /// The root.
+        root: usize,
+    },
+    /// A rank's tensor that does not fit its block of the root's list
+    /// (both ranks fail with it; the root alone when its own does not).
+    #[error(
+        "dist.{call}: rank {rank}'s tensor `{tensor}` has cube tiles of {elements} {dtype} \
+         elements, but the root rank {root}'s {list} `{list_tensor}` has cube tiles of \
+         {list_elements} {list_dtype} (it needs {world_size} blocks of {elements} {dtype}, one \
+         per rank: {} elements)",
+        world_size * elements
+    )]
+    ListMismatch {
+        /// `gather` or `scatter`.
+        call: &'static str,
+        /// The rank whose tensor does not fit.
+        rank: usize,
+        /// The root.
+        root: usize,
+        /// The rank's tensor.
+        tensor: String,
+        /// Elements per cube tile of it.
+        elements: usize,
+        /// Their dtype.
+        dtype: DType,
+        /// `gather_list` or `scatter_list`.
+        list: &'static str,
+        /// The root's list tensor.
+        list_tensor: String,
+        /// Elements per cube tile of it.
+        list_elements: usize,
+        /// Their dtype.
+        list_dtype: DType,
+        /// The world size (blocks the list needs).
+        world_size: usize,
     },
     /// A tensor operation failed.
     #[error(transparent)]
@@ -303,9 +377,6 @@ pub enum DistError {
     /// An asynchronous collective's task did not finish.
     #[error("async collective: {0}")]
     Work(JoinError),
-    /// A `torch.distributed` call the backend does not implement.
-    #[error("torch.distributed.{0} is not supported by the ahbm backend (supported: {SUPPORTED})")]
-    Unsupported(&'static str),
 }
 
 impl DistError {
@@ -346,7 +417,12 @@ struct Group {
     world_size: usize,
     plans: BTreeMap<Collective, Plan>,
     barrier: Barrier,
+    /// Where `send`s meet `recv`s.
     mailbox: Mailbox,
+    /// Where the puts of `gather` meet the root's blocks.
+    gathers: Mailbox,
+    /// Where the puts of `scatter` meet the ranks' tensors.
+    scatters: Mailbox,
 }
 
 impl Distributed {
@@ -603,6 +679,19 @@ impl Distributed {
         self.model(Collective::SendRecv, &call)
     }
 
+    /// The α-β cost model of the rooted `collective` (`Gather` or
+    /// `Scatter`) with root `root`, for `tensor` one block (a rank's
+    /// tiles), `None` when its algorithm states none.
+    pub fn rooted_model(
+        &self,
+        collective: Collective,
+        tensor: &Tensor,
+        root: usize,
+    ) -> Result<Option<SimDuration>, DistError> {
+        let call = Call::in_place(tensor, ReduceOp::Sum, root as u32);
+        self.model(collective, &call)
+    }
+
     fn model(
         &self,
         collective: Collective,
@@ -627,14 +716,139 @@ impl Distributed {
         Ok(())
     }
 
-    /// `gather`: not supported.
-    pub fn gather(&self, _tensor: &Tensor, _dst: usize) -> Result<(), DistError> {
-        Err(DistError::Unsupported("gather"))
+    /// `gather(tensor, gather_list, dst)`: every rank's `tensor` lands in
+    /// the root's `gather_list`, block `r` of every cube tile holding rank
+    /// `r`'s tile of that cube (`gather_list` tiles of `world_size` blocks,
+    /// on rank `dst` only: [`DistError::ListMissing`],
+    /// [`DistError::ListNotOnRoot`]; a rank's tensor of another tile size
+    /// or dtype than a block fails it and the root with
+    /// [`DistError::ListMismatch`]). Each rank returns when its tiles have
+    /// landed, the root when every rank's have (see the module docs).
+    pub async fn gather(
+        &self,
+        tensor: &Tensor,
+        gather_list: Option<&Tensor>,
+        dst: usize,
+    ) -> Result<(), DistError> {
+        let (group, rank) = self.rooted(Collective::Gather, dst, gather_list)?;
+        let plan = group.plan(Collective::Gather)?;
+        let (mine, mut args) = Self::tiles(plan, tensor, dst)?;
+        let put = Put::new(&self.inner.device, plan);
+        let transfer = |src| Transfer::new(Exchange::Gather, src, dst, group.world_size);
+        let Some(list) = gather_list else {
+            let rendezvous = group.gathers.send(rank, dst);
+            return put.run(rendezvous, mine, args, transfer(rank)).await;
+        };
+        let list = self.list_tiles(plan, list, &mine, transfer(dst))?;
+        let world = group.world_size;
+        let landed = (0..world).filter(|&r| r != dst).map(|src| {
+            let rendezvous = group.gathers.recv(src, dst);
+            rendezvous.post(list.block(src, world));
+            async move {
+                let outcome = rendezvous.outcome().await;
+                outcome.map_err(|failure| transfer(src).error(failure))
+            }
+        });
+        let landed = futures::future::join_all(landed.collect::<Vec<_>>());
+        args.out_tiles = list.block(dst, world).addrs;
+        let (own, landed) = futures::join!(put.launch(dst, args), landed);
+        own?;
+        landed.into_iter().collect()
     }
 
-    /// `scatter`: not supported.
-    pub fn scatter(&self, _tensor: &Tensor, _src: usize) -> Result<(), DistError> {
-        Err(DistError::Unsupported("scatter"))
+    /// `scatter(tensor, scatter_list, src)`: block `r` of every cube tile
+    /// of the root's `scatter_list` lands in rank `r`'s `tensor` tile of
+    /// that cube (`scatter_list` tiles of `world_size` blocks, on rank
+    /// `src` only; errors as [`gather`](Self::gather)). The root puts every
+    /// block at once; each rank returns when its tiles have landed, the
+    /// root when all have.
+    pub async fn scatter(
+        &self,
+        tensor: &Tensor,
+        scatter_list: Option<&Tensor>,
+        src: usize,
+    ) -> Result<(), DistError> {
+        let (group, rank) = self.rooted(Collective::Scatter, src, scatter_list)?;
+        let plan = group.plan(Collective::Scatter)?;
+        let (mine, mut args) = Self::tiles(plan, tensor, src)?;
+        let transfer = |dst| Transfer::new(Exchange::Scatter, src, dst, group.world_size);
+        let Some(list) = scatter_list else {
+            let rendezvous = group.scatters.recv(src, rank);
+            rendezvous.post(mine);
+            let outcome = rendezvous.outcome().await;
+            return outcome.map_err(|failure| transfer(rank).error(failure));
+        };
+        let list = self.list_tiles(plan, list, &mine, transfer(src))?;
+        let (world, put) = (group.world_size, Put::new(&self.inner.device, plan));
+        let sent = (0..world).filter(|&r| r != src).map(|dst| {
+            let rendezvous = group.scatters.send(src, dst);
+            put.run(
+                rendezvous,
+                list.block(dst, world),
+                args.clone(),
+                transfer(dst),
+            )
+        });
+        let sent = futures::future::join_all(sent.collect::<Vec<_>>());
+        args.tiles = list.block(src, world).addrs;
+        args.out_tiles = mine.addrs;
+        let (own, sent) = futures::join!(put.launch(src, args), sent);
+        own?;
+        sent.into_iter().collect()
+    }
+
+    /// The process group and the calling rank of a rooted call
+    /// (`gather`, `scatter`): `root` is a rank of the world, and the
+    /// caller passes `list` if and only if it is the root.
+    fn rooted(
+        &self,
+        collective: Collective,
+        root: usize,
+        list: Option<&Tensor>,
+    ) -> Result<(Rc<Group>, usize), DistError> {
+        let call = collective.name();
+        let group = self.group(call)?;
+        let (rank, world_size) = (worker::get_rank(), group.world_size);
+        if root >= world_size {
+            return Err(DistError::NoSuchPeer {
+                call,
+                rank,
+                peer: root,
+                world_size,
+            });
+        }
+        let list_name = list_name(collective);
+        match (rank == root, list.is_some()) {
+            (true, false) => Err(DistError::ListMissing {
+                call,
+                list: list_name,
+                rank,
+            }),
+            (false, true) => Err(DistError::ListNotOnRoot {
+                call,
+                list: list_name,
+                rank,
+                root,
+            }),
+            _ => Ok((group, rank)),
+        }
+    }
+
+    /// The root's `list` tiles, which must hold one block of the root's
+    /// own tiles (`mine`) per rank.
+    fn list_tiles(
+        &self,
+        plan: &Plan,
+        list: &Tensor,
+        mine: &Tiles,
+        transfer: Transfer,
+    ) -> Result<Tiles, DistError> {
+        let (tiles, _) = Self::tiles(plan, list, transfer.root())?;
+        let fits = tiles.n_elem == mine.n_elem * transfer.world_size && tiles.dtype == mine.dtype;
+        match fits {
+            true => Ok(tiles),
+            false => Err(transfer.list_mismatch(mine.clone(), tiles)),
+        }
     }
 
     /// `send(tensor, dst)`: every cube tile of `tensor` on the calling
@@ -711,24 +925,10 @@ impl Distributed {
     ) -> Result<impl Future<Output = Result<(), DistError>> + 'static, DistError> {
         let (group, src) = self.peer(call, dst)?;
         let plan = group.plan(Collective::SendRecv)?;
-        let (sent, mut args) = Self::tiles(plan, tensor, dst)?;
-        let (kernel, grid) = (plan.algorithm().kernel(), plan.grid());
-        let device = self.inner.device.clone();
+        let (sent, args) = Self::tiles(plan, tensor, dst)?;
+        let transfer = Transfer::new(Exchange::SendRecv, src, dst, group.world_size);
         let rendezvous = group.mailbox.send(src, dst);
-        Ok(async move {
-            let posted = rendezvous.posted().await;
-            if (posted.n_elem, posted.dtype) != (sent.n_elem, sent.dtype) {
-                let failure = Failure::Mismatch(Box::new((sent, posted)));
-                rendezvous.finish(Err(failure.clone()));
-                return Err(p2p_error(src, dst, failure));
-            }
-            args.out_tiles = posted.addrs;
-            let launched = launch(&device, &kernel, src as u32, grid, args).await;
-            let failure = launched.as_ref().map_err(|e| Failure::Send(e.to_string()));
-            rendezvous.finish(failure.map(drop));
-            launched?;
-            Ok(())
-        })
+        Ok(Put::new(&self.inner.device, plan).run(rendezvous, sent, args, transfer))
     }
 
     /// The recv of `tensor` from `src`, its tiles posted now: it waits
@@ -741,22 +941,143 @@ impl Distributed {
     ) -> Result<impl Future<Output = Result<(), DistError>> + 'static, DistError> {
         let (group, dst) = self.peer(call, src)?;
         let (tiles, _) = Self::tiles(group.plan(Collective::SendRecv)?, tensor, src)?;
+        let transfer = Transfer::new(Exchange::SendRecv, src, dst, group.world_size);
         let rendezvous = group.mailbox.recv(src, dst);
         rendezvous.post(tiles);
         Ok(async move {
             let outcome = rendezvous.outcome().await;
-            outcome.map_err(|failure| p2p_error(src, dst, failure))
+            outcome.map_err(|failure| transfer.error(failure))
         })
     }
 }
 
-/// The error both sides of the transfer from `src` to `dst` report for
-/// `failure`.
-fn p2p_error(src: usize, dst: usize, failure: Failure) -> DistError {
-    match failure {
-        Failure::Mismatch(pair) => {
-            let (sent, received) = *pair;
-            DistError::P2pMismatch {
+/// The list argument of a rooted `collective`.
+fn list_name(collective: Collective) -> &'static str {
+    match collective {
+        Collective::Scatter => "scatter_list",
+        _ => "gather_list",
+    }
+}
+
+/// How a plan's one-sided put is launched: its kernel over its grid, on
+/// one SIP of the device.
+#[derive(Clone)]
+struct Put {
+    device: Rc<Device>,
+    kernel: Kernel<KernelArgs, ()>,
+    grid: Grid,
+}
+
+impl Put {
+    fn new(device: &Rc<Device>, plan: &Plan) -> Put {
+        Put {
+            device: device.clone(),
+            kernel: plan.algorithm().kernel(),
+            grid: plan.grid(),
+        }
+    }
+
+    /// Launches the kernel on `rank`'s SIP: `args.tiles` into
+    /// `args.out_tiles`, cube by cube.
+    fn launch(
+        &self,
+        rank: usize,
+        args: KernelArgs,
+    ) -> impl Future<Output = Result<(), DistError>> + use<> {
+        let put = self.clone();
+        async move {
+            launch(&put.device, &put.kernel, rank as u32, put.grid, args).await?;
+            Ok(())
+        }
+    }
+
+    /// The sender's side of `transfer` (its ticket `rendezvous` taken):
+    /// waits for the receiver's post, checks that it fits `sent`, puts
+    /// `sent` into it with `args`, and finishes the rendezvous with the
+    /// outcome, which both sides return.
+    fn run(
+        &self,
+        rendezvous: Rc<Rendezvous>,
+        sent: Tiles,
+        mut args: KernelArgs,
+        transfer: Transfer,
+    ) -> impl Future<Output = Result<(), DistError>> + use<> {
+        let put = self.clone();
+        async move {
+            let posted = rendezvous.posted().await;
+            if (posted.n_elem, posted.dtype) != (sent.n_elem, sent.dtype) {
+                let failure = Failure::Mismatch(Box::new((sent, posted)));
+                rendezvous.finish(Err(failure.clone()));
+                return Err(transfer.error(failure));
+            }
+            (args.tiles, args.out_tiles) = (sent.addrs, posted.addrs);
+            let launched = put.launch(transfer.src, args).await;
+            let failure = launched.as_ref().map_err(|e| Failure::Send(e.to_string()));
+            rendezvous.finish(failure.map(drop));
+            launched
+        }
+    }
+}
+
+/// One transfer from rank `src` to rank `dst`, part of `exchange` in a
+/// world of `world_size`: what its errors name.
+#[derive(Debug, Clone, Copy)]
+struct Transfer {
+    exchange: Exchange,
+    src: usize,
+    dst: usize,
+    world_size: usize,
+}
+
+impl Transfer {
+    fn new(exchange: Exchange, src: usize, dst: usize, world_size: usize) -> Transfer {
+        Transfer {
+            exchange,
+            src,
+            dst,
+            world_size,
+        }
+    }
+
+    /// The call and its list argument of a rooted exchange, with the
+    /// rank whose tensor is one block of the root's list and the root.
+    fn rooted(self) -> (Collective, usize, usize) {
+        match self.exchange {
+            Exchange::Scatter => (Collective::Scatter, self.dst, self.src),
+            _ => (Collective::Gather, self.src, self.dst),
+        }
+    }
+
+    /// The root of a rooted exchange.
+    fn root(self) -> usize {
+        self.rooted().2
+    }
+
+    /// The error both sides report for `failure`.
+    fn error(self, failure: Failure) -> DistError {
+        let (src, dst) = (self.src, self.dst);
+        let pair = match failure {
+            Failure::Send(reason) => {
+                let call = match self.exchange {
+                    Exchange::SendRecv => "recv",
+                    _ => self.rooted().0.name(),
+                };
+                return DistError::SendFailed {
+                    call,
+                    src,
+                    dst,
+                    reason,
+                };
+            }
+            Failure::Mismatch(pair) => *pair,
+        };
+        let (sent, received) = pair;
+        let whole = |block: Tiles| Tiles {
+            n_elem: block.n_elem * self.world_size,
+            ..block
+        };
+        match self.exchange {
+            Exchange::SendRecv => DistError::P2pMismatch {
                 src,
                 dst,
                 sent: sent.tensor,
@@ -765,9 +1086,28 @@ fn p2p_error(src: usize, dst: usize, failure: Failure) -> DistError {
                 received: received.tensor,
                 received_elements: received.n_elem,
                 received_dtype: received.dtype,
-            }
+            },
+            Exchange::Gather => self.list_mismatch(sent, whole(received)),
+            Exchange::Scatter => self.list_mismatch(received, whole(sent)),
         }
-        Failure::Send(reason) => DistError::SendFailed { src, dst, reason },
+    }
+
+    /// A rank's `tensor` that is no block of the root's `list`.
+    fn list_mismatch(self, tensor: Tiles, list: Tiles) -> DistError {
+        let (collective, rank, root) = self.rooted();
+        DistError::ListMismatch {
+            call: collective.name(),
+            rank,
+            root,
+            tensor: tensor.tensor,
+            elements: tensor.n_elem,
+            dtype: tensor.dtype,
+            list: list_name(collective),
+            list_tensor: list.tensor,
+            list_elements: list.n_elem,
+            list_dtype: list.dtype,
+            world_size: self.world_size,
+        }
     }
 }
 
@@ -822,7 +1162,9 @@ impl Group {
             world_size,
             plans,
             barrier: Barrier::new("dist.barrier", world_size),
-            mailbox: Mailbox::default(),
+            mailbox: Mailbox::new(Exchange::SendRecv),
+            gathers: Mailbox::new(Exchange::Gather),
+            scatters: Mailbox::new(Exchange::Scatter),
         })
     }
 

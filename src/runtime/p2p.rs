@@ -1,5 +1,6 @@
 //! The rendezvous of point-to-point `send` / `recv` between ranks
-//! (ADR-0019): which `send` meets which `recv`, and how each side learns
+//! (ADR-0019), and of the puts `gather` and `scatter` are made of
+//! (ADR-0020): which `send` meets which `recv`, and how each side learns
 //! the other's part.
 //!
 //! The `k`-th `send` from rank `s` to rank `d` meets the `k`-th `recv` on
@@ -9,9 +10,11 @@
 //! waits until the transfer is [`done`](Rendezvous::outcome); the sender
 //! waits for the post ([`Rendezvous::posted`]), moves the data and
 //! [`finish`](Rendezvous::finish)es it with its outcome, which both sides
-//! return. Both waits are sim [`Event`]s named after the call, so a `send`
-//! or `recv` nobody matches ends the run in a deadlock report that says
-//! which.
+//! return. Both waits are sim [`Event`]s named after the call
+//! ([`Exchange`]), so a `send` or `recv` (or a rank's part of a `gather` or
+//! `scatter`) nobody matches ends the run in a deadlock report that says
+//! which. Each kind of exchange has its own [`Mailbox`], so a collective's
+//! puts never meet a user's `recv`.
 //!
 //! Knows ranks and tile addresses; nothing of kernels or the fabric.
 
@@ -37,6 +40,57 @@ struct Key {
     seq: u64,
 }
 
+/// What a mailbox's transfers are part of: it names the waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Exchange {
+    /// `send` / `recv` (and `isend` / `irecv`).
+    SendRecv,
+    /// `gather`: every rank puts its tiles into its block of the root's.
+    Gather,
+    /// `scatter`: the root puts block `r` of its tiles into rank `r`'s.
+    Scatter,
+}
+
+impl Exchange {
+    /// The names of the sender's wait for the receiver's post and of the
+    /// receiver's wait for the transfer, of the `seq`-th transfer from
+    /// `src` to `dst`.
+    fn waits(self, Key { src, dst, seq }: Key) -> (String, String) {
+        match self {
+            Exchange::SendRecv => (
+                format!(
+                    "dist.send #{seq} from rank {src} to rank {dst}: no matching \
+                     recv(src={src}) on rank {dst}"
+                ),
+                format!(
+                    "dist.recv #{seq} on rank {dst} from rank {src}: no matching \
+                     send(dst={dst}) from rank {src}"
+                ),
+            ),
+            Exchange::Gather => (
+                format!(
+                    "dist.gather #{seq} on rank {src}: the root rank {dst} has not called \
+                     gather(dst={dst})"
+                ),
+                format!(
+                    "dist.gather #{seq} on the root rank {dst}: rank {src} has not called \
+                     gather(dst={dst})"
+                ),
+            ),
+            Exchange::Scatter => (
+                format!(
+                    "dist.scatter #{seq} on the root rank {src}: rank {dst} has not called \
+                     scatter(src={src})"
+                ),
+                format!(
+                    "dist.scatter #{seq} on rank {dst}: the root rank {src} has not called \
+                     scatter(src={src})"
+                ),
+            ),
+        }
+    }
+}
+
 /// The tiles one side of a transfer holds: its tensor's name, each cube's
 /// tile address, elements per tile and their type.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +105,21 @@ pub(super) struct Tiles {
     pub dtype: DType,
 }
 
+impl Tiles {
+    /// Block `index` of every tile, each split into `blocks` equal blocks
+    /// (`n_elem` a multiple of `blocks`).
+    pub fn block(&self, index: usize, blocks: usize) -> Tiles {
+        let n_elem = self.n_elem / blocks;
+        let offset = (index * n_elem) as u64 * self.dtype.size();
+        Tiles {
+            tensor: self.tensor.clone(),
+            addrs: self.addrs.iter().map(|addr| addr + offset).collect(),
+            n_elem,
+            dtype: self.dtype,
+        }
+    }
+}
+
 /// Why a transfer did not happen, as both sides report it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Failure {
@@ -60,9 +129,10 @@ pub(super) enum Failure {
     Send(String),
 }
 
-/// Where matching `send`s and `recv`s meet: one per process group.
-#[derive(Default)]
+/// Where matching `send`s and `recv`s meet: one per [`Exchange`] of a
+/// process group.
 pub(super) struct Mailbox {
+    exchange: Exchange,
     /// The next ticket of each (side, src, dst).
     next: RefCell<BTreeMap<(Side, usize, usize), u64>>,
     /// Transfers one side has reached and the other not yet.
@@ -70,6 +140,15 @@ pub(super) struct Mailbox {
 }
 
 impl Mailbox {
+    /// An empty mailbox for `exchange`'s transfers.
+    pub fn new(exchange: Exchange) -> Mailbox {
+        Mailbox {
+            exchange,
+            next: RefCell::default(),
+            open: RefCell::default(),
+        }
+    }
+
     /// The sender's ticket for its next transfer from `src` to `dst`.
     pub fn send(&self, src: usize, dst: usize) -> Rc<Rendezvous> {
         self.ticket(Side::Send, src, dst)
@@ -95,7 +174,7 @@ impl Mailbox {
         match open.remove(&key) {
             Some(rendezvous) => rendezvous,
             None => {
-                let rendezvous = Rc::new(Rendezvous::new(key));
+                let rendezvous = Rc::new(Rendezvous::new(self.exchange.waits(key)));
                 open.insert(key, rendezvous.clone());
                 rendezvous
             }
@@ -112,17 +191,12 @@ pub(super) struct Rendezvous {
 }
 
 impl Rendezvous {
-    fn new(Key { src, dst, seq }: Key) -> Rendezvous {
+    /// A rendezvous whose two waits are named `(posted, done)`.
+    fn new((posted, done): (String, String)) -> Rendezvous {
         Rendezvous {
-            posted: Event::new(&format!(
-                "dist.send #{seq} from rank {src} to rank {dst}: no matching recv(src={src}) on \
-                 rank {dst}"
-            )),
+            posted: Event::new(&posted),
             tiles: RefCell::new(None),
-            done: Event::new(&format!(
-                "dist.recv #{seq} on rank {dst} from rank {src}: no matching send(dst={dst}) \
-                 from rank {src}"
-            )),
+            done: Event::new(&done),
             outcome: RefCell::new(None),
         }
     }
@@ -174,7 +248,7 @@ mod tests {
 
     #[test]
     fn tickets_pair_in_order_per_direction() {
-        let mailbox = Mailbox::default();
+        let mailbox = Mailbox::new(Exchange::SendRecv);
         let (s0, s1) = (mailbox.send(0, 2), mailbox.send(0, 2));
         let other = mailbox.send(2, 0);
         let r0 = mailbox.recv(0, 2);
@@ -192,7 +266,7 @@ mod tests {
     #[test]
     fn the_sender_waits_for_the_post_and_the_receiver_for_the_outcome() {
         let mut simulation = Simulation::new();
-        let mailbox = Rc::new(Mailbox::default());
+        let mailbox = Rc::new(Mailbox::new(Exchange::SendRecv));
         let sender = {
             let rendezvous = mailbox.send(0, 1);
             simulation.spawn("sender", async move {
@@ -221,7 +295,7 @@ mod tests {
     #[test]
     fn an_unmatched_send_is_a_deadlock_naming_it() {
         let mut simulation = Simulation::new();
-        let rendezvous = Mailbox::default().send(3, 1);
+        let rendezvous = Mailbox::new(Exchange::SendRecv).send(3, 1);
         simulation.spawn("rank3", async move { rendezvous.posted().await });
         let Err(SimError::Deadlock { blocked, .. }) = simulation.run() else {
             panic!("an unmatched send cannot finish");

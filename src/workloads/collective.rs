@@ -1,12 +1,13 @@
 //! The collective workloads' shared driver (`ccl_allreduce`,
 //! `ccl_allgather`, `ccl_reducescatter`, `ccl_broadcast`, `ccl_reduce`,
-//! `ccl_alltoall`, `ccl_sendrecv`, each a file of `workloads/` that calls
-//! [`run`] with its [`Collective`]): one `torch.distributed` call on every
-//! rank (rank = SIP) between barriers, the time between them, nccl-tests'
-//! bandwidths and, with `--verify-data`, the results checked. For
-//! `send_recv` the call is nccl-tests' `sendrecv_perf` ring: every rank
-//! `isend`s its input to `rank + 1` and `recv`s its output from
-//! `rank − 1` (at least 2 ranks).
+//! `ccl_alltoall`, `ccl_sendrecv`, `ccl_gather`, `ccl_scatter`, each a
+//! file of `workloads/` that calls [`run`] with its [`Collective`]): one
+//! `torch.distributed` call on every rank (rank = SIP) between barriers,
+//! the time between them, nccl-tests' bandwidths and, with
+//! `--verify-data`, the results checked. For `send_recv` the call is
+//! nccl-tests' `sendrecv_perf` ring: every rank `isend`s its input to
+//! `rank + 1` and `recv`s its output from `rank − 1` (at least 2 ranks).
+//! The rooted calls name rank 0 as the root (`src` / `dst`).
 //!
 //! Parameters ([`PARAMS`], [`REDUCING_PARAMS`]): `--algorithm` (the
 //! ccl.yaml entry; default: the `defaults` entry of the collective),
@@ -21,7 +22,9 @@
 //! of every cube of every rank, `n = ranks × cubes`); a tile holds one
 //! block of `n_elem` elements, or one block per endpoint for the input of
 //! `reduce_scatter` / `all_to_all` and the output of `all_gather` /
-//! `all_to_all`; `send_recv`'s output is one block, the tile received.
+//! `all_to_all`; `send_recv`'s output is one block, the tile received;
+//! `gather`'s output and `scatter`'s input hold one block per rank (every
+//! rank places them, only the root passes them as its list).
 //! Before anything is allocated, a cube's tiles must fit its
 //! HBM and one block a PE's TCM (every kernel of the catalogue holds a
 //! block in TCM scratch while it combines or forwards it).
@@ -32,11 +35,16 @@
 //! rank's whole input for `send_recv`, whose participants are the ranks):
 //! `algbw = S / t`, `busbw = algbw × f` with `f = 2 (n − 1) / n` for
 //! all_reduce, `(n − 1) / n` for all_gather, reduce_scatter and all_to_all,
-//! and 1 for broadcast, reduce and sendrecv ([`busbw_factor`]).
-//! `all_reduce` and `send_recv` also report their algorithm's α-β cost
-//! model `model_ps` when it states one (`CclAlgorithm::model`, a lower
-//! bound of the time; the largest rank's for `send_recv`, whose routes
-//! differ).
+//! and 1 for broadcast, reduce and sendrecv ([`busbw_factor`]). `gather`
+//! and `scatter` follow nccl-tests' `gather_perf` / `scatter_perf`: the
+//! participants are the ranks (every cube's put crosses the rank's port),
+//! `S` is the root's whole list (`ranks ×` a rank's tensor) and `f =
+//! (n − 1) / n`, so `busbw` is the rate of the bytes that actually cross
+//! into (out of) the root, its own block being a local copy.
+//! `all_reduce`, `send_recv`, `gather` and `scatter` also report their
+//! algorithm's α-β cost model `model_ps` when it states one
+//! (`CclAlgorithm::model`, a lower bound of the time; the largest rank's
+//! for `send_recv`, whose routes differ).
 //!
 //! Timing only (no `--verify-data`): no host array of tensor size is built,
 //! filled, read or compared (`Tensor::copy_timing_only`). With
@@ -113,7 +121,23 @@ impl Shape {
             Collective::ReduceScatter => (n, 1),
             Collective::AllToAll => (n, n),
             Collective::SendRecv => (1, 1),
+            Collective::Gather => (1, self.ranks()),
+            Collective::Scatter => (self.ranks(), 1),
             _ => (1, 0),
+        }
+    }
+
+    /// Ranks (= SIPs).
+    fn ranks(&self) -> usize {
+        self.endpoints / self.cubes
+    }
+
+    /// The `n` of the busbw factor: the ranks for the calls whose every
+    /// cube crosses the rank's one port, the endpoints otherwise.
+    fn participants(&self) -> usize {
+        match self.collective {
+            Collective::SendRecv | Collective::Gather | Collective::Scatter => self.ranks(),
+            _ => self.endpoints,
         }
     }
 
@@ -130,12 +154,14 @@ impl Shape {
 
     /// The bytes per participant nccl-tests counts: the output of
     /// `all_gather`, the input otherwise; of an endpoint, or of a rank for
-    /// `send_recv`, whose cubes all leave through the rank's one port.
+    /// `send_recv`, whose cubes all leave through the rank's one port; the
+    /// root's whole list for `gather` and `scatter`.
     fn participant_bytes(&self) -> u64 {
         let (in_blocks, out_blocks) = self.blocks();
         let blocks = match self.collective {
             Collective::AllGather => out_blocks,
             Collective::SendRecv => self.cubes,
+            Collective::Gather | Collective::Scatter => self.cubes * self.ranks(),
             _ => in_blocks,
         };
         (blocks * self.n_elem) as u64 * self.dtype.size()
@@ -317,9 +343,13 @@ async fn worker(torch: &Torch, shape: Shape) -> Result<RankResult, WorkloadError
         0 => None,
         blocks => Some(torch.zeros(&[shape.cubes, blocks * shape.n_elem], shape.dtype, &dp)?),
     };
-    let model = match shape.collective {
-        Collective::AllReduce => dist.all_reduce_model(&input)?,
-        Collective::SendRecv => dist.send_model(&input, ring_peers(dist)?.0)?,
+    let model = match (shape.collective, &output) {
+        (Collective::AllReduce, _) => dist.all_reduce_model(&input)?,
+        (Collective::SendRecv, _) => dist.send_model(&input, ring_peers(dist)?.0)?,
+        (Collective::Gather, _) => dist.rooted_model(Collective::Gather, &input, ROOT_RANK)?,
+        (Collective::Scatter, Some(out)) => {
+            dist.rooted_model(Collective::Scatter, out, ROOT_RANK)?
+        }
         _ => None,
     };
     dist.barrier().await?;
@@ -354,6 +384,14 @@ async fn call(
         (Collective::AllGather, Some(out)) => dist.all_gather(out, input).await?,
         (Collective::ReduceScatter, Some(out)) => dist.reduce_scatter(out, input, op).await?,
         (Collective::AllToAll, Some(out)) => dist.all_to_all(out, input).await?,
+        (Collective::Gather, Some(out)) => {
+            let list = (dist.get_rank()? == root_rank).then_some(out);
+            dist.gather(input, list, root_rank).await?
+        }
+        (Collective::Scatter, Some(out)) => {
+            let list = (dist.get_rank()? == root_rank).then_some(input);
+            dist.scatter(out, list, root_rank).await?
+        }
         (Collective::SendRecv, Some(out)) => {
             let (next, previous) = ring_peers(dist)?;
             let sent = dist.isend(input, next)?;
@@ -640,6 +678,27 @@ fn for_each_element(shape: &Shape, visit: &mut dyn FnMut(usize, usize, Want)) {
                 }
             }
         }
+        Collective::Gather => {
+            let (cubes, ranks) = (shape.cubes, shape.ranks());
+            for e in 0..endpoints {
+                let on_root = e / cubes == ROOT_RANK;
+                for k in 0..ranks * n {
+                    let source = (k / n * cubes + e % cubes, k % n);
+                    let want = match on_root {
+                        true => x(source.0, source.1),
+                        false => 0.0,
+                    };
+                    visit(e, k, Want::exact(want));
+                }
+            }
+        }
+        Collective::Scatter => {
+            let cubes = shape.cubes;
+            for e in 0..endpoints {
+                let (rank, root) = (e / cubes, ROOT_RANK * cubes + e % cubes);
+                (0..n).for_each(|i| visit(e, i, Want::exact(x(root, rank * n + i))));
+            }
+        }
         Collective::SendRecv => {
             let cubes = shape.cubes;
             for e in 0..endpoints {
@@ -668,7 +727,11 @@ pub fn busbw_factor(collective: Collective, n: usize) -> f64 {
     let n = n as f64;
     match collective {
         Collective::AllReduce => 2.0 * (n - 1.0) / n,
-        Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => (n - 1.0) / n,
+        Collective::AllGather
+        | Collective::ReduceScatter
+        | Collective::AllToAll
+        | Collective::Gather
+        | Collective::Scatter => (n - 1.0) / n,
         Collective::Broadcast | Collective::Reduce | Collective::SendRecv | Collective::Custom => {
             1.0
         }
@@ -686,6 +749,8 @@ fn time_figure(collective: Collective) -> &'static str {
         Collective::Reduce => "reduce_ps",
         Collective::AllToAll => "alltoall_ps",
         Collective::SendRecv => "sendrecv_ps",
+        Collective::Gather => "gather_ps",
+        Collective::Scatter => "scatter_ps",
         Collective::Custom => "custom_ps",
     }
 }
@@ -697,7 +762,7 @@ fn outcome(algorithm: &str, shape: &Shape, results: &[RankResult]) -> Outcome {
     let participant_bytes = shape.participant_bytes();
     let seconds = time.as_ps() as f64 * 1e-12;
     let algbw = participant_bytes as f64 / seconds / 1e9;
-    let factor = busbw_factor(shape.collective, shape.endpoints);
+    let factor = busbw_factor(shape.collective, shape.participants());
     let count = shape.rank_elements() as u64;
     let mut figures = vec![
         Figure::text("algorithm", algorithm),
@@ -706,7 +771,13 @@ fn outcome(algorithm: &str, shape: &Shape, results: &[RankResult]) -> Outcome {
     if shape.collective.reduces() {
         figures.push(Figure::text("op", shape.op.name()));
     }
-    if matches!(shape.collective, Collective::Broadcast | Collective::Reduce) {
+    let rooted = [
+        Collective::Broadcast,
+        Collective::Reduce,
+        Collective::Gather,
+        Collective::Scatter,
+    ];
+    if rooted.contains(&shape.collective) {
         figures.push(Figure::int("root", ROOT_RANK as u64));
     }
     figures.extend([
