@@ -115,13 +115,31 @@ fn a_freed_or_misplaced_tensor_is_an_error() {
 }
 
 #[test]
-fn unsupported_calls_say_so() {
+fn rooted_calls_outside_a_rank_worker_are_rank_0_s() {
+    // As every call outside a worker: the caller is rank 0, so it is the
+    // root of dst=0 (and must pass the list) and not that of src=1.
     let result = drive(|torch| async move {
         torch.distributed.init_process_group("ahbm")?;
-        torch.distributed.gather(&tensor(&torch), 0)
+        torch.distributed.gather(&tensor(&torch), None, 0).await
     });
-    let message = result.unwrap_err().to_string();
-    assert!(message.starts_with("torch.distributed.gather is not supported by the ahbm backend"));
+    assert_eq!(
+        result.unwrap_err().to_string(),
+        "dist.gather on the root rank 0: gather_list is missing (the root passes a tensor \
+         whose cube tiles hold one block per rank)"
+    );
+    let result = drive(|torch| async move {
+        torch.distributed.init_process_group("ahbm")?;
+        let t = tensor(&torch);
+        torch.distributed.scatter(&t, Some(&t), 1).await
+    });
+    assert!(matches!(
+        result,
+        Err(DistError::ListNotOnRoot {
+            rank: 0,
+            root: 1,
+            ..
+        })
+    ));
 }
 
 #[test]

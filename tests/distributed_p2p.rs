@@ -5,6 +5,13 @@
 //! uncontended send takes its closed form (to the picosecond for one
 //! piece) and never less than the route allows; misuse is a typed error and
 //! an unmatched send a deadlock report naming it.
+//!
+//! `gather` / `scatter`, made of the same puts (ADR-0020): every block
+//! lands bitwise where torch puts it, for the root 0 and another, on a
+//! torus and a ring; the root takes at least its slowest put's closed form
+//! and less than all of them in turn; a bad root, a list on the wrong rank,
+//! a block of the wrong size or dtype are typed errors naming both ranks
+//! and tensors; a rank that never calls is a deadlock report naming it.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -454,4 +461,252 @@ fn an_unmatched_send_or_recv_ends_the_run_in_a_deadlock_naming_it() {
                 matching send(dst=1) from rank 2\" (not set)";
     let waits = unmatched(false);
     assert!(waits.iter().any(|w| w == recv), "{waits:#?}");
+}
+
+/// One f32 list tile of `world × N` elements per cube (one block per rank).
+fn list_per_cube(torch: &Torch, name: &str) -> Result<Tensor, DistError> {
+    tiles(torch, name, world(torch) * N, DType::F32)
+}
+
+/// Row `c` of the root's list after a gather: every rank's row `c`, in
+/// rank order (rank `r` filled with seed `seed + r`).
+fn gathered_bits(seed: u64, cubes: usize, world: usize) -> Vec<u32> {
+    let rows: Vec<_> = (0..world)
+        .map(|r| random(seed + r as u64, cubes, N))
+        .collect();
+    let row = |c: usize| rows.iter().flat_map(move |a| a.row(c).to_vec());
+    (0..cubes).flat_map(row).map(f32::to_bits).collect()
+}
+
+/// Every rank gathers its tensor (seed `20 + rank`) to `root`.
+fn gather_to(sets: &[&str], root: usize) {
+    let torch = torch(sets);
+    let held = results(&torch, move |torch, rank| async move {
+        let dist = &torch.distributed;
+        let mine = filled(&torch, "mine", 20 + rank as u64).await?;
+        let list = list_per_cube(&torch, "list")?;
+        let list_arg = (rank == root).then_some(&list);
+        dist.gather(&mine, list_arg, root).await?;
+        Ok((bits(&list).await, bits(&mine).await))
+    });
+    let (cubes, n) = (cubes(&torch), world(&torch));
+    assert_eq!(held.len(), n);
+    for (rank, got) in held {
+        let (list, mine) = got.unwrap();
+        assert!(mine == expected_bits(20 + rank as u64, cubes), "{sets:?}");
+        let want = match rank == root {
+            true => gathered_bits(20, cubes, n),
+            false => vec![0; cubes * n * N],
+        };
+        assert!(list == want, "{sets:?}: rank {rank}'s list, root {root}");
+    }
+}
+
+#[test]
+fn a_gather_lands_every_rank_in_rank_order_on_a_torus_and_a_ring() {
+    gather_to(TORUS_4, 0);
+    gather_to(TORUS_4, 3);
+    gather_to(RING_5, 0);
+    gather_to(RING_5, 2);
+}
+
+/// `root` scatters its list (seed 77); every rank receives its block.
+fn scatter_from(sets: &[&str], root: usize) {
+    let torch = torch(sets);
+    let held = results(&torch, move |torch, rank| async move {
+        let dist = &torch.distributed;
+        let mine = tile_per_cube(&torch, "mine")?;
+        let list = list_per_cube(&torch, "list")?;
+        list.copy_from(&random(77, cubes(&torch), world(&torch) * N))
+            .await?;
+        let list_arg = (rank == root).then_some(&list);
+        dist.scatter(&mine, list_arg, root).await?;
+        Ok(bits(&mine).await)
+    });
+    let (cubes, n) = (cubes(&torch), world(&torch));
+    let list = random(77, cubes, n * N);
+    for (rank, got) in held {
+        let block =
+            (0..cubes).flat_map(|c| list.row(c).to_vec()[rank * N..(rank + 1) * N].to_vec());
+        let want: Vec<u32> = block.map(f32::to_bits).collect();
+        assert!(got.unwrap() == want, "{sets:?}: rank {rank}, root {root}");
+    }
+}
+
+#[test]
+fn a_scatter_lands_block_r_on_rank_r_on_a_torus_and_a_ring() {
+    scatter_from(TORUS_4, 0);
+    scatter_from(TORUS_4, 1);
+    scatter_from(RING_5, 0);
+    scatter_from(RING_5, 4);
+}
+
+/// Three SIPs of one cube on a ring: every put has one route.
+const RING_3_ONE_CUBE: &[&str] = &[
+    "system.sips.count=3",
+    "sip.cube_mesh.w=1",
+    "sip.cube_mesh.h=1",
+];
+
+/// The uncontended time of one put of `n` f32 elements launched on `sip`
+/// from `src` to `dst` (one cube): the launch around one PE_DMA copy.
+fn put_formula(torch: &Torch, sip: u32, (src, dst): (u64, u64), n: usize) -> SimDuration {
+    let device = torch.device();
+    let machine = device.fabric().machine();
+    let issue = machine.spec().pe.dma.issue_overhead;
+    let pe = machine.pe(sip, 0, 0).unwrap();
+    let copy = device
+        .dma_copy_formula(issue, pe, src, dst, (n * 4) as u64)
+        .unwrap();
+    let cost = dispatch_cost(device, sip, Grid { pes: 1, cubes: 1 }).unwrap();
+    cost.launch_time(&[copy]).unwrap()
+}
+
+/// What `root`'s rooted call took from the barrier, with every rank's
+/// tile address and the root's list address.
+fn timed_rooted(torch: &Torch, scatter: bool, root: usize) -> (SimDuration, Vec<u64>, u64) {
+    let held = results(torch, move |torch, rank| async move {
+        let dist = &torch.distributed;
+        let mine = tile_per_cube(&torch, "mine")?;
+        let list = list_per_cube(&torch, "list")?;
+        let list_arg = (rank == root).then_some(&list);
+        dist.barrier().await?;
+        let start = sim::now();
+        match scatter {
+            true => dist.scatter(&mine, list_arg, root).await?,
+            false => dist.gather(&mine, list_arg, root).await?,
+        }
+        let took = sim::now() - start;
+        Ok((took, mine.shards()?[0].addr, list.shards()?[0].addr))
+    });
+    let held: Vec<_> = held.into_iter().map(|(_, r)| r.unwrap()).collect();
+    let (took, _, list) = held[root];
+    (took, held.iter().map(|h| h.1).collect(), list)
+}
+
+#[test]
+fn a_rooted_call_takes_at_least_its_slowest_put_and_runs_them_at_once() {
+    let root = 1;
+    let block = |r: usize| (r * N * 4) as u64;
+    for scatter in [false, true] {
+        let torch = torch(RING_3_ONE_CUBE);
+        let (took, tiles, list) = timed_rooted(&torch, scatter, root);
+        // Each put alone: gather's rank r launches on its SIP from its
+        // tile into block r of the root's list; scatter's root launches on
+        // its SIP from block r into rank r's tile (the root's own block
+        // too, a copy inside its HBM).
+        let puts: Vec<_> = (0..tiles.len())
+            .map(|r| {
+                let (sip, pair) = match scatter {
+                    false => (r, (tiles[r], list + block(r))),
+                    true => (root, (list + block(r), tiles[r])),
+                };
+                put_formula(&torch, sip as u32, pair, N)
+            })
+            .collect();
+        let slowest = puts.iter().copied().max().unwrap();
+        let in_turn: u64 = puts.iter().map(|p| p.as_ps()).sum();
+        assert!(took >= slowest, "scatter {scatter}: {took:?} < {slowest:?}");
+        assert!(
+            took.as_ps() < in_turn,
+            "scatter {scatter}: the puts overlap: {took:?} vs {in_turn} ps in turn"
+        );
+    }
+}
+
+#[test]
+fn rooted_calls_refuse_a_bad_root_and_a_list_on_the_wrong_rank() {
+    let torch = torch(TORUS_4);
+    let errors = results(&torch, |torch, rank| async move {
+        let dist = &torch.distributed;
+        let (mine, list) = (tile_per_cube(&torch, "t")?, list_per_cube(&torch, "l")?);
+        match rank {
+            0 => dist.gather(&mine, Some(&list), 4).await,
+            1 => dist.scatter(&mine, None, 1).await,
+            2 => dist.gather(&mine, Some(&list), 0).await,
+            _ => dist.scatter(&mine, Some(&list), 9).await,
+        }
+    });
+    let messages: Vec<_> = errors
+        .into_iter()
+        .map(|(_, result)| result.unwrap_err().to_string())
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "dist.gather on rank 0: rank 4 does not exist (the world has ranks 0 to 3)",
+            "dist.scatter on the root rank 1: scatter_list is missing (the root passes a tensor \
+             whose cube tiles hold one block per rank)",
+            "dist.gather on rank 2: gather_list is given, but only the root rank 0 takes one \
+             (pass None)",
+            "dist.scatter on rank 3: rank 9 does not exist (the world has ranks 0 to 3)",
+        ]
+    );
+}
+
+#[test]
+fn a_block_of_another_size_or_dtype_fails_the_rank_and_the_root() {
+    let torch = torch(TORUS_4);
+    // Rank 2's tensor is f16 of twice the elements: it and the gathering
+    // root fail, naming both; the others land.
+    let errors = results(&torch, |torch, rank| async move {
+        let dist = &torch.distributed;
+        let mine = match rank {
+            2 => tiles(&torch, "grad", 2 * N, DType::F16)?,
+            _ => tile_per_cube(&torch, "grad")?,
+        };
+        let list = list_per_cube(&torch, "all")?;
+        dist.gather(&mine, (rank == 0).then_some(&list), 0).await
+    });
+    let want = "dist.gather: rank 2's tensor `grad` has cube tiles of 2000 f16 elements, but the \
+                root rank 0's gather_list `all` has cube tiles of 4000 f32 (it needs 4 blocks \
+                of 2000 f16, one per rank: 8000 elements)";
+    for (rank, result) in errors {
+        match rank {
+            0 | 2 => assert_eq!(result.unwrap_err().to_string(), want, "rank {rank}"),
+            _ => result.unwrap(),
+        }
+    }
+    // The root's own list of the wrong size fails the root at the call.
+    let torch = self::torch(TORUS_4);
+    let errors = results(&torch, |torch, rank| async move {
+        let dist = &torch.distributed;
+        let mine = tile_per_cube(&torch, "out")?;
+        let list = tiles(&torch, "parts", 3 * N, DType::F32)?;
+        match rank {
+            1 => dist.scatter(&mine, Some(&list), 1).await,
+            _ => Ok(()),
+        }
+    });
+    let want = "dist.scatter: rank 1's tensor `out` has cube tiles of 1000 f32 elements, but the \
+                root rank 1's scatter_list `parts` has cube tiles of 3000 f32 (it needs 4 blocks \
+                of 1000 f32, one per rank: 4000 elements)";
+    let (_, result) = &errors[1];
+    assert_eq!(result.as_ref().unwrap_err().to_string(), want);
+}
+
+#[test]
+fn a_rank_that_never_calls_is_a_deadlock_naming_it() {
+    let waits = |scatter: bool| {
+        let torch = torch(TORUS_4);
+        let outcome = run(&torch, move |torch, rank| async move {
+            let dist = &torch.distributed;
+            let (mine, list) = (tile_per_cube(&torch, "t")?, list_per_cube(&torch, "l")?);
+            match (rank, scatter) {
+                (0, false) => dist.gather(&mine, Some(&list), 0).await,
+                (2, true) => dist.scatter(&mine, None, 0).await,
+                _ => Ok(()),
+            }
+        });
+        let Err(SimError::Deadlock { blocked, .. }) = outcome else {
+            panic!("a rooted call whose peers never come cannot complete");
+        };
+        blocked.iter().map(|b| b.to_string()).collect::<Vec<_>>()
+    };
+    let gather = "dist.gather #0 on the root rank 0: rank 3 has not called gather(dst=0)";
+    let got = waits(false);
+    assert!(got.iter().any(|w| w.contains(gather)), "{got:#?}");
+    let scatter = "dist.scatter #0 on rank 2: the root rank 0 has not called scatter(src=0)";
+    let got = waits(true);
+    assert!(got.iter().any(|w| w.contains(scatter)), "{got:#?}");
 }

@@ -437,6 +437,8 @@ mod tests {
                 "lrab_hierarchical_allreduce",
                 "mesh_allreduce",
                 "p2p_copy",
+                "p2p_gather",
+                "p2p_scatter",
                 "rd_allreduce",
                 "rhd_allreduce",
                 "ring_allgather",

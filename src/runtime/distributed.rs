@@ -334,37 +334,8 @@ pub enum DistError {
     },
     /// A rank's tensor that does not fit its block of the root's list
     /// (both ranks fail with it; the root alone when its own does not).
-    #[error(
-        "dist.{call}: rank {rank}'s tensor `{tensor}` has cube tiles of {elements} {dtype} \
-         elements, but the root rank {root}'s {list} `{list_tensor}` has cube tiles of \
-         {list_elements} {list_dtype} (it needs {world_size} blocks of {elements} {dtype}, one \
-         per rank: {} elements)",
-        world_size * elements
-    )]
-    ListMismatch {
-        /// `gather` or `scatter`.
-        call: &'static str,
-        /// The rank whose tensor does not fit.
-        rank: usize,
-        /// The root.
-        root: usize,
-        /// The rank's tensor.
-        tensor: String,
-        /// Elements per cube tile of it.
-        elements: usize,
-        /// Their dtype.
-        dtype: DType,
-        /// `gather_list` or `scatter_list`.
-        list: &'static str,
-        /// The root's list tensor.
-        list_tensor: String,
-        /// Elements per cube tile of it.
-        list_elements: usize,
-        /// Their dtype.
-        list_dtype: DType,
-        /// The world size (blocks the list needs).
-        world_size: usize,
-    },
+    #[error(transparent)]
+    ListMismatch(Box<ListMismatch>),
     /// A tensor operation failed.
     #[error(transparent)]
     Tensor(#[from] TensorError),
@@ -377,6 +348,41 @@ pub enum DistError {
     /// An asynchronous collective's task did not finish.
     #[error("async collective: {0}")]
     Work(JoinError),
+}
+
+/// A `gather` / `scatter` rank's tensor that is no block of the root's
+/// list: what [`DistError::ListMismatch`] names.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "dist.{call}: rank {rank}'s tensor `{tensor}` has cube tiles of {elements} {dtype} \
+     elements, but the root rank {root}'s {list} `{list_tensor}` has cube tiles of \
+     {list_elements} {list_dtype} (it needs {world_size} blocks of {elements} {dtype}, one \
+     per rank: {} elements)",
+    world_size * elements
+)]
+pub struct ListMismatch {
+    /// `gather` or `scatter`.
+    pub call: &'static str,
+    /// The rank whose tensor does not fit.
+    pub rank: usize,
+    /// The root.
+    pub root: usize,
+    /// The rank's tensor.
+    pub tensor: String,
+    /// Elements per cube tile of it.
+    pub elements: usize,
+    /// Their dtype.
+    pub dtype: DType,
+    /// `gather_list` or `scatter_list`.
+    pub list: &'static str,
+    /// The root's list tensor.
+    pub list_tensor: String,
+    /// Elements per cube tile of it.
+    pub list_elements: usize,
+    /// Their dtype.
+    pub list_dtype: DType,
+    /// The world size (blocks the list needs).
+    pub world_size: usize,
 }
 
 impl DistError {
@@ -1095,7 +1101,7 @@ impl Transfer {
     /// A rank's `tensor` that is no block of the root's `list`.
     fn list_mismatch(self, tensor: Tiles, list: Tiles) -> DistError {
         let (collective, rank, root) = self.rooted();
-        DistError::ListMismatch {
+        DistError::ListMismatch(Box::new(ListMismatch {
             call: collective.name(),
             rank,
             root,
@@ -1107,7 +1113,7 @@ impl Transfer {
             list_elements: list.n_elem,
             list_dtype: list.dtype,
             world_size: self.world_size,
-        }
+        }))
     }
 }
 

@@ -26,7 +26,7 @@ pub mod torch;
 pub mod work;
 pub mod worker;
 
-pub use distributed::{DistError, Distributed, ReduceOp, check_config};
+pub use distributed::{DistError, Distributed, ListMismatch, ReduceOp, check_config};
 pub use placement::{DPPolicy, PlacementError, ShardSpec, Split};
 pub use ranks::{RankError, spawn};
 pub use tensor::{Element, Shard, Tensor, TensorError};
