@@ -77,12 +77,6 @@ pub use crate::ccl::ReduceOp;
 /// The only backend this machine has.
 pub const BACKEND: &str = "ahbm";
 
-/// The `torch.distributed` calls the `ahbm` backend implements (seed ADR-0047 D8).
-pub const SUPPORTED: &str = "init_process_group, is_initialized, get_rank, get_world_size, \
-                             get_backend, all_reduce, all_gather, reduce_scatter, broadcast, \
-                             reduce, all_to_all, gather, scatter, send, recv, isend, irecv, \
-                             barrier";
-
 /// What a `torch.distributed` call can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum DistError {
