@@ -744,10 +744,7 @@ impl Distributed {
         let landed = (0..world).filter(|&r| r != dst).map(|src| {
             let rendezvous = group.gathers.recv(src, dst);
             rendezvous.post(list.block(src, world));
-            async move {
-                let outcome = rendezvous.outcome().await;
-                outcome.map_err(|failure| transfer(src).error(failure))
-            }
+            transfer(src).landed(rendezvous)
         });
         let landed = futures::future::join_all(landed.collect::<Vec<_>>());
         args.out_tiles = list.block(dst, world).addrs;
@@ -775,8 +772,7 @@ impl Distributed {
         let Some(list) = scatter_list else {
             let rendezvous = group.scatters.recv(src, rank);
             rendezvous.post(mine);
-            let outcome = rendezvous.outcome().await;
-            return outcome.map_err(|failure| transfer(rank).error(failure));
+            return transfer(rank).landed(rendezvous).await;
         };
         let list = self.list_tiles(plan, list, &mine, transfer(src))?;
         let (world, put) = (group.world_size, Put::new(&self.inner.device, plan));
@@ -944,10 +940,7 @@ impl Distributed {
         let transfer = Transfer::new(Exchange::SendRecv, src, dst, group.world_size);
         let rendezvous = group.mailbox.recv(src, dst);
         rendezvous.post(tiles);
-        Ok(async move {
-            let outcome = rendezvous.outcome().await;
-            outcome.map_err(|failure| transfer.error(failure))
-        })
+        Ok(transfer.landed(rendezvous))
     }
 }
 
@@ -1051,6 +1044,13 @@ impl Transfer {
     /// The root of a rooted exchange.
     fn root(self) -> usize {
         self.rooted().2
+    }
+
+    /// Waits until `rendezvous` (this transfer's) has finished; its
+    /// failure becomes this transfer's error.
+    async fn landed(self, rendezvous: Rc<Rendezvous>) -> Result<(), DistError> {
+        let outcome = rendezvous.outcome().await;
+        outcome.map_err(|failure| self.error(failure))
     }
 
     /// The error both sides report for `failure`.
