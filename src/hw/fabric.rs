@@ -28,7 +28,7 @@ use super::{
     MemoryPort, TransferReport, hbm_formula, memory_formula, transfer, transfer_flow,
     transfer_formula,
 };
-use crate::sim::{self, SimDuration};
+use crate::sim::{self, SimDuration, SimTime};
 use crate::topology::{
     EdgeId, Fidelity, Machine, MemSpace, Path, PathRouter, TopologySpec, naming,
 };
@@ -184,16 +184,44 @@ impl Fabric {
     }
 
     /// Moves `bytes` over `path`: packet by packet ([`transfer`]) or as one
-    /// flow ([`transfer_flow`]), as the machine's fidelity says.
+    /// flow ([`transfer_flow`]), as the machine's fidelity says. In flow
+    /// mode a header-only transfer (`bytes == 0`: a DMA read request, an
+    /// IPCQ doorbell or credit) takes its uncontended time and books no
+    /// link (ADR-0022).
     pub async fn send(&self, path: &Path, bytes: u64) -> Result<TransferReport, HwError> {
         let payload = self.max_payload(path);
         match self.fidelity() {
             Fidelity::Packet => transfer(&self.path_links(path), bytes, payload).await,
+            Fidelity::Flow if bytes == 0 => self.send_header(path).await,
             Fidelity::Flow => {
                 let links = path.edges().iter().map(|&e| &self.links[e.index()]);
                 transfer_flow(links, bytes, payload).await
             }
         }
+    }
+
+    /// A header-only transfer in flow mode: it books no link (ADR-0022).
+    async fn send_header(&self, path: &Path) -> Result<TransferReport, HwError> {
+        let start = sim::now();
+        sim::sleep_until(self.header_lands(path, start)?).await;
+        Ok(TransferReport {
+            start,
+            end: sim::now(),
+            bytes: 0,
+            packets: 1,
+            bottleneck: None,
+        })
+    }
+
+    /// When a header-only packet sent over `path` at `start` lands, in flow
+    /// mode: each hop's crossing ([`Link::pass_header`]), no link booked
+    /// (ADR-0022). Uncontended it is [`send_formula`](Self::send_formula)
+    /// of zero bytes.
+    pub fn header_lands(&self, path: &Path, start: SimTime) -> Result<SimTime, HwError> {
+        let max_payload = self.max_payload(path).get();
+        path.edges().iter().try_fold(start, |t, e| {
+            self.links[e.index()].pass_header(t, max_payload)
+        })
     }
 
     /// The uncontended time of [`send`](Self::send).
@@ -304,8 +332,69 @@ mod tests {
     use crate::sim::Simulation;
 
     fn fabric() -> Rc<Fabric> {
-        let spec = TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap();
+        fabric_with(&[])
+    }
+
+    fn fabric_with(overrides: &[&str]) -> Rc<Fabric> {
+        let overrides: Vec<_> = overrides
+            .iter()
+            .map(|o| crate::config::Override::parse(o).unwrap())
+            .collect();
+        let spec = TopologySpec::load(&TopologySpec::default_source(), &overrides).unwrap();
         Rc::new(Fabric::from_spec(&spec).unwrap())
+    }
+
+    /// Sends `bytes` over each path in turn at time zero (each send its own
+    /// task, in order); the durations.
+    fn send_all(fabric: &Rc<Fabric>, sends: &[(Arc<Path>, u64)]) -> Vec<SimDuration> {
+        let mut simulation = Simulation::new();
+        let handles: Vec<_> = sends
+            .iter()
+            .cloned()
+            .map(|(path, bytes)| {
+                let f = fabric.clone();
+                simulation.spawn("send", async move { f.send(&path, bytes).await })
+            })
+            .collect();
+        simulation.run().unwrap();
+        let took = |h: crate::sim::JoinHandle<Result<TransferReport, HwError>>| {
+            h.output().unwrap().unwrap().duration()
+        };
+        handles.into_iter().map(took).collect()
+    }
+
+    fn pe_to_pe(fabric: &Fabric) -> Arc<Path> {
+        let m = fabric.machine();
+        let (from, to) = (m.pe(0, 0, 0).unwrap(), m.pe(0, 5, 0).unwrap());
+        fabric.router().find_path(from, to).unwrap()
+    }
+
+    #[test]
+    fn a_flow_header_takes_its_formula_and_books_no_link() {
+        let fabric = fabric_with(&["simulation.fidelity=flow"]);
+        let path = pe_to_pe(&fabric);
+        let took = send_all(&fabric, &[(path.clone(), 0)]);
+        assert_eq!(took, [fabric.send_formula(&path, 0).unwrap()]);
+        let end = SimTime::from_ps(took[0].as_ps());
+        for link in fabric.path_links(&path) {
+            assert_eq!(link.stats(end).jobs, 0, "{}", link.name());
+        }
+    }
+
+    #[test]
+    fn a_flow_header_behind_a_booked_flow_waits_half_a_packet_per_hop() {
+        let fabric = fabric_with(&["simulation.fidelity=flow"]);
+        let path = pe_to_pe(&fabric);
+        // The data flow is booked first, on every hop far beyond the
+        // header's arrival, so the header finds every hop busy.
+        let took = send_all(&fabric, &[(path.clone(), 1 << 20), (path.clone(), 0)]);
+        let half_packets: u64 = fabric
+            .path_hops(&path)
+            .iter()
+            .map(|hop| hop.occupancy(path.max_payload()).unwrap().as_ps() / 2)
+            .sum();
+        let alone = fabric.send_formula(&path, 0).unwrap();
+        assert_eq!(took[1], alone + SimDuration::from_ps(half_packets));
     }
 
     #[test]

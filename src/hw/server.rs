@@ -336,6 +336,12 @@ impl SerialServer {
         true
     }
 
+    /// The end of the last booking: a packet arriving before it finds the
+    /// server busy (or an idle gap left for a flow booked ahead).
+    pub fn free_at(&self) -> SimTime {
+        self.calendar.get().free_at
+    }
+
     /// Counters as of `now` (any instant; a past one counts less busy time).
     pub fn stats(&self, now: SimTime) -> ServerStats {
         let calendar = self.calendar.get();
