@@ -283,10 +283,14 @@ fn an_unmatched_recv_is_a_deadlock_naming_its_ring() {
 }
 
 /// pe0's three sends into a 2-slot ring while pe1 starts receiving after
-/// `DELAY`; the end of each send.
-fn backpressure(mode: Backpressure) -> (Vec<Span>, SimDuration, SimDuration, SimDuration) {
+/// `DELAY`, with `fidelity`; the end of each send.
+fn backpressure(
+    mode: Backpressure,
+    fidelity: &str,
+) -> (Vec<Span>, SimDuration, SimDuration, SimDuration) {
     const DELAY: SimDuration = SimDuration::from_ps(5_000_000);
-    let device = device(&spec(&[]), DataMode::On);
+    let fidelity = format!("simulation.fidelity={fidelity}");
+    let device = device(&spec(&[&fidelity]), DataMode::On);
     let params = IpcqParams {
         slots: 2,
         backpressure: mode,
@@ -305,9 +309,17 @@ fn backpressure(mode: Backpressure) -> (Vec<Span>, SimDuration, SimDuration, Sim
     )
 }
 
+/// In flow mode the credit is not a task: its landing instant is recorded
+/// when it is sent (ADR-0022); the times are the same.
 #[test]
 fn the_third_send_into_two_slots_waits_for_a_credit() {
-    let (sleep_ends, delay, send, credit) = backpressure(Backpressure::Sleep);
+    for fidelity in ["packet", "flow"] {
+        check_third_send_waits_for_a_credit(fidelity);
+    }
+}
+
+fn check_third_send_waits_for_a_credit(fidelity: &str) {
+    let (sleep_ends, delay, send, credit) = backpressure(Backpressure::Sleep, fidelity);
     let start = sleep_ends[0].0;
     let ends: Vec<SimDuration> = sleep_ends.iter().map(|s| s.1 - start).collect();
     assert_eq!(ends[0], send);
@@ -316,7 +328,7 @@ fn the_third_send_into_two_slots_waits_for_a_credit() {
     // `credit`, and the sleeping sender goes at once.
     assert_eq!(ends[2], delay + credit + send);
 
-    let (poll_ends, _, _, _) = backpressure(Backpressure::Poll);
+    let (poll_ends, _, _, _) = backpressure(Backpressure::Poll, fidelity);
     let poll = IpcqParams::DEFAULT_POLL_INTERVAL.as_ps();
     let blocked = (ends[1]).as_ps();
     let waited = (delay + credit).as_ps() - blocked;
@@ -334,14 +346,14 @@ fn the_third_send_into_two_slots_waits_for_a_credit() {
 
 #[test]
 fn runs_are_deterministic() {
-    assert_eq!(
-        backpressure(Backpressure::Poll).0,
-        backpressure(Backpressure::Poll).0
-    );
-    assert_eq!(
-        backpressure(Backpressure::Sleep).0,
-        backpressure(Backpressure::Sleep).0
-    );
+    for fidelity in ["packet", "flow"] {
+        for mode in [Backpressure::Poll, Backpressure::Sleep] {
+            assert_eq!(
+                backpressure(mode, fidelity).0,
+                backpressure(mode, fidelity).0
+            );
+        }
+    }
 }
 
 #[test]

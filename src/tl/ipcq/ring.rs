@@ -11,9 +11,10 @@ use std::task::{Poll, Waker};
 use crate::device::{Device, DeviceError};
 use crate::hw::Fabric;
 use crate::mem::DType;
+use crate::sim::SimTime;
 use crate::sim::{self, Describe};
 use crate::tl::PeCoord;
-use crate::topology::{NodeId, Path};
+use crate::topology::{Fidelity, NodeId, Path};
 
 use super::{ConnectError, Dir, IpcqError, IpcqParams, RingSpec};
 
@@ -89,6 +90,33 @@ struct Pointers {
     released: BTreeSet<u64>,
     /// A credit message that failed, reported to the sender's next send.
     failure: Option<String>,
+    /// Flow mode: credits sent, not yet landed (landing instant, head).
+    credits_in_flight: Vec<(SimTime, u64)>,
+}
+
+impl Pointers {
+    /// Takes in the credits in flight that have landed by `now` (all of
+    /// them when `now` is `None`: outside a run, every message has
+    /// arrived).
+    fn take_landed_credits(&mut self, now: Option<SimTime>) {
+        let landed = |at: SimTime| now.is_none_or(|now| at <= now);
+        let mut head = self.peer_head_cache;
+        self.credits_in_flight.retain(|&(at, h)| {
+            let keep = !landed(at);
+            if !keep {
+                head = head.max(h);
+            }
+            keep
+        });
+        self.peer_head_cache = head;
+    }
+}
+
+/// What a sender waiting for a slot learns: a slot, or when the next
+/// credit in flight lands.
+enum Claim {
+    Slot(Result<u64, IpcqError>),
+    CreditLandsAt(SimTime),
 }
 
 /// One ring: `K` slots at the receiver, one sender.
@@ -156,6 +184,7 @@ impl Ring {
     /// Errors with a failed credit message.
     pub fn try_claim(&self) -> Option<Result<u64, IpcqError>> {
         let mut p = self.pointers.borrow_mut();
+        p.take_landed_credits(Some(sim::now()));
         if let Some(reason) = p.failure.take() {
             let (what, ring) = ("credit", self.name());
             return Some(Err(IpcqError::Transfer { what, ring, reason }));
@@ -174,9 +203,21 @@ impl Ring {
 
     /// Sender: waits for a credit and claims a slot (see `try_claim`).
     pub async fn claim(self: &Rc<Self>) -> Result<u64, IpcqError> {
-        let ring = self.clone();
-        let what: Rc<dyn Describe> = self.clone();
-        wait_until("send", what, self.credits.clone(), move || ring.try_claim()).await
+        loop {
+            let ring = self.clone();
+            let what: Rc<dyn Describe> = self.clone();
+            let claim = wait_until("send", what, self.credits.clone(), move || {
+                ring.try_claim().map(Claim::Slot).or_else(|| {
+                    let in_flight = &ring.pointers.borrow().credits_in_flight;
+                    let next = in_flight.iter().map(|&(at, _)| at).min();
+                    next.map(Claim::CreditLandsAt)
+                })
+            });
+            match claim.await {
+                Claim::Slot(slot) => return slot,
+                Claim::CreditLandsAt(at) => sim::sleep_until(at).await,
+            }
+        }
     }
 
     /// Sender: what the slot of `seq` holds, set when its DMA is issued.
@@ -262,7 +303,22 @@ impl Ring {
         }
     }
 
+    /// In flow mode the credit's landing instant is known when it is sent
+    /// (`Fabric::header_lands`, ADR-0022): it is recorded, and the sender
+    /// takes it in at its next claim, with no task of its own. In packet
+    /// mode a task carries it.
     fn send_credit(self: &Rc<Self>, fabric: Rc<Fabric>, head: u64) {
+        if fabric.fidelity() == Fidelity::Flow {
+            match fabric.header_lands(&self.credit, sim::now()) {
+                Ok(at) => {
+                    let in_flight = &mut self.pointers.borrow_mut().credits_in_flight;
+                    in_flight.push((at, head));
+                    self.credits.wake_all();
+                }
+                Err(e) => self.credit_landed(head, Some(e.to_string())),
+            }
+            return;
+        }
         let ring = self.clone();
         let path = self.credit.clone();
         // The task ends when the credit lands; nobody joins it.
@@ -282,6 +338,9 @@ impl Ring {
 
     /// One line of the pointer dump.
     pub fn dump(&self) -> String {
+        self.pointers
+            .borrow_mut()
+            .take_landed_credits(sim::try_now());
         let p = self.pointers.borrow();
         let s = &self.spec;
         format!(
