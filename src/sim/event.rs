@@ -5,7 +5,7 @@ use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use super::error::Describe;
 use super::wait::WakerList;
@@ -57,7 +57,10 @@ impl Event {
 
     /// Waits until the event is set (at once if it already is).
     pub fn wait(&self) -> EventWait<'_> {
-        EventWait { event: self }
+        EventWait {
+            event: self,
+            registered: None,
+        }
     }
 }
 
@@ -65,17 +68,25 @@ impl Event {
 #[must_use = "futures do nothing unless awaited"]
 pub struct EventWait<'a> {
     event: &'a Event,
+    /// The waker already in the event's list: a future polled again by the
+    /// same task does not scan the list again (a launch's cancel event has
+    /// one waiter per program, polled at every step of each).
+    registered: Option<Waker>,
 }
 
 impl Future for EventWait<'_> {
     type Output = ();
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let inner = &self.event.inner;
         if inner.set.get() {
             return Poll::Ready(());
         }
-        inner.waiters.register(cx.waker());
-        waiting_on("wait", inner.clone());
+        let known = self.registered.as_ref();
+        if !known.is_some_and(|waker| waker.will_wake(cx.waker())) {
+            inner.waiters.register(cx.waker());
+            self.registered = Some(cx.waker().clone());
+        }
+        waiting_on("wait", self.event.inner.clone());
         Poll::Pending
     }
 }
