@@ -29,8 +29,6 @@ use std::pin::pin;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use futures::future::{Either, select};
-
 use crate::device::{Device, DeviceError};
 use crate::hw::{CubeFanout, HwError, Mcpu, PeCommand};
 use crate::sim::{self, Event, SimDuration, SimTime};
@@ -210,10 +208,10 @@ async fn launch_on<A: Clone + 'static, T: 'static>(
         failure: &failure,
     };
     let run = pin!(context.dispatch(&plan, &programs));
-    let (target_start, programs) = match select(pin!(failure.cancel.wait()), run).await {
-        Either::Left(_) => return Err(failure.cancelled(&programs)),
-        Either::Right((done, _)) => done?,
+    let Some(done) = failure.cancel.cancels(run).await else {
+        return Err(failure.cancelled(&programs));
     };
+    let (target_start, programs) = done?;
     let Some(programs) = programs else {
         return Err(failure.take());
     };
@@ -514,10 +512,7 @@ impl<A: Clone + 'static, T: 'static> LaunchContext<'_, A, T> {
             self.failure.clone(),
         );
         let task = sim::spawn(&name, async move {
-            match select(pin!(cancel.wait()), pin!(program)).await {
-                Either::Left(_) => None,
-                Either::Right((report, _)) => report,
-            }
+            cancel.cancels(pin!(program)).await.flatten()
         });
         task.await.ok().flatten()
     }

@@ -55,6 +55,19 @@ impl Event {
         self.inner.set.get()
     }
 
+    /// Runs `future` unless the event is set first: `None` when the event
+    /// was set before `future` finished (checked before each poll of it).
+    /// Cheaper than racing [`wait`](Self::wait) against `future`: the
+    /// waker is registered once, and what the task waits on is whatever
+    /// `future` says.
+    pub fn cancels<F: Future + Unpin>(&self, future: F) -> Cancellable<'_, F> {
+        Cancellable {
+            event: self,
+            registered: None,
+            future,
+        }
+    }
+
     /// Waits until the event is set (at once if it already is).
     pub fn wait(&self) -> EventWait<'_> {
         EventWait {
@@ -87,6 +100,33 @@ impl Future for EventWait<'_> {
             self.registered = Some(cx.waker().clone());
         }
         waiting_on("wait", self.event.inner.clone());
+        Poll::Pending
+    }
+}
+
+/// Future returned by [`Event::cancels`].
+#[must_use = "futures do nothing unless awaited"]
+pub struct Cancellable<'a, F> {
+    event: &'a Event,
+    registered: Option<Waker>,
+    future: F,
+}
+
+impl<F: Future + Unpin> Future for Cancellable<'_, F> {
+    type Output = Option<F::Output>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = &self.event.inner;
+        if inner.set.get() {
+            return Poll::Ready(None);
+        }
+        if let Poll::Ready(output) = Pin::new(&mut self.future).poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        let known = self.registered.as_ref();
+        if !known.is_some_and(|waker| waker.will_wake(cx.waker())) {
+            self.event.inner.waiters.register(cx.waker());
+            self.registered = Some(cx.waker().clone());
+        }
         Poll::Pending
     }
 }
@@ -196,6 +236,35 @@ impl Drop for BarrierWait<'_> {
 mod tests {
     use super::*;
     use crate::sim::{SimDuration, Simulation, now, sleep};
+
+    /// A future cancelled by `event` set at `set_at` ps; it would finish at
+    /// `done_at`. Its output and the instant it ended.
+    fn cancelled_at(set_at: u64, done_at: u64) -> (Option<u64>, u64) {
+        let mut simulation = Simulation::new();
+        let cancel = Event::new("cancel");
+        let work = {
+            let cancel = cancel.clone();
+            simulation.spawn("work", async move {
+                let work = std::pin::pin!(async move {
+                    sleep(SimDuration::from_ps(done_at)).await;
+                    done_at
+                });
+                (cancel.cancels(work).await, now().as_ps())
+            })
+        };
+        simulation.spawn("canceller", async move {
+            sleep(SimDuration::from_ps(set_at)).await;
+            cancel.set();
+        });
+        simulation.run().unwrap();
+        work.output().unwrap()
+    }
+
+    #[test]
+    fn cancels_ends_a_future_when_the_event_is_set_first() {
+        assert_eq!(cancelled_at(30, 100), (None, 30));
+        assert_eq!(cancelled_at(100, 30), (Some(30), 30));
+    }
 
     #[test]
     fn event_releases_past_and_future_waiters() {

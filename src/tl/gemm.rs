@@ -13,8 +13,6 @@ use std::cell::RefCell;
 use std::pin::pin;
 use std::rc::Rc;
 
-use futures::future::{Either, select};
-
 use crate::hw::{GemmShape, PipelineJob};
 use crate::mem::{BinaryFn, DType, Op, Scalar, UnaryFn};
 use crate::sim::{self, Event};
@@ -290,10 +288,9 @@ impl Tl {
         let (tl, pending) = (self.clone(), job.clone());
         sim::spawn(&format!("{}.pipeline", p.coord), async move {
             let cancel = tl.program.cancel.clone();
-            let result = match select(pin!(cancel.wait()), pin!(tl.execute(plan))).await {
-                Either::Left(_) => Err(KernelError::Cancelled),
-                Either::Right((result, _)) => result,
-            };
+            let execute = pin!(tl.execute(plan));
+            let result = cancel.cancels(execute).await;
+            let result = result.unwrap_or(Err(KernelError::Cancelled));
             *pending.result.borrow_mut() = Some(result);
             pending.done.set();
         });
