@@ -321,12 +321,11 @@ impl MemoryStore {
     /// memories. Overlapping ranges behave as if the source were read
     /// whole first.
     pub fn copy(&mut self, src: u64, dst: u64, len: u64) -> Result<(), StoreError> {
-        self.locate(src, len)?;
+        let data = self.bytes(src, len)?.map(Cow::into_owned);
         self.locate(dst, len)?;
-        let Some(data) = self.bytes(src, len)? else {
+        let Some(data) = data else {
             return Ok(());
         };
-        let data = data.into_owned();
         self.write(dst, &data)
     }
 

@@ -107,7 +107,7 @@ impl Tl {
             scratch: Scratch::new(MemSpace::Tcm { sip, cube, pe }),
             jobs: RefCell::new(Vec::new()),
             cancel,
-            ipcq: ipcq.map(IpcqPort::new),
+            ipcq: ipcq.map(|network| IpcqPort::new(network, coord)),
             device,
         };
         Some(Tl {

@@ -3,6 +3,7 @@
 //! docs for timing and the slot-release rule).
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -45,15 +46,25 @@ impl Future for RecvFuture {
     }
 }
 
-/// A program's attachment to a network: the slots it holds.
+/// A program's attachment to a network: its PE's rings (looked up once,
+/// not in the network's map at every call) and the slots it holds.
 pub(crate) struct IpcqPort {
     network: Rc<IpcqNetwork>,
+    sends: Vec<(Dir, Rc<Ring>)>,
+    receives: Vec<(Dir, Rc<Ring>)>,
     held: RefCell<Vec<(Rc<Ring>, u64)>>,
 }
 
 impl IpcqPort {
-    pub(crate) fn new(network: Rc<IpcqNetwork>) -> Self {
+    pub(crate) fn new(network: Rc<IpcqNetwork>, pe: crate::tl::PeCoord) -> Self {
+        let endpoint = network.endpoint_of(pe);
+        let rings = |side: fn(&super::ring::Endpoint) -> &BTreeMap<Dir, Rc<Ring>>| {
+            let rings = endpoint.map(side).into_iter().flatten();
+            rings.map(|(&dir, ring)| (dir, ring.clone())).collect()
+        };
         IpcqPort {
+            sends: rings(|e| &e.sends),
+            receives: rings(|e| &e.receives),
             network,
             held: RefCell::new(Vec::new()),
         }
@@ -356,18 +367,15 @@ impl Tl {
     /// This PE's ring in `dir`: its send ring (`side` = `send`) or its
     /// receive ring labelled `dir`.
     fn ring(&self, dir: Dir, side: &'static str) -> Result<Rc<Ring>, IpcqError> {
-        let network = self.network(side)?;
-        let coord = self.program.coord;
-        let endpoint = network.endpoint_of(coord);
-        let rings = endpoint.map(|e| {
-            if side == "send" {
-                &e.sends
-            } else {
-                &e.receives
-            }
-        });
-        let ring = rings.and_then(|rings| rings.get(&dir)).cloned();
-        ring.ok_or_else(|| invalid(network, coord, side, dir))
+        let port = self.port(side)?;
+        let rings = if side == "send" {
+            &port.sends
+        } else {
+            &port.receives
+        };
+        let ring = rings.iter().find(|(d, _)| *d == dir);
+        let ring = ring.map(|(_, ring)| ring.clone());
+        ring.ok_or_else(|| invalid(&port.network, self.program.coord, side, dir))
     }
 }
 
