@@ -249,10 +249,8 @@ impl Device {
 
     async fn run_stages(&self, plan: &CopyPlan, len: u64) -> Result<(), DeviceError> {
         let f = &self.fabric;
-        f.send(&plan.request, 0).await?;
-        f.access(plan.src.0, plan.src.1, len).await?;
-        f.send(&plan.data, len).await?;
-        f.access(plan.dst.0, plan.dst.1, len).await?;
+        f.request_read(&plan.request, plan.src, len).await?;
+        f.carry_write(&plan.data, len, plan.dst).await?;
         Ok(())
     }
 }

@@ -25,8 +25,7 @@ use std::sync::Arc;
 
 use super::{
     DmaEngine, GemmEngine, HbmController, HopParams, HwError, IoCpu, Link, MathEngine, Mcpu,
-    MemoryPort, TransferReport, hbm_formula, memory_formula, transfer, transfer_flow,
-    transfer_formula,
+    MemoryPort, TransferReport, book_flow, hbm_formula, memory_formula, transfer, transfer_formula,
 };
 use crate::sim::{self, SimDuration, SimTime};
 use crate::topology::{
@@ -184,33 +183,38 @@ impl Fabric {
     }
 
     /// Moves `bytes` over `path`: packet by packet ([`transfer`]) or as one
-    /// flow ([`transfer_flow`]), as the machine's fidelity says. In flow
+    /// flow ([`transfer_flow`](super::transfer_flow)), as the machine's
+    /// fidelity says. In flow
     /// mode a header-only transfer (`bytes == 0`: a DMA read request, an
-    /// IPCQ doorbell or credit) takes its uncontended time and books no
-    /// link (ADR-0022).
+    /// IPCQ doorbell or credit) books no link (ADR-0022).
     pub async fn send(&self, path: &Path, bytes: u64) -> Result<TransferReport, HwError> {
-        let payload = self.max_payload(path);
         match self.fidelity() {
-            Fidelity::Packet => transfer(&self.path_links(path), bytes, payload).await,
-            Fidelity::Flow if bytes == 0 => self.send_header(path).await,
+            Fidelity::Packet => {
+                transfer(&self.path_links(path), bytes, self.max_payload(path)).await
+            }
             Fidelity::Flow => {
-                let links = path.edges().iter().map(|&e| &self.links[e.index()]);
-                transfer_flow(links, bytes, payload).await
+                let report = self.book_send(path, bytes)?;
+                sim::sleep_until(report.end).await;
+                Ok(report)
             }
         }
     }
 
-    /// A header-only transfer in flow mode: it books no link (ADR-0022).
-    async fn send_header(&self, path: &Path) -> Result<TransferReport, HwError> {
+    /// Flow mode: books `bytes` over `path` from now and tells when they
+    /// land, without waiting (a header books nothing: ADR-0022).
+    fn book_send(&self, path: &Path, bytes: u64) -> Result<TransferReport, HwError> {
         let start = sim::now();
-        sim::sleep_until(self.header_lands(path, start)?).await;
-        Ok(TransferReport {
-            start,
-            end: sim::now(),
-            bytes: 0,
-            packets: 1,
-            bottleneck: None,
-        })
+        if bytes == 0 {
+            return Ok(TransferReport {
+                start,
+                end: self.header_lands(path, start)?,
+                bytes: 0,
+                packets: 1,
+                bottleneck: None,
+            });
+        }
+        let links = path.edges().iter().map(|&e| &self.links[e.index()]);
+        book_flow(links, bytes, self.max_payload(path))
     }
 
     /// When a header-only packet sent over `path` at `start` lands, in flow
@@ -222,6 +226,53 @@ impl Fabric {
         path.edges().iter().try_fold(start, |t, e| {
             self.links[e.index()].pass_header(t, max_payload)
         })
+    }
+
+    /// A DMA's first stages: its read request over `request`, then the
+    /// read of `len` bytes at `source`. In flow mode, when the read books
+    /// nothing (a TCM, the host), one sleep covers both.
+    pub async fn request_read(
+        &self,
+        request: &Path,
+        (space, offset): (MemSpace, u64),
+        len: u64,
+    ) -> Result<(), HwError> {
+        if let (Fidelity::Flow, Some(read)) = (self.fidelity(), self.unbooked_access(space)) {
+            let lands = self.book_send(request, 0)?.end;
+            sim::sleep_until(super::later(lands, read, "DMA read")?).await;
+            return Ok(());
+        }
+        self.send(request, 0).await?;
+        self.access(space, offset, len).await
+    }
+
+    /// A DMA's last stages: `len` bytes over `data`, then their write at
+    /// `dest`. In flow mode, when the write books nothing, one sleep covers
+    /// both.
+    pub async fn carry_write(
+        &self,
+        data: &Path,
+        len: u64,
+        (space, offset): (MemSpace, u64),
+    ) -> Result<(), HwError> {
+        if let (Fidelity::Flow, Some(write)) = (self.fidelity(), self.unbooked_access(space)) {
+            let lands = self.book_send(data, len)?.end;
+            sim::sleep_until(super::later(lands, write, "DMA write")?).await;
+            return Ok(());
+        }
+        self.send(data, len).await?;
+        self.access(space, offset, len).await
+    }
+
+    /// What [`access`](Self::access) takes when it books nothing: a TCM's
+    /// latency, the host's nothing; `None` for the memories with a port or
+    /// pseudo-channels to book.
+    fn unbooked_access(&self, space: MemSpace) -> Option<SimDuration> {
+        match space {
+            MemSpace::Tcm { .. } => Some(self.machine.spec().pe.tcm.latency),
+            MemSpace::Host => Some(SimDuration::ZERO),
+            MemSpace::Hbm { .. } | MemSpace::Sram { .. } => None,
+        }
     }
 
     /// The uncontended time of [`send`](Self::send).

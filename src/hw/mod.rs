@@ -50,7 +50,7 @@ pub use pe::{
 };
 pub use server::{AccessReport, Activity, Reservation, SerialServer, ServerStats};
 pub use transit::{
-    Bottleneck, PacketPlan, TransferReport, transfer, transfer_flow, transfer_formula,
+    Bottleneck, PacketPlan, TransferReport, book_flow, transfer, transfer_flow, transfer_formula,
 };
 
 use crate::sim::{SimDuration, SimTime, TimeError};

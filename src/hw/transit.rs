@@ -148,6 +148,19 @@ pub async fn transfer_flow<'a>(
     bytes: u64,
     max_payload: NonZeroU64,
 ) -> Result<TransferReport, HwError> {
+    let report = book_flow(path, bytes, max_payload)?;
+    sim::sleep_until(report.end).await;
+    Ok(report)
+}
+
+/// Books the flow of [`transfer_flow`] starting now and tells when it will
+/// have arrived, without waiting for it: a caller whose next stage books
+/// nothing sleeps once for both.
+pub fn book_flow<'a>(
+    path: impl IntoIterator<Item = &'a Link>,
+    bytes: u64,
+    max_payload: NonZeroU64,
+) -> Result<TransferReport, HwError> {
     let plan = PacketPlan::new(bytes, max_payload);
     let start = sim::now();
     let mut front = FlowFront::at(start);
@@ -166,7 +179,6 @@ pub async fn transfer_flow<'a>(
         link: link.server().shared_name(),
         residency,
     });
-    sim::sleep_until(front.last).await;
     Ok(TransferReport {
         start,
         end: front.last,
