@@ -24,6 +24,8 @@
 //! [`mem`]: crate::mem
 
 use std::cell::{Ref, RefCell};
+
+use rustc_hash::FxHashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -82,7 +84,13 @@ pub struct Device {
     store: RefCell<MemoryStore>,
     allocators: RefCell<DeviceAllocators>,
     oplog: RefCell<OpLog>,
+    /// [`Device::routes`]' memory. Nothing iterates it (ARCHITECTURE: when
+    /// a hash map is allowed).
+    copy_routes: RefCell<CopyRoutes>,
 }
+
+/// A copy's routes by initiator, source memory and destination memory.
+type CopyRoutes = FxHashMap<(NodeId, MemSpace, MemSpace), (Arc<Path>, Arc<Path>)>;
 
 impl Device {
     /// A fresh device for `spec`'s machine; `data` chooses whether bytes are
@@ -101,6 +109,7 @@ impl Device {
             store: RefCell::new(MemoryStore::with_mode(map, data)),
             allocators: RefCell::new(allocators),
             oplog: RefCell::new(OpLog::new()),
+            copy_routes: RefCell::default(),
         }))
     }
 
@@ -236,15 +245,37 @@ impl Device {
         let map = self.fabric.machine().address_map();
         let (src_space, src_offset) = map.decode(src)?;
         let (dst_space, dst_offset) = map.decode(dst)?;
-        let router = self.fabric.router();
-        let src_node = router.resolver().memory_node(src_space)?;
-        let dst_node = router.resolver().memory_node(dst_space)?;
+        let (request, data) = self.routes(initiator, src_space, dst_space)?;
         Ok(CopyPlan {
-            request: router.find_path(initiator, src_node)?,
-            data: router.find_path(src_node, dst_node)?,
+            request,
+            data,
             src: (src_space, src_offset),
             dst: (dst_space, dst_offset),
         })
+    }
+
+    /// The routes of a copy by `initiator` from `src` to `dst`: its read
+    /// request's and its data's (remembered: a kernel copies between the
+    /// same memories again and again).
+    fn routes(
+        &self,
+        initiator: NodeId,
+        src: MemSpace,
+        dst: MemSpace,
+    ) -> Result<(Arc<Path>, Arc<Path>), DeviceError> {
+        let key = (initiator, src, dst);
+        if let Some(routes) = self.copy_routes.borrow().get(&key) {
+            return Ok(routes.clone());
+        }
+        let router = self.fabric.router();
+        let src_node = router.resolver().memory_node(src)?;
+        let dst_node = router.resolver().memory_node(dst)?;
+        let routes = (
+            router.find_path(initiator, src_node)?,
+            router.find_path(src_node, dst_node)?,
+        );
+        self.copy_routes.borrow_mut().insert(key, routes.clone());
+        Ok(routes)
     }
 
     async fn run_stages(&self, plan: &CopyPlan, len: u64) -> Result<(), DeviceError> {
