@@ -344,9 +344,14 @@ impl Tl {
             return;
         };
         let fabric = self.program.device.fabric();
-        let held = std::mem::take(&mut *port.held.borrow_mut());
-        let (release, keep): (Vec<_>, Vec<_>) = held.into_iter().partition(|(r, _)| which(r));
-        *port.held.borrow_mut() = keep;
+        let mut release = Vec::new();
+        port.held.borrow_mut().retain(|(ring, ticket)| {
+            let keep = !which(ring);
+            if !keep {
+                release.push((ring.clone(), *ticket));
+            }
+            keep
+        });
         for (ring, ticket) in release {
             ring.release(fabric, ticket);
         }

@@ -112,6 +112,20 @@ impl Pointers {
     }
 }
 
+/// Marks `seq` done and moves `next` (the first not yet done) past every
+/// done number; `early` holds those done out of order. The usual in-order
+/// case does not touch the set.
+fn advance_in_order(next: &mut u64, early: &mut BTreeSet<u64>, seq: u64) {
+    if seq != *next {
+        early.insert(seq);
+        return;
+    }
+    *next += 1;
+    while early.remove(next) {
+        *next += 1;
+    }
+}
+
 /// What a sender waiting for a slot learns: a slot, or when the next
 /// credit in flight lands.
 enum Claim {
@@ -231,10 +245,7 @@ impl Ring {
     pub fn doorbell_landed(&self, seq: u64) {
         {
             let p = &mut *self.pointers.borrow_mut();
-            p.landed.insert(seq);
-            while p.landed.remove(&p.peer_tail_cache) {
-                p.peer_tail_cache += 1;
-            }
+            advance_in_order(&mut p.peer_tail_cache, &mut p.landed, seq);
         }
         self.arrivals.wake_all();
     }
@@ -291,11 +302,8 @@ impl Ring {
     pub fn release(self: &Rc<Self>, fabric: &Rc<Fabric>, ticket: u64) {
         let head = {
             let p = &mut *self.pointers.borrow_mut();
-            p.released.insert(ticket);
             let before = p.my_head;
-            while p.released.remove(&p.my_head) {
-                p.my_head += 1;
-            }
+            advance_in_order(&mut p.my_head, &mut p.released, ticket);
             (p.my_head > before).then_some(p.my_head)
         };
         if let Some(head) = head {
