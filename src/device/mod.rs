@@ -24,10 +24,10 @@
 //! [`mem`]: crate::mem
 
 use std::cell::{Ref, RefCell};
-
-use rustc_hash::FxHashMap;
 use std::rc::Rc;
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use crate::hw::{DmaEngine, Fabric, HwError};
 use crate::mem::{

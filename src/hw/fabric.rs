@@ -184,9 +184,9 @@ impl Fabric {
 
     /// Moves `bytes` over `path`: packet by packet ([`transfer`]) or as one
     /// flow ([`transfer_flow`](super::transfer_flow)), as the machine's
-    /// fidelity says. In flow
-    /// mode a header-only transfer (`bytes == 0`: a DMA read request, an
-    /// IPCQ doorbell or credit) books no link (ADR-0022).
+    /// fidelity says. In flow mode a header-only transfer (`bytes == 0`: a
+    /// DMA read request, an IPCQ doorbell or credit) books no link
+    /// (ADR-0022).
     pub async fn send(&self, path: &Path, bytes: u64) -> Result<TransferReport, HwError> {
         match self.fidelity() {
             Fidelity::Packet => {
@@ -229,8 +229,9 @@ impl Fabric {
     }
 
     /// A DMA's first stages: its read request over `request`, then the
-    /// read of `len` bytes at `source`. In flow mode, when the read books
-    /// nothing (a TCM, the host), one sleep covers both.
+    /// read of `len` bytes at an offset of the source memory. In flow mode,
+    /// when the read books nothing (a TCM, the host), one sleep covers
+    /// both.
     pub async fn request_read(
         &self,
         request: &Path,
@@ -247,8 +248,8 @@ impl Fabric {
     }
 
     /// A DMA's last stages: `len` bytes over `data`, then their write at
-    /// `dest`. In flow mode, when the write books nothing, one sleep covers
-    /// both.
+    /// an offset of the destination memory. In flow mode, when the write
+    /// books nothing, one sleep covers both.
     pub async fn carry_write(
         &self,
         data: &Path,

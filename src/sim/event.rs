@@ -89,17 +89,14 @@ pub struct EventWait<'a> {
 
 impl Future for EventWait<'_> {
     type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let inner = &self.event.inner;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let inner = &this.event.inner;
         if inner.set.get() {
             return Poll::Ready(());
         }
-        let known = self.registered.as_ref();
-        if !known.is_some_and(|waker| waker.will_wake(cx.waker())) {
-            inner.waiters.register(cx.waker());
-            self.registered = Some(cx.waker().clone());
-        }
-        waiting_on("wait", self.event.inner.clone());
+        register_once(inner, &mut this.registered, cx.waker());
+        waiting_on("wait", inner.clone());
         Poll::Pending
     }
 }
@@ -114,20 +111,29 @@ pub struct Cancellable<'a, F> {
 
 impl<F: Future + Unpin> Future for Cancellable<'_, F> {
     type Output = Option<F::Output>;
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let inner = &self.event.inner;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let inner = &this.event.inner;
         if inner.set.get() {
             return Poll::Ready(None);
         }
-        if let Poll::Ready(output) = Pin::new(&mut self.future).poll(cx) {
+        if let Poll::Ready(output) = Pin::new(&mut this.future).poll(cx) {
             return Poll::Ready(Some(output));
         }
-        let known = self.registered.as_ref();
-        if !known.is_some_and(|waker| waker.will_wake(cx.waker())) {
-            self.event.inner.waiters.register(cx.waker());
-            self.registered = Some(cx.waker().clone());
-        }
+        register_once(inner, &mut this.registered, cx.waker());
         Poll::Pending
+    }
+}
+
+/// Puts `waker` in the event's list unless `registered` (the waker a
+/// future put there before) says it is there already.
+fn register_once(inner: &EventInner, registered: &mut Option<Waker>, waker: &Waker) {
+    if !registered
+        .as_ref()
+        .is_some_and(|known| known.will_wake(waker))
+    {
+        inner.waiters.register(waker);
+        *registered = Some(waker.clone());
     }
 }
 

@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 use crate::mem::DType;
 use crate::sim::{self, SimDuration};
 use crate::tl::handle::checked_bytes;
-use crate::tl::{Address, KernelError, TensorHandle, Tl};
+use crate::tl::{Address, KernelError, PeCoord, TensorHandle, Tl};
 use crate::topology::MemSpace;
 
 use super::ring::{Message, Ring};
@@ -56,7 +56,7 @@ pub(crate) struct IpcqPort {
 }
 
 impl IpcqPort {
-    pub(crate) fn new(network: Rc<IpcqNetwork>, pe: crate::tl::PeCoord) -> Self {
+    pub(crate) fn new(network: Rc<IpcqNetwork>, pe: PeCoord) -> Self {
         let endpoint = network.endpoint_of(pe);
         let rings = |side: fn(&super::ring::Endpoint) -> &BTreeMap<Dir, Rc<Ring>>| {
             let rings = endpoint.map(side).into_iter().flatten();
@@ -385,12 +385,7 @@ impl Tl {
 }
 
 /// The error for `pe` using `dir` on its `side`, naming what it has.
-fn invalid(
-    network: &IpcqNetwork,
-    pe: crate::tl::PeCoord,
-    side: &'static str,
-    dir: Dir,
-) -> IpcqError {
+fn invalid(network: &IpcqNetwork, pe: PeCoord, side: &'static str, dir: Dir) -> IpcqError {
     let installed = match side {
         "send" => network.send_dirs(pe),
         _ => network.recv_dirs(pe),
