@@ -117,6 +117,10 @@ impl AccessReport {
 #[repr(C)]
 struct Calendar {
     free_at: SimTime,
+    /// When the last packet that slipped in between booked flows
+    /// ([`SerialServer::reserve_between`]) is served: the next one queues
+    /// behind it.
+    slipped_until: SimTime,
     /// Total reserved picoseconds; never more than `free_at` since
     /// reservations do not overlap.
     reserved: u64,
@@ -286,8 +290,10 @@ impl SerialServer {
     /// everything booked after it back by its occupancy (no work is lost;
     /// the flows' own ends, already computed, stay as booked). Packet mode
     /// would make it wait for the packet in service (at most one packet's
-    /// occupancy); two such packets arriving at one instant are served side
-    /// by side. Both are optimistic by nanoseconds (ADR-0012 D5).
+    /// occupancy), modelled by `wait`. Such packets queue among themselves:
+    /// one is served no earlier than the last one slipped in has been, so
+    /// packets arriving together are served one after another, as a queue
+    /// of packets would (ADR-0012 D5, amended by ADR-0022).
     pub fn reserve_between(
         &self,
         arrives: SimTime,
@@ -299,8 +305,9 @@ impl SerialServer {
         if arrives >= calendar.free_at {
             return self.reserve_batch(arrives, occupancy, bytes, 1);
         }
-        let start = later(arrives, wait, &self.name)?;
+        let start = later(arrives, wait, &self.name)?.max(calendar.slipped_until);
         let end = later(start, occupancy, &self.name)?;
+        calendar.slipped_until = end;
         if !self.shrink_gap_at(arrives, occupancy) {
             calendar.free_at = later(calendar.free_at, occupancy, &self.name)?;
         }
@@ -494,6 +501,25 @@ mod tests {
             [(42, 46), (0, 96), (152, 156), (204, 205)]
         );
         assert_eq!(server.stats(SimTime::from_ns(205)).busy, ns(205));
+    }
+
+    #[test]
+    fn packets_slipping_in_together_queue_one_behind_another() {
+        let mut simulation = Simulation::new();
+        let server = Rc::new(SerialServer::new("s", Activity::Packet));
+        let s = server.clone();
+        let done = simulation.spawn("book", async move {
+            // A flow booked over [0, 1000); three packets of 4 ns arrive
+            // inside it at 100 ns, each waiting 2 ns for the packet in
+            // service: served 102, 106, 110 as a queue would, not side by
+            // side at 102.
+            s.reserve_batch(SimTime::ZERO, ns(1000), 0, 100).unwrap();
+            let slip = || s.reserve_between(SimTime::from_ns(100), ns(4), 0, ns(2));
+            [slip(), slip(), slip()].map(|r| r.unwrap().start.as_ps() / 1000)
+        });
+        simulation.run().unwrap();
+        assert_eq!(done.output().unwrap(), [102, 106, 110]);
+        assert_eq!(server.stats(SimTime::from_ns(1012)).busy, ns(1012));
     }
 
     #[test]
