@@ -127,6 +127,9 @@ fn catalogue(quick: bool) -> Vec<Point> {
         points.push(Point::new(2, "ring_1d", "intercube_allreduce", 16 * MIB));
         points.push(Point::new(16, "torus_2d", "ring_allreduce", 64 * KIB));
         points.push(Point::new(16, "torus_2d", "intercube_allreduce", 16 * MIB));
+        // The smallest case of the saturation gap (docs/performance.md).
+        points.push(Point::new(1, "ring_1d", "intercube_allreduce", 64 * MIB));
+        points.push(Point::new(16, "torus_2d", "ring_rsag_allreduce", 64 * KIB));
     }
     points
 }
