@@ -399,6 +399,19 @@ mod tests {
         SimDuration::from_ns(n)
     }
 
+    /// Runs `book` on a fresh server named `name`, in one simulation task;
+    /// what it returned and the server.
+    fn on_server<T: 'static, F: std::future::Future<Output = T> + 'static>(
+        name: &str,
+        book: impl FnOnce(Rc<SerialServer>) -> F,
+    ) -> (T, Rc<SerialServer>) {
+        let mut simulation = Simulation::new();
+        let server = Rc::new(SerialServer::new(name, Activity::Packet));
+        let done = simulation.spawn("book", book(server.clone()));
+        simulation.run().unwrap();
+        (done.output().unwrap(), server)
+    }
+
     #[test]
     fn jobs_are_served_in_arrival_order_back_to_back() {
         let mut simulation = Simulation::new();
@@ -424,15 +437,11 @@ mod tests {
 
     #[test]
     fn busy_time_counts_only_what_has_elapsed() {
-        let mut simulation = Simulation::new();
-        let server = Rc::new(SerialServer::new("s", Activity::Packet));
-        let s = server.clone();
-        simulation.spawn("queue three", async move {
+        let ((), server) = on_server("s", |s| async move {
             for _ in 0..3 {
                 s.reserve(ns(10), 8).unwrap();
             }
         });
-        simulation.run().unwrap();
         let at = |t: u64| server.stats(SimTime::from_ns(t));
         assert_eq!(at(0).busy, SimDuration::ZERO);
         assert_eq!(at(15).busy, ns(15));
@@ -444,10 +453,7 @@ mod tests {
 
     #[test]
     fn a_job_booked_ahead_leaves_its_idle_time_to_earlier_arrivals() {
-        let mut simulation = Simulation::new();
-        let server = Rc::new(SerialServer::new("s", Activity::Packet));
-        let s = server.clone();
-        let done = simulation.spawn("book", async move {
+        let (spans, server) = on_server("s", |s| async move {
             // A flow books [100, 130); one arriving now needs 150 ns: it
             // takes [0, 100) and, after the booking, [130, 180).
             let ahead = s
@@ -465,21 +471,14 @@ mod tests {
                 .chain([(busy_at_100.as_ps() / 1000, 0)])
                 .collect::<Vec<_>>()
         });
-        simulation.run().unwrap();
-        assert_eq!(
-            done.output().unwrap(),
-            vec![(100, 130), (0, 180), (180, 190), (100, 0)]
-        );
+        assert_eq!(spans, vec![(100, 130), (0, 180), (180, 190), (100, 0)]);
         let end = server.stats(SimTime::from_ns(200));
         assert_eq!((end.busy, end.jobs), (ns(190), 3));
     }
 
     #[test]
     fn a_single_packet_slips_between_booked_flows_and_never_splits_a_gap() {
-        let mut simulation = Simulation::new();
-        let server = Rc::new(SerialServer::new("s", Activity::Packet));
-        let s = server.clone();
-        let done = simulation.spawn("book", async move {
+        let (spans, server) = on_server("s", |s| async move {
             // A flow booked ahead over [100, 200) leaves the gap [0, 100).
             s.reserve_batch(SimTime::from_ns(100), ns(100), 0, 50)
                 .unwrap();
@@ -495,20 +494,13 @@ mod tests {
             let after = s.reserve(ns(1), 0).unwrap();
             [header.unwrap(), fits, inside.unwrap(), after].map(span)
         });
-        simulation.run().unwrap();
-        assert_eq!(
-            done.output().unwrap(),
-            [(42, 46), (0, 96), (152, 156), (204, 205)]
-        );
+        assert_eq!(spans, [(42, 46), (0, 96), (152, 156), (204, 205)]);
         assert_eq!(server.stats(SimTime::from_ns(205)).busy, ns(205));
     }
 
     #[test]
     fn packets_slipping_in_together_queue_one_behind_another() {
-        let mut simulation = Simulation::new();
-        let server = Rc::new(SerialServer::new("s", Activity::Packet));
-        let s = server.clone();
-        let done = simulation.spawn("book", async move {
+        let (starts, server) = on_server("s", |s| async move {
             // A flow booked over [0, 1000); three packets of 4 ns arrive
             // inside it at 100 ns, each waiting 2 ns for the packet in
             // service: served 102, 106, 110 as a queue would, not side by
@@ -517,22 +509,17 @@ mod tests {
             let slip = || s.reserve_between(SimTime::from_ns(100), ns(4), 0, ns(2));
             [slip(), slip(), slip()].map(|r| r.unwrap().start.as_ps() / 1000)
         });
-        simulation.run().unwrap();
-        assert_eq!(done.output().unwrap(), [102, 106, 110]);
+        assert_eq!(starts, [102, 106, 110]);
         assert_eq!(server.stats(SimTime::from_ns(1012)).busy, ns(1012));
     }
 
     #[test]
     fn overflowing_reservation_is_an_error_naming_the_server() {
-        let mut simulation = Simulation::new();
-        let server = Rc::new(SerialServer::new("slow link", Activity::Packet));
-        let s = server.clone();
-        let result = simulation.spawn("huge", async move {
+        let (result, _) = on_server("slow link", |s| async move {
             s.reserve(SimDuration::MAX, 0).unwrap();
             s.reserve(ns(1), 0)
         });
-        simulation.run().unwrap();
-        let error = result.output().unwrap().unwrap_err();
+        let error = result.unwrap_err();
         assert!(error.to_string().starts_with("slow link: "), "{error}");
     }
 }
