@@ -64,6 +64,18 @@ fn figure(report: &Report, name: &str) -> Value {
     figure.unwrap_or_else(|| panic!("no {name}")).value.clone()
 }
 
+/// The figure `time` (ps) is at least the α-β model's (`model_ps`), and
+/// `algbw_gbps` is `bytes` over it.
+fn check_time_and_algbw(report: &Report, time: &str, bytes: f64) {
+    let (Value::Int(ps), Value::Int(model)) = (figure(report, time), figure(report, "model_ps"))
+    else {
+        panic!("times are in ps")
+    };
+    assert!(0 < model && model <= ps, "model {model} ps, time {ps} ps");
+    let algbw = bytes / (ps as f64 * 1e-12) / 1e9;
+    assert_eq!(figure(report, "algbw_gbps"), Value::Real(algbw));
+}
+
 #[test]
 fn every_collective_is_right_in_every_dtype() {
     for bench in WORKLOADS {
@@ -145,17 +157,7 @@ fn sendrecv_counts_a_rank_s_bytes_and_states_its_model() {
     let report = run("ccl_sendrecv", Options::default().with("size", "128"));
     assert_eq!(figure(&report, "bytes_per_participant"), Value::Int(128));
     assert_eq!(figure(&report, "busbw_factor"), Value::Real(1.0));
-    let (Value::Int(time), Value::Int(model)) =
-        (figure(&report, "sendrecv_ps"), figure(&report, "model_ps"))
-    else {
-        panic!("times are in ps")
-    };
-    assert!(
-        0 < model && model <= time,
-        "model {model} ps, time {time} ps"
-    );
-    let algbw = 128.0 / (time as f64 * 1e-12) / 1e9;
-    assert_eq!(figure(&report, "algbw_gbps"), Value::Real(algbw));
+    check_time_and_algbw(&report, "sendrecv_ps", 128.0);
     // Concurrent sends over a torus, twice: the same times to the ps.
     let torus = ["system.sips.count=4", "system.sips.topology=torus_2d"];
     let runs: Vec<_> = (0..2)
@@ -177,17 +179,7 @@ fn gather_and_scatter_count_the_root_s_list_over_the_ranks() {
         // nccl-tests' gather_perf / scatter_perf: (n - 1) / n over ranks.
         assert_eq!(figure(report, "busbw_factor"), Value::Real(2.0 / 3.0));
         assert_eq!(figure(report, "root"), Value::Int(0));
-        let (Value::Int(time), Value::Int(model)) =
-            (figure(report, time), figure(report, "model_ps"))
-        else {
-            panic!("times are in ps")
-        };
-        assert!(
-            0 < model && model <= time,
-            "model {model} ps, time {time} ps"
-        );
-        let algbw = 384.0 / (time as f64 * 1e-12) / 1e9;
-        assert_eq!(figure(report, "algbw_gbps"), Value::Real(algbw));
+        check_time_and_algbw(report, time, 384.0);
     }
     assert_eq!(figure(&scatter, "count"), Value::Int(192));
 }
