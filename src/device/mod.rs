@@ -280,8 +280,8 @@ impl Device {
 
     async fn run_stages(&self, plan: &CopyPlan, len: u64) -> Result<(), DeviceError> {
         let f = &self.fabric;
-        f.request_read(&plan.request, plan.src, len).await?;
-        f.carry_write(&plan.data, len, plan.dst).await?;
+        f.send_then_access(&plan.request, 0, plan.src, len).await?;
+        f.send_then_access(&plan.data, len, plan.dst, len).await?;
         Ok(())
     }
 }

@@ -228,52 +228,39 @@ impl Fabric {
         })
     }
 
-    /// A DMA's first stages: its read request over `request`, then the
-    /// read of `len` bytes at an offset of the source memory. In flow mode,
-    /// when the read books nothing (a TCM, the host), one sleep covers
-    /// both.
-    pub async fn request_read(
+    /// Moves `bytes` over `path`, then accesses `len` bytes at `offset` of
+    /// `space`, where the path ends: a DMA's read request and read, or its
+    /// data and write. In flow mode, when the access books nothing (a TCM,
+    /// the host), one sleep covers both.
+    pub async fn send_then_access(
         &self,
-        request: &Path,
+        path: &Path,
+        bytes: u64,
         (space, offset): (MemSpace, u64),
         len: u64,
     ) -> Result<(), HwError> {
-        if let (Fidelity::Flow, Some(read)) = (self.fidelity(), self.unbooked_access(space)) {
-            let lands = self.book_send(request, 0)?.end;
-            sim::sleep_until(super::later(lands, read, "DMA read")?).await;
+        if self.fidelity() == Fidelity::Flow
+            && let Some(took) = self.unbooked_access(space, offset, len)
+        {
+            let lands = self.book_send(path, bytes)?.end;
+            sim::sleep_until(super::later(lands, took?, "memory access")?).await;
             return Ok(());
         }
-        self.send(request, 0).await?;
+        self.send(path, bytes).await?;
         self.access(space, offset, len).await
     }
 
-    /// A DMA's last stages: `len` bytes over `data`, then their write at
-    /// an offset of the destination memory. In flow mode, when the write
-    /// books nothing, one sleep covers both.
-    pub async fn carry_write(
+    /// [`access_formula`](Self::access_formula) of the memories whose
+    /// access books nothing (a TCM's latency, the host's nothing); `None`
+    /// for those with pseudo-channels or a port to book.
+    fn unbooked_access(
         &self,
-        data: &Path,
+        space: MemSpace,
+        offset: u64,
         len: u64,
-        (space, offset): (MemSpace, u64),
-    ) -> Result<(), HwError> {
-        if let (Fidelity::Flow, Some(write)) = (self.fidelity(), self.unbooked_access(space)) {
-            let lands = self.book_send(data, len)?.end;
-            sim::sleep_until(super::later(lands, write, "DMA write")?).await;
-            return Ok(());
-        }
-        self.send(data, len).await?;
-        self.access(space, offset, len).await
-    }
-
-    /// What [`access`](Self::access) takes when it books nothing: a TCM's
-    /// latency, the host's nothing; `None` for the memories with a port or
-    /// pseudo-channels to book.
-    fn unbooked_access(&self, space: MemSpace) -> Option<SimDuration> {
-        match space {
-            MemSpace::Tcm { .. } => Some(self.machine.spec().pe.tcm.latency),
-            MemSpace::Host => Some(SimDuration::ZERO),
-            MemSpace::Hbm { .. } | MemSpace::Sram { .. } => None,
-        }
+    ) -> Option<Result<SimDuration, HwError>> {
+        let unbooked = matches!(space, MemSpace::Tcm { .. } | MemSpace::Host);
+        unbooked.then(|| self.access_formula(space, offset, len))
     }
 
     /// The uncontended time of [`send`](Self::send).
