@@ -19,13 +19,17 @@
 //! Knows the machine's structure and the hardware models; nothing of
 //! tensors, kernels or collectives.
 
+use std::cell::RefCell;
 use std::num::NonZeroU64;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use rustc_hash::FxHashMap;
+
+use super::flow_route::FlowRoute;
 use super::{
     DmaEngine, GemmEngine, HbmController, HopParams, HwError, IoCpu, Link, MathEngine, Mcpu,
-    MemoryPort, TransferReport, book_flow, hbm_formula, memory_formula, transfer, transfer_formula,
+    MemoryPort, TransferReport, hbm_formula, memory_formula, transfer, transfer_formula,
 };
 use crate::sim::{self, SimDuration, SimTime};
 use crate::topology::{
@@ -44,6 +48,10 @@ pub struct Fabric {
     /// One entry per PE, cube-major.
     pes: Vec<PeUnits>,
     io_cpu: Vec<Rc<IoCpu>>,
+    /// Flow mode's routes, by the address of their path (each route holds
+    /// its path, so an address is never reused while its route exists).
+    /// Looked up, never iterated.
+    flow_routes: RefCell<FxHashMap<*const Path, Rc<FlowRoute>>>,
 }
 
 /// The units every cube has. A new per-cube unit is one field here and one
@@ -130,6 +138,7 @@ impl Fabric {
                 .map(|s| Rc::new(IoCpu::new(&naming::io_cpu(s), &spec.sip.io_cpu)))
                 .collect(),
             machine,
+            flow_routes: RefCell::default(),
         }
     }
 
@@ -187,7 +196,7 @@ impl Fabric {
     /// fidelity says. In flow mode a header-only transfer (`bytes == 0`: a
     /// DMA read request, an IPCQ doorbell or credit) books no link
     /// (ADR-0022).
-    pub async fn send(&self, path: &Path, bytes: u64) -> Result<TransferReport, HwError> {
+    pub async fn send(&self, path: &Arc<Path>, bytes: u64) -> Result<TransferReport, HwError> {
         match self.fidelity() {
             Fidelity::Packet => {
                 transfer(&self.path_links(path), bytes, self.max_payload(path)).await
@@ -202,7 +211,7 @@ impl Fabric {
 
     /// Flow mode: books `bytes` over `path` from now and tells when they
     /// land, without waiting (a header books nothing: ADR-0022).
-    fn book_send(&self, path: &Path, bytes: u64) -> Result<TransferReport, HwError> {
+    fn book_send(&self, path: &Arc<Path>, bytes: u64) -> Result<TransferReport, HwError> {
         let start = sim::now();
         if bytes == 0 {
             return Ok(TransferReport {
@@ -213,19 +222,26 @@ impl Fabric {
                 bottleneck: None,
             });
         }
-        let links = path.edges().iter().map(|&e| &self.links[e.index()]);
-        book_flow(links, bytes, self.max_payload(path))
+        self.flow_route(path)?.book(&self.links, bytes)
     }
 
     /// When a header-only packet sent over `path` at `start` lands, in flow
-    /// mode: each hop's crossing ([`Link::pass_header`]), no link booked
-    /// (ADR-0022). Uncontended it is [`send_formula`](Self::send_formula)
-    /// of zero bytes.
-    pub fn header_lands(&self, path: &Path, start: SimTime) -> Result<SimTime, HwError> {
-        let max_payload = self.max_payload(path).get();
-        path.edges().iter().try_fold(start, |t, e| {
-            self.links[e.index()].pass_header(t, max_payload)
-        })
+    /// mode: each hop's crossing, no link booked (ADR-0022). Uncontended it
+    /// is [`send_formula`](Self::send_formula) of zero bytes.
+    pub fn header_lands(&self, path: &Arc<Path>, start: SimTime) -> Result<SimTime, HwError> {
+        self.flow_route(path)?.header_lands(&self.links, start)
+    }
+
+    /// The flow-mode route of `path`, made on first use.
+    fn flow_route(&self, path: &Arc<Path>) -> Result<Rc<FlowRoute>, HwError> {
+        let key = Arc::as_ptr(path);
+        if let Some(route) = self.flow_routes.borrow().get(&key) {
+            debug_assert!(Arc::ptr_eq(route.path(), path));
+            return Ok(route.clone());
+        }
+        let route = Rc::new(FlowRoute::new(path.clone(), &self.links)?);
+        self.flow_routes.borrow_mut().insert(key, route.clone());
+        Ok(route)
     }
 
     /// Moves `bytes` over `path`, then accesses `len` bytes at `offset` of
@@ -234,7 +250,7 @@ impl Fabric {
     /// the host), one sleep covers both.
     pub async fn send_then_access(
         &self,
-        path: &Path,
+        path: &Arc<Path>,
         bytes: u64,
         (space, offset): (MemSpace, u64),
         len: u64,

@@ -185,26 +185,10 @@ impl Link {
         self.server.reserve_batch(arrives, busy, payload, packets)
     }
 
-    /// When a header-only packet arriving at `arrives` reaches the next
-    /// hop, in flow mode, without booking the link (ADR-0022): its
-    /// occupancy and latency, after half a full packet's occupancy
-    /// (`max_payload`) when the link is booked beyond `arrives`, the wait
-    /// [`book_packet`](Self::book_packet) charges.
-    pub(crate) fn pass_header(
-        &self,
-        arrives: SimTime,
-        max_payload: u64,
-    ) -> Result<SimTime, HwError> {
-        let wait = if arrives < self.server.free_at() {
-            SimDuration::from_ps(self.full_occupancy(max_payload)?.as_ps() / 2)
-        } else {
-            SimDuration::ZERO
-        };
-        let header = self.occupancy(0)?;
-        let crossing = [wait, header, self.params.latency];
-        crossing
-            .into_iter()
-            .try_fold(arrives, |t, d| super::later(t, d, self.name()))
+    /// The end of the link's last booking ([`SerialServer::free_at`]): a
+    /// header arriving before it finds the link busy (ADR-0022).
+    pub(crate) fn free_at(&self) -> SimTime {
+        self.server.free_at()
     }
 
     /// Books the link for a flow of one packet arriving at `arrives`

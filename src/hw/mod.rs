@@ -17,6 +17,8 @@
 //! - [`mcpu`], [`io_cpu`]: the command processors of a cube and of a SIP.
 //! - [`pe`]: a PE's compute units, PE_GEMM and PE_MATH, and the pipeline
 //!   that streams GEMM output tiles through a math epilogue.
+//! - `flow_route`: a path as flow mode crosses it, its per-hop constants
+//!   beside the link indices.
 //! - [`fabric`]: all of the above instantiated for one compiled machine,
 //!   one [`Link`] per directed edge of its graph ([`Fabric`]).
 //!
@@ -28,6 +30,7 @@
 
 pub mod dma;
 pub mod fabric;
+mod flow_route;
 pub mod hbm;
 pub mod io_cpu;
 pub mod link;
@@ -94,9 +97,21 @@ impl HwError {
 /// `at + d`, or an overflow error naming `component`.
 #[inline]
 pub(crate) fn later(at: SimTime, d: SimDuration, component: &str) -> Result<SimTime, HwError> {
+    later_for(at, d, || component)
+}
+
+/// [`later`], asking for the component's name only on overflow: on a
+/// hop, reading a link's name touches a cache line nothing else there
+/// needs.
+#[inline]
+pub(crate) fn later_for<'a>(
+    at: SimTime,
+    d: SimDuration,
+    component: impl FnOnce() -> &'a str,
+) -> Result<SimTime, HwError> {
     match at.as_ps().checked_add(d.as_ps()) {
         Some(ps) => Ok(SimTime::from_ps(ps)),
-        None => Err(overflowed(at, d, component)),
+        None => Err(overflowed(at, d, component())),
     }
 }
 

@@ -25,7 +25,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-use super::{HwError, later};
+use super::{HwError, later_for};
 use crate::sim::{self, SimDuration, SimTime};
 use crate::trace::{self, CompleteEvent};
 
@@ -259,22 +259,53 @@ impl SerialServer {
         while gaps.front().is_some_and(|gap| gap.1 <= now) {
             gaps.pop_front();
         }
-        let mut pieces = Pieces::new(trace::is_recording());
-        let mut left = occupancy.as_ps();
-        fill_gaps(&mut gaps, arrives, &mut left, &mut pieces);
-        if left > 0 || pieces.first.is_none() {
+        let reservation = if gaps.is_empty() && !trace::is_recording() {
+            // No idle time to fill and nothing to trace: one block.
             let start = arrives.max(calendar.free_at);
-            if start > calendar.free_at.max(now) {
-                gaps.push_back((calendar.free_at.max(now), start));
+            Self::leave_gap(&mut gaps, calendar.free_at.max(now), start);
+            calendar.free_at = later_for(start, occupancy, || &self.name)?;
+            Reservation {
+                start,
+                end: calendar.free_at,
             }
-            let end = later(start, SimDuration::from_ps(left), &self.name)?;
-            pieces.push(start, end);
-            calendar.free_at = end;
-        }
+        } else {
+            self.fill_and_append(&mut calendar, &mut gaps, (now, arrives), occupancy, bytes)?
+        };
         calendar.reserved += occupancy.as_ps();
         calendar.jobs += jobs;
         calendar.bytes = calendar.bytes.saturating_add(bytes);
         self.calendar.set(calendar);
+        Ok(reservation)
+    }
+
+    /// Keeps `[idle_from, start)` as an idle gap if it is not empty.
+    fn leave_gap(gaps: &mut VecDeque<(SimTime, SimTime)>, idle_from: SimTime, start: SimTime) {
+        if start > idle_from {
+            gaps.push_back((idle_from, start));
+        }
+    }
+
+    /// [`reserve_batch`](Self::reserve_batch)'s service where idle gaps
+    /// may hold some of it or it is traced: the gaps from `arrives` on
+    /// first, the rest from `free_at` on.
+    fn fill_and_append(
+        &self,
+        calendar: &mut Calendar,
+        gaps: &mut VecDeque<(SimTime, SimTime)>,
+        (now, arrives): (SimTime, SimTime),
+        occupancy: SimDuration,
+        bytes: u64,
+    ) -> Result<Reservation, HwError> {
+        let mut pieces = Pieces::new(trace::is_recording());
+        let mut left = occupancy.as_ps();
+        fill_gaps(gaps, arrives, &mut left, &mut pieces);
+        if left > 0 || pieces.first.is_none() {
+            let start = arrives.max(calendar.free_at);
+            Self::leave_gap(gaps, calendar.free_at.max(now), start);
+            let end = later_for(start, SimDuration::from_ps(left), || &self.name)?;
+            pieces.push(start, end);
+            calendar.free_at = end;
+        }
         for piece in &pieces.traced {
             self.trace(*piece, bytes);
         }
@@ -305,11 +336,11 @@ impl SerialServer {
         if arrives >= calendar.free_at {
             return self.reserve_batch(arrives, occupancy, bytes, 1);
         }
-        let start = later(arrives, wait, &self.name)?.max(calendar.slipped_until);
-        let end = later(start, occupancy, &self.name)?;
+        let start = later_for(arrives, wait, || &self.name)?.max(calendar.slipped_until);
+        let end = later_for(start, occupancy, || &self.name)?;
         calendar.slipped_until = end;
         if !self.shrink_gap_at(arrives, occupancy) {
-            calendar.free_at = later(calendar.free_at, occupancy, &self.name)?;
+            calendar.free_at = later_for(calendar.free_at, occupancy, || &self.name)?;
         }
         calendar.reserved += occupancy.as_ps();
         calendar.jobs += 1;

@@ -162,14 +162,41 @@ pub fn book_flow<'a>(
     max_payload: NonZeroU64,
 ) -> Result<TransferReport, HwError> {
     let plan = PacketPlan::new(bytes, max_payload);
+    let hops = path.into_iter().map(|link| {
+        let times = HopTimes {
+            full: link.full_occupancy(plan.full)?,
+            tail: link.occupancy(plan.last)?,
+            latency: link.params().latency,
+        };
+        Ok((link, times))
+    });
+    book_flow_hops(hops, plan)
+}
+
+/// What a flow needs to know of one hop besides its calendar:
+/// `S_h(P)`, `S_h(P_last)` and `L_h` (a [`FlowRoute`](super::FlowRoute)
+/// keeps them beside the path, so a hop touches only its link's calendar).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HopTimes {
+    pub full: SimDuration,
+    pub tail: SimDuration,
+    pub latency: SimDuration,
+}
+
+/// [`book_flow`] over links whose times are already known.
+pub(crate) fn book_flow_hops<'a>(
+    hops: impl IntoIterator<Item = Result<(&'a Link, HopTimes), HwError>>,
+    plan: PacketPlan,
+) -> Result<TransferReport, HwError> {
     let start = sim::now();
     let mut front = FlowFront::at(start);
     // The slowest hop so far; its name is fetched once, at the end (a
     // name is a separate allocation: touching it at every hop costs a
     // cache miss per hop).
     let mut slowest: Option<(usize, &Link, SimDuration)> = None;
-    for (index, link) in path.into_iter().enumerate() {
-        let residency = front.cross(link, &plan)?;
+    for (index, hop) in hops.into_iter().enumerate() {
+        let (link, times) = hop?;
+        let residency = front.cross(link, &plan, times)?;
         if slowest.is_none_or(|(_, _, most)| residency >= most) {
             slowest = Some((index, link, residency));
         }
@@ -208,13 +235,19 @@ impl FlowFront {
     /// Books `link` for the flow and moves the front past it; returns the
     /// flow's residency there (queueing before its first packet plus its
     /// occupancy), the measure [`Bottleneck`] compares.
-    fn cross(&mut self, link: &Link, plan: &PacketPlan) -> Result<SimDuration, HwError> {
-        let name = link.name();
-        let after = |t: SimTime, d: SimDuration| super::later(t, d, name);
+    fn cross(
+        &mut self,
+        link: &Link,
+        plan: &PacketPlan,
+        HopTimes {
+            full,
+            tail,
+            latency,
+        }: HopTimes,
+    ) -> Result<SimDuration, HwError> {
+        let after = |t: SimTime, d: SimDuration| super::later_for(t, d, || link.name());
         // `S_h(P)`: what a full packet holds the hop for. A flow of one
         // packet has none of its own, but waits for one (ADR-0012 D5).
-        let full = link.full_occupancy(plan.full)?;
-        let tail = link.occupancy(plan.last)?;
         let (first_size, booked) = if plan.packets == 1 {
             let wait = SimDuration::from_ps(full.as_ps() / 2);
             let booked = link.book_packet(self.first, tail, plan.bytes(), wait)?;
@@ -223,7 +256,7 @@ impl FlowFront {
             let busy = full
                 .checked_mul(plan.packets - 1)
                 .and_then(|fulls| fulls.checked_add(tail))
-                .map_err(HwError::time(name))?;
+                .map_err(HwError::time(link.name()))?;
             (
                 full,
                 link.book(self.first, busy, plan.bytes(), plan.packets)?,
@@ -242,7 +275,6 @@ impl FlowFront {
         let last_leaves = after(self.last.max(last_full_leaves), tail)?;
         let first_leaves = after(booked.start, first_size)?;
         let residency = booked.end.saturating_since(self.first);
-        let latency = link.params().latency;
         *self = FlowFront {
             first: after(first_leaves, latency)?,
             last_full: after(last_full_leaves, latency)?,
