@@ -74,10 +74,10 @@ impl From<&LinkSpec> for HopParams {
 
 /// One direction of one physical link: a FIFO serial server with counters.
 ///
-/// `repr(C)` keeps the fields every hop of every transfer reads (the
-/// server's calendar, then the remembered occupancies and the latency)
-/// together at the front; the [`Fabric`](super::Fabric) keeps all links in
-/// one table, so a path's links cost one or two cache lines each.
+/// `repr(C)` puts the server's calendar, one aligned cache line, first:
+/// it is all a flow-mode hop touches (its occupancies and latency come
+/// from the route, `hw::flow_route`); the remembered
+/// occupancies and parameters follow, for packet mode and bare paths.
 #[repr(C)]
 pub struct Link {
     server: SerialServer,

@@ -126,29 +126,41 @@ struct Calendar {
     reserved: u64,
     jobs: u64,
     bytes: u64,
+    /// The earliest idle gap (`from == to`: none). A link booked ahead by
+    /// one flow at a time holds one gap, replaced at every booking: kept
+    /// here, it costs no access beyond the calendar's cache line.
+    first_gap: (SimTime, SimTime),
+    /// How many gaps [`SerialServer::later_gaps`] holds; never more than
+    /// zero while `first_gap` is empty.
+    later_gaps: u64,
 }
 
+impl Calendar {
+    fn has_gap(&self) -> bool {
+        self.first_gap.0 < self.first_gap.1
+    }
+}
+
+type Gap = (SimTime, SimTime);
+
 /// A FIFO single server; see the module documentation. `repr(C)`: what
-/// every booking touches first, the name (for errors and traces) last.
-#[repr(C)]
+/// every booking touches first (the calendar, one cache line), the name
+/// (for errors and traces) last.
+#[repr(C, align(64))]
 pub struct SerialServer {
     calendar: Cell<Calendar>,
-    /// Idle spans before `free_at` that end after the last booking's
-    /// `now`, in time order (left by flows booked ahead; always empty when
-    /// every job arrives at the instant it books).
-    gaps: RefCell<VecDeque<(SimTime, SimTime)>>,
+    /// The idle spans before `free_at` after the calendar's first one, in
+    /// time order. Together they are the spans that end after the last
+    /// booking's `now` (left by flows booked ahead; none when every job
+    /// arrives at the instant it books).
+    later_gaps: RefCell<VecDeque<Gap>>,
     name: Rc<str>,
     activity: Activity,
 }
 
 /// Uses the idle `gaps` from `arrives` on for up to `left` ps of service,
 /// in time order; what is used leaves the gaps and goes into `pieces`.
-fn fill_gaps(
-    gaps: &mut VecDeque<(SimTime, SimTime)>,
-    arrives: SimTime,
-    left: &mut u64,
-    pieces: &mut Pieces,
-) {
+fn fill_gaps(gaps: &mut VecDeque<Gap>, arrives: SimTime, left: &mut u64, pieces: &mut Pieces) {
     let mut index = 0;
     while *left > 0 && index < gaps.len() {
         let (from, to) = gaps[index];
@@ -216,7 +228,7 @@ impl SerialServer {
             name: name.into(),
             activity,
             calendar: Cell::new(Calendar::default()),
-            gaps: RefCell::new(VecDeque::new()),
+            later_gaps: RefCell::new(VecDeque::new()),
         }
     }
 
@@ -255,21 +267,21 @@ impl SerialServer {
     ) -> Result<Reservation, HwError> {
         let now = sim::now();
         let mut calendar = self.calendar.get();
-        let mut gaps = self.gaps.borrow_mut();
-        while gaps.front().is_some_and(|gap| gap.1 <= now) {
-            gaps.pop_front();
-        }
-        let reservation = if gaps.is_empty() && !trace::is_recording() {
+        self.forget_gaps_before(&mut calendar, now);
+        let reservation = if !calendar.has_gap() && !trace::is_recording() {
             // No idle time to fill and nothing to trace: one block.
             let start = arrives.max(calendar.free_at);
-            Self::leave_gap(&mut gaps, calendar.free_at.max(now), start);
+            let idle_from = calendar.free_at.max(now);
+            if start > idle_from {
+                calendar.first_gap = (idle_from, start);
+            }
             calendar.free_at = later_for(start, occupancy, || &self.name)?;
             Reservation {
                 start,
                 end: calendar.free_at,
             }
         } else {
-            self.fill_and_append(&mut calendar, &mut gaps, (now, arrives), occupancy, bytes)?
+            self.fill_and_append(&mut calendar, (now, arrives), occupancy, bytes)?
         };
         calendar.reserved += occupancy.as_ps();
         calendar.jobs += jobs;
@@ -278,11 +290,35 @@ impl SerialServer {
         Ok(reservation)
     }
 
-    /// Keeps `[idle_from, start)` as an idle gap if it is not empty.
-    fn leave_gap(gaps: &mut VecDeque<(SimTime, SimTime)>, idle_from: SimTime, start: SimTime) {
-        if start > idle_from {
-            gaps.push_back((idle_from, start));
+    /// Drops the gaps that end by `now`: no job can use them any more.
+    fn forget_gaps_before(&self, calendar: &mut Calendar, now: SimTime) {
+        while calendar.has_gap() && calendar.first_gap.1 <= now {
+            calendar.first_gap = match calendar.later_gaps {
+                0 => (SimTime::ZERO, SimTime::ZERO),
+                _ => {
+                    calendar.later_gaps -= 1;
+                    let next = self.later_gaps.borrow_mut().pop_front();
+                    next.expect("later_gaps counts the gaps kept")
+                }
+            };
         }
+    }
+
+    /// Runs `edit` on every gap, in time order, then keeps them as the
+    /// calendar's first and the later ones.
+    fn edit_gaps<R>(
+        &self,
+        calendar: &mut Calendar,
+        edit: impl FnOnce(&mut VecDeque<Gap>) -> R,
+    ) -> R {
+        let mut gaps = self.later_gaps.borrow_mut();
+        if calendar.has_gap() {
+            gaps.push_front(calendar.first_gap);
+        }
+        let result = edit(&mut gaps);
+        calendar.first_gap = gaps.pop_front().unwrap_or_default();
+        calendar.later_gaps = gaps.len() as u64;
+        result
     }
 
     /// [`reserve_batch`](Self::reserve_batch)'s service where idle gaps
@@ -291,19 +327,27 @@ impl SerialServer {
     fn fill_and_append(
         &self,
         calendar: &mut Calendar,
-        gaps: &mut VecDeque<(SimTime, SimTime)>,
         (now, arrives): (SimTime, SimTime),
         occupancy: SimDuration,
         bytes: u64,
     ) -> Result<Reservation, HwError> {
         let mut pieces = Pieces::new(trace::is_recording());
         let mut left = occupancy.as_ps();
-        fill_gaps(gaps, arrives, &mut left, &mut pieces);
-        if left > 0 || pieces.first.is_none() {
-            let start = arrives.max(calendar.free_at);
-            Self::leave_gap(gaps, calendar.free_at.max(now), start);
+        let free_at = calendar.free_at;
+        let appended = self.edit_gaps(calendar, |gaps| {
+            fill_gaps(gaps, arrives, &mut left, &mut pieces);
+            if left == 0 && pieces.first.is_some() {
+                return Ok(None);
+            }
+            let start = arrives.max(free_at);
+            if start > free_at.max(now) {
+                gaps.push_back((free_at.max(now), start));
+            }
             let end = later_for(start, SimDuration::from_ps(left), || &self.name)?;
             pieces.push(start, end);
+            Ok(Some(end))
+        })?;
+        if let Some(end) = appended {
             calendar.free_at = end;
         }
         for piece in &pieces.traced {
@@ -339,7 +383,7 @@ impl SerialServer {
         let start = later_for(arrives, wait, || &self.name)?.max(calendar.slipped_until);
         let end = later_for(start, occupancy, || &self.name)?;
         calendar.slipped_until = end;
-        if !self.shrink_gap_at(arrives, occupancy) {
+        if !self.shrink_gap_at(&mut calendar, arrives, occupancy) {
             calendar.free_at = later_for(calendar.free_at, occupancy, || &self.name)?;
         }
         calendar.reserved += occupancy.as_ps();
@@ -356,22 +400,31 @@ impl SerialServer {
     /// Takes `occupancy` off the end of the idle gap that holds `arrives`,
     /// if one does and is long enough (the gap stays one piece, so the
     /// flow it was left for is not split around a header).
-    fn shrink_gap_at(&self, arrives: SimTime, occupancy: SimDuration) -> bool {
-        let mut gaps = self.gaps.borrow_mut();
-        let holds = |&(from, to): &(SimTime, SimTime)| {
+    fn shrink_gap_at(
+        &self,
+        calendar: &mut Calendar,
+        arrives: SimTime,
+        occupancy: SimDuration,
+    ) -> bool {
+        if !calendar.has_gap() {
+            return false;
+        }
+        let holds = |&(from, to): &Gap| {
             from <= arrives && arrives < to && to.saturating_since(from) >= occupancy
         };
-        let Some(index) = gaps.iter().position(holds) else {
-            return false;
-        };
-        let (from, to) = gaps[index];
-        let to = SimTime::from_ps(to.as_ps() - occupancy.as_ps());
-        if from < to {
-            gaps[index] = (from, to);
-        } else {
-            gaps.remove(index);
-        }
-        true
+        self.edit_gaps(calendar, |gaps| {
+            let Some(index) = gaps.iter().position(holds) else {
+                return false;
+            };
+            let (from, to) = gaps[index];
+            let to = SimTime::from_ps(to.as_ps() - occupancy.as_ps());
+            if from < to {
+                gaps[index] = (from, to);
+            } else {
+                gaps.remove(index);
+            }
+            true
+        })
     }
 
     /// The end of the last booking: a packet arriving before it finds the
@@ -384,10 +437,10 @@ impl SerialServer {
     pub fn stats(&self, now: SimTime) -> ServerStats {
         let calendar = self.calendar.get();
         let ahead = calendar.free_at.saturating_since(now).as_ps();
-        let idle_ahead: u64 = self
-            .gaps
-            .borrow()
+        let first = calendar.has_gap().then_some(calendar.first_gap);
+        let idle_ahead: u64 = first
             .iter()
+            .chain(self.later_gaps.borrow().iter())
             .map(|&(from, to)| to.saturating_since(from.max(now)).as_ps())
             .sum();
         let busy = calendar
@@ -505,6 +558,35 @@ mod tests {
         assert_eq!(spans, vec![(100, 130), (0, 180), (180, 190), (100, 0)]);
         let end = server.stats(SimTime::from_ns(200));
         assert_eq!((end.busy, end.jobs), (ns(190), 3));
+    }
+
+    #[test]
+    fn several_gaps_are_used_in_time_order_and_forgotten_once_past() {
+        let span = |r: Reservation| (r.start.as_ps() / 1000, r.end.as_ps() / 1000);
+        let (spans, server) = on_server("s", |s| async move {
+            // Three flows booked ahead leave [0, 100), [130, 200) and
+            // [230, 300) idle.
+            for at in [100, 200, 300] {
+                s.reserve_batch(SimTime::from_ns(at), ns(30), 0, 1).unwrap();
+            }
+            // 150 ns arriving now: [0, 100) and [130, 180). Then 100 ns:
+            // [180, 200), [230, 300) and [330, 340) after the bookings.
+            let first = s.reserve(ns(150), 0).unwrap();
+            let second = s.reserve(ns(100), 0).unwrap();
+            [first, second].map(span)
+        });
+        assert_eq!(spans, [(0, 180), (180, 340)]);
+        assert_eq!(server.stats(SimTime::from_ns(340)).busy, ns(340));
+        let (spans, _) = on_server("s", |s| async move {
+            // Gaps [0, 100) and [130, 200); at 150 the first is past and
+            // the second half gone: 30 ns arriving then is served at 150.
+            for at in [100, 200] {
+                s.reserve_batch(SimTime::from_ns(at), ns(30), 0, 1).unwrap();
+            }
+            sim::sleep(ns(150)).await;
+            span(s.reserve(ns(30), 0).unwrap())
+        });
+        assert_eq!(spans, (150, 180));
     }
 
     #[test]
