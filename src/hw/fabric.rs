@@ -258,7 +258,10 @@ impl Fabric {
         if self.fidelity() == Fidelity::Flow
             && let Some(took) = self.unbooked_access(space, offset, len)
         {
-            let lands = self.book_send(path, bytes)?.end;
+            let lands = match bytes {
+                0 => self.header_lands(path, sim::now())?,
+                _ => self.flow_route(path)?.lands(&self.links, bytes)?,
+            };
             sim::sleep_until(super::later(lands, took?, "memory access")?).await;
             return Ok(());
         }

@@ -15,9 +15,9 @@ use std::cell::RefCell;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
-use super::transit::{HopTimes, book_flow_hops};
+use super::transit::{HopTimes, Slowest, cross_hops};
 use super::{HwError, Link, PacketPlan, TransferReport, later_for};
-use crate::sim::{SimDuration, SimTime};
+use crate::sim::{self, SimDuration, SimTime};
 use crate::topology::Path;
 
 /// One hop of a [`FlowRoute`].
@@ -80,6 +80,27 @@ impl FlowRoute {
     /// Books `bytes` over the route from now ([`book_flow`](super::book_flow)).
     pub(crate) fn book(&self, links: &[Link], bytes: u64) -> Result<TransferReport, HwError> {
         let plan = PacketPlan::new(bytes, self.max_payload);
+        let start = sim::now();
+        let mut slowest = Slowest::default();
+        let end = self.cross(links, &plan, start, |hop, link, residency| {
+            slowest.note(hop, link, residency)
+        })?;
+        Ok(slowest.report(start, end, &plan))
+    }
+
+    /// [`book`](Self::book), telling only when the last byte lands.
+    pub(crate) fn lands(&self, links: &[Link], bytes: u64) -> Result<SimTime, HwError> {
+        let plan = PacketPlan::new(bytes, self.max_payload);
+        self.cross(links, &plan, sim::now(), |_, _, _| {})
+    }
+
+    fn cross<'a>(
+        &self,
+        links: &'a [Link],
+        plan: &PacketPlan,
+        start: SimTime,
+        on_hop: impl FnMut(usize, &'a Link, SimDuration),
+    ) -> Result<SimTime, HwError> {
         self.remember_tails(links, plan.last)?;
         let tails = self.tails.borrow();
         let hops = self.hops.iter().zip(tails.1.iter()).map(|(hop, &tail)| {
@@ -90,7 +111,7 @@ impl FlowRoute {
             };
             Ok((&links[hop.link], times))
         });
-        book_flow_hops(hops, plan)
+        cross_hops(hops, plan, start, on_hop)
     }
 
     /// Makes `tails` hold `S_h(last)` per hop.

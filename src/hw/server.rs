@@ -139,6 +139,13 @@ impl Calendar {
     fn has_gap(&self) -> bool {
         self.first_gap.0 < self.first_gap.1
     }
+
+    /// Counts a booking of `jobs` jobs, `bytes` bytes and `occupancy`.
+    fn count(&mut self, occupancy: SimDuration, bytes: u64, jobs: u64) {
+        self.reserved += occupancy.as_ps();
+        self.jobs += jobs;
+        self.bytes = self.bytes.saturating_add(bytes);
+    }
 }
 
 type Gap = (SimTime, SimTime);
@@ -265,29 +272,39 @@ impl SerialServer {
         bytes: u64,
         jobs: u64,
     ) -> Result<Reservation, HwError> {
-        let now = sim::now();
         let mut calendar = self.calendar.get();
-        self.forget_gaps_before(&mut calendar, now);
-        let reservation = if !calendar.has_gap() && !trace::is_recording() {
-            // No idle time to fill and nothing to trace: one block.
-            let start = arrives.max(calendar.free_at);
-            let idle_from = calendar.free_at.max(now);
-            if start > idle_from {
-                calendar.first_gap = (idle_from, start);
-            }
-            calendar.free_at = later_for(start, occupancy, || &self.name)?;
-            Reservation {
-                start,
-                end: calendar.free_at,
-            }
-        } else {
-            self.fill_and_append(&mut calendar, (now, arrives), occupancy, bytes)?
-        };
-        calendar.reserved += occupancy.as_ps();
-        calendar.jobs += jobs;
-        calendar.bytes = calendar.bytes.saturating_add(bytes);
+        let reservation = self.book_block(&mut calendar, arrives, occupancy, bytes)?;
+        calendar.count(occupancy, bytes, jobs);
         self.calendar.set(calendar);
         Ok(reservation)
+    }
+
+    /// [`reserve_batch`](Self::reserve_batch)'s service, on `calendar`
+    /// (counted by the caller).
+    #[inline]
+    fn book_block(
+        &self,
+        calendar: &mut Calendar,
+        arrives: SimTime,
+        occupancy: SimDuration,
+        bytes: u64,
+    ) -> Result<Reservation, HwError> {
+        let now = sim::now();
+        self.forget_gaps_before(calendar, now);
+        if calendar.has_gap() || trace::is_recording() {
+            return self.fill_and_append(calendar, (now, arrives), occupancy, bytes);
+        }
+        // No idle time to fill and nothing to trace: one block.
+        let start = arrives.max(calendar.free_at);
+        let idle_from = calendar.free_at.max(now);
+        if start > idle_from {
+            calendar.first_gap = (idle_from, start);
+        }
+        calendar.free_at = later_for(start, occupancy, || &self.name)?;
+        Ok(Reservation {
+            start,
+            end: calendar.free_at,
+        })
     }
 
     /// Drops the gaps that end by `now`: no job can use them any more.
@@ -377,19 +394,32 @@ impl SerialServer {
         wait: SimDuration,
     ) -> Result<Reservation, HwError> {
         let mut calendar = self.calendar.get();
-        if arrives >= calendar.free_at {
-            return self.reserve_batch(arrives, occupancy, bytes, 1);
-        }
+        let reservation = if arrives >= calendar.free_at {
+            self.book_block(&mut calendar, arrives, occupancy, bytes)?
+        } else {
+            self.slip_in(&mut calendar, arrives, occupancy, bytes, wait)?
+        };
+        calendar.count(occupancy, bytes, 1);
+        self.calendar.set(calendar);
+        Ok(reservation)
+    }
+
+    /// [`reserve_between`](Self::reserve_between)'s service of a packet
+    /// arriving inside booked time.
+    fn slip_in(
+        &self,
+        calendar: &mut Calendar,
+        arrives: SimTime,
+        occupancy: SimDuration,
+        bytes: u64,
+        wait: SimDuration,
+    ) -> Result<Reservation, HwError> {
         let start = later_for(arrives, wait, || &self.name)?.max(calendar.slipped_until);
         let end = later_for(start, occupancy, || &self.name)?;
         calendar.slipped_until = end;
-        if !self.shrink_gap_at(&mut calendar, arrives, occupancy) {
+        if !self.shrink_gap_at(calendar, arrives, occupancy) {
             calendar.free_at = later_for(calendar.free_at, occupancy, || &self.name)?;
         }
-        calendar.reserved += occupancy.as_ps();
-        calendar.jobs += 1;
-        calendar.bytes = calendar.bytes.saturating_add(bytes);
-        self.calendar.set(calendar);
         let reservation = Reservation { start, end };
         if trace::is_recording() {
             self.trace(reservation, bytes);

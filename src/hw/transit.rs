@@ -170,12 +170,17 @@ pub fn book_flow<'a>(
         };
         Ok((link, times))
     });
-    book_flow_hops(hops, plan)
+    let start = sim::now();
+    let mut slowest = Slowest::default();
+    let end = cross_hops(hops, &plan, start, |hop, link, residency| {
+        slowest.note(hop, link, residency)
+    })?;
+    Ok(slowest.report(start, end, &plan))
 }
 
 /// What a flow needs to know of one hop besides its calendar:
-/// `S_h(P)`, `S_h(P_last)` and `L_h` (a [`FlowRoute`](super::FlowRoute)
-/// keeps them beside the path, so a hop touches only its link's calendar).
+/// `S_h(P)`, `S_h(P_last)` and `L_h` (a `FlowRoute` keeps them beside the
+/// path, so a hop touches only its link's calendar).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HopTimes {
     pub full: SimDuration,
@@ -183,36 +188,51 @@ pub(crate) struct HopTimes {
     pub latency: SimDuration,
 }
 
-/// [`book_flow`] over links whose times are already known.
-pub(crate) fn book_flow_hops<'a>(
+/// Books a flow of `plan` starting at `start` (now) over `hops`; tells
+/// `on_hop` each hop's index, link and the flow's residency there, and
+/// returns when the last byte arrives.
+pub(crate) fn cross_hops<'a>(
     hops: impl IntoIterator<Item = Result<(&'a Link, HopTimes), HwError>>,
-    plan: PacketPlan,
-) -> Result<TransferReport, HwError> {
-    let start = sim::now();
+    plan: &PacketPlan,
+    start: SimTime,
+    mut on_hop: impl FnMut(usize, &'a Link, SimDuration),
+) -> Result<SimTime, HwError> {
     let mut front = FlowFront::at(start);
-    // The slowest hop so far; its name is fetched once, at the end (a
-    // name is a separate allocation: touching it at every hop costs a
-    // cache miss per hop).
-    let mut slowest: Option<(usize, &Link, SimDuration)> = None;
     for (index, hop) in hops.into_iter().enumerate() {
         let (link, times) = hop?;
-        let residency = front.cross(link, &plan, times)?;
-        if slowest.is_none_or(|(_, _, most)| residency >= most) {
-            slowest = Some((index, link, residency));
+        on_hop(index, link, front.cross(link, plan, times)?);
+    }
+    Ok(front.last)
+}
+
+/// The hop where a flow spent the longest so far (the last of equals).
+#[derive(Default)]
+pub(crate) struct Slowest<'a>(Option<(usize, &'a Link, SimDuration)>);
+
+impl<'a> Slowest<'a> {
+    pub(crate) fn note(&mut self, hop: usize, link: &'a Link, residency: SimDuration) {
+        if self.0.is_none_or(|(_, _, most)| residency >= most) {
+            self.0 = Some((hop, link, residency));
         }
     }
-    let bottleneck = slowest.map(|(hop, link, residency)| Bottleneck {
-        hop,
-        link: link.server().shared_name(),
-        residency,
-    });
-    Ok(TransferReport {
-        start,
-        end: front.last,
-        bytes: plan.bytes(),
-        packets: plan.packets,
-        bottleneck,
-    })
+
+    /// The report of a flow of `plan` from `start` to `end`. The slowest
+    /// link's name is fetched here, once (a name is a separate
+    /// allocation: touching it at every hop costs a cache miss per hop).
+    pub(crate) fn report(self, start: SimTime, end: SimTime, plan: &PacketPlan) -> TransferReport {
+        let bottleneck = self.0.map(|(hop, link, residency)| Bottleneck {
+            hop,
+            link: link.server().shared_name(),
+            residency,
+        });
+        TransferReport {
+            start,
+            end,
+            bytes: plan.bytes(),
+            packets: plan.packets,
+            bottleneck,
+        }
+    }
 }
 
 /// Where a flow's packets are when they reach the next hop: the first
