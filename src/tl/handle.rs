@@ -1,10 +1,17 @@
 //! [`TensorHandle`]: where a tensor is and what it holds; [`Address`]:
 //! anything `load` and `store` accept as a device address.
 
+use smallvec::SmallVec;
+
 use crate::mem::DType;
 use crate::topology::MemSpace;
 
 use super::KernelError;
+
+/// A tensor's dimensions, outermost first. Up to four are kept inline:
+/// kernels make several handles and messages per IPCQ message, and making
+/// one then allocates nothing.
+pub type Shape = SmallVec<[usize; 4]>;
 
 /// A tensor in device memory: its address, memory, shape (row-major) and
 /// element type. It carries no values: with data on they are in the
@@ -13,7 +20,7 @@ use super::KernelError;
 pub struct TensorHandle {
     addr: u64,
     space: MemSpace,
-    shape: Vec<usize>,
+    shape: Shape,
     dtype: DType,
 }
 
@@ -30,7 +37,7 @@ impl TensorHandle {
         Ok(TensorHandle {
             addr,
             space,
-            shape: shape.to_vec(),
+            shape: Shape::from_slice(shape),
             dtype,
         })
     }

@@ -45,7 +45,7 @@ mod scratch;
 pub use context::{Grid, PeCoord, Tl};
 pub use error::KernelError;
 pub use gemm::{CompositeToken, Epilogue};
-pub use handle::{Address, TensorHandle};
+pub use handle::{Address, Shape, TensorHandle};
 pub use ipcq::{
     Backpressure, Dir, IpcqError, IpcqNetwork, IpcqParams, RecvFuture, RingSpec, SendArgs,
     pointer_dump,

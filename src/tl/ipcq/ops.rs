@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 use crate::mem::DType;
 use crate::sim::{self, SimDuration};
 use crate::tl::handle::checked_bytes;
-use crate::tl::{Address, KernelError, PeCoord, TensorHandle, Tl};
+use crate::tl::{Address, KernelError, PeCoord, Shape, TensorHandle, Tl};
 use crate::topology::MemSpace;
 
 use super::ring::{Message, Ring};
@@ -27,7 +27,7 @@ pub struct SendArgs {
     /// Its size; must be `shape × dtype`.
     pub nbytes: u64,
     /// Its shape.
-    pub shape: Vec<usize>,
+    pub shape: Shape,
     /// Its element type.
     pub dtype: DType,
     /// The memory `src_addr` is in (checked).
@@ -84,7 +84,7 @@ impl Tl {
         let args = SendArgs {
             src_addr: src.addr(),
             nbytes: src.bytes(),
-            shape: src.shape().to_vec(),
+            shape: Shape::from_slice(src.shape()),
             dtype: src.dtype(),
             space: src.space(),
         };
@@ -198,7 +198,7 @@ impl Tl {
             let ticket = ring.ticket();
             (ring, ticket)
         });
-        let (tl, shape) = (self.clone(), shape.to_vec());
+        let (tl, shape) = (self.clone(), Shape::from_slice(shape));
         RecvFuture(Box::pin(async move {
             let (ring, ticket) = ticket?;
             tl.take_slot(&ring, ticket, &shape, dtype).await
@@ -322,14 +322,14 @@ impl Tl {
         dtype: DType,
     ) -> Result<(), KernelError> {
         let strict = self.network("recv")?.params().strict_validation;
-        if !strict || (sent.shape == shape && sent.dtype == dtype) {
+        if !strict || (sent.shape[..] == *shape && sent.dtype == dtype) {
             return Ok(());
         }
         let s = &ring.spec;
         Err(IpcqError::Mismatch(Box::new(Mismatch {
             sender: s.sender,
             send_dir: s.send_dir,
-            sent_shape: sent.shape.clone(),
+            sent_shape: sent.shape.to_vec(),
             sent_dtype: sent.dtype,
             receiver: s.receiver,
             label: s.label,

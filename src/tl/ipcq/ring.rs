@@ -13,7 +13,7 @@ use crate::hw::Fabric;
 use crate::mem::DType;
 use crate::sim::SimTime;
 use crate::sim::{self, Describe};
-use crate::tl::PeCoord;
+use crate::tl::{PeCoord, Shape};
 use crate::topology::{Fidelity, NodeId, Path};
 
 use super::{ConnectError, Dir, IpcqError, IpcqParams, RingSpec};
@@ -59,7 +59,7 @@ pub(super) fn wait_until<T>(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Message {
     /// The whole message's shape, dtype and size.
-    pub shape: Vec<usize>,
+    pub shape: Shape,
     pub dtype: DType,
     pub nbytes: u64,
     /// This segment's index and the message's segment count.
