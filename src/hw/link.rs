@@ -175,6 +175,7 @@ impl Link {
     /// Books the link for a whole flow of `packets` packets whose first
     /// arrives at `arrives`: `busy` of occupancy for `payload` bytes (see
     /// [`SerialServer::reserve_batch`]).
+    #[inline]
     pub(crate) fn book(
         &self,
         arrives: SimTime,
@@ -193,6 +194,7 @@ impl Link {
 
     /// Books the link for a flow of one packet arriving at `arrives`
     /// ([`SerialServer::reserve_between`]).
+    #[inline]
     pub(crate) fn book_packet(
         &self,
         arrives: SimTime,

@@ -265,6 +265,7 @@ impl SerialServer {
     /// every caller but a flow) never see a gap: they are served over
     /// `[max(now, free_at), + occupancy)`. Must be called from a simulation
     /// task.
+    #[inline]
     pub fn reserve_batch(
         &self,
         arrives: SimTime,
@@ -281,7 +282,7 @@ impl SerialServer {
 
     /// [`reserve_batch`](Self::reserve_batch)'s service, on `calendar`
     /// (counted by the caller).
-    #[inline]
+    #[inline(always)]
     fn book_block(
         &self,
         calendar: &mut Calendar,
@@ -308,17 +309,23 @@ impl SerialServer {
     }
 
     /// Drops the gaps that end by `now`: no job can use them any more.
+    #[inline]
     fn forget_gaps_before(&self, calendar: &mut Calendar, now: SimTime) {
         while calendar.has_gap() && calendar.first_gap.1 <= now {
             calendar.first_gap = match calendar.later_gaps {
                 0 => (SimTime::ZERO, SimTime::ZERO),
-                _ => {
-                    calendar.later_gaps -= 1;
-                    let next = self.later_gaps.borrow_mut().pop_front();
-                    next.expect("later_gaps counts the gaps kept")
-                }
+                _ => self.take_later_gap(calendar),
             };
         }
+    }
+
+    /// The earliest of the later gaps, taken out (out of line: the hot
+    /// path of a booking keeps to the calendar's cache line).
+    #[inline(never)]
+    fn take_later_gap(&self, calendar: &mut Calendar) -> Gap {
+        calendar.later_gaps -= 1;
+        let next = self.later_gaps.borrow_mut().pop_front();
+        next.expect("later_gaps counts the gaps kept")
     }
 
     /// Runs `edit` on every gap, in time order, then keeps them as the
@@ -341,6 +348,7 @@ impl SerialServer {
     /// [`reserve_batch`](Self::reserve_batch)'s service where idle gaps
     /// may hold some of it or it is traced: the gaps from `arrives` on
     /// first, the rest from `free_at` on.
+    #[inline(never)]
     fn fill_and_append(
         &self,
         calendar: &mut Calendar,
@@ -386,6 +394,7 @@ impl SerialServer {
     /// one is served no earlier than the last one slipped in has been, so
     /// packets arriving together are served one after another, as a queue
     /// of packets would (ADR-0012 D5, amended by ADR-0022).
+    #[inline]
     pub fn reserve_between(
         &self,
         arrives: SimTime,
