@@ -109,7 +109,7 @@ impl FlowRoute {
                 tail,
                 latency: hop.latency,
             };
-            Ok((&links[hop.link], times))
+            (&links[hop.link], times)
         });
         cross_hops(hops, plan, start, on_hop)
     }

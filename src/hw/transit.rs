@@ -162,14 +162,17 @@ pub fn book_flow<'a>(
     max_payload: NonZeroU64,
 ) -> Result<TransferReport, HwError> {
     let plan = PacketPlan::new(bytes, max_payload);
-    let hops = path.into_iter().map(|link| {
-        let times = HopTimes {
-            full: link.full_occupancy(plan.full)?,
-            tail: link.occupancy(plan.last)?,
-            latency: link.params().latency,
-        };
-        Ok((link, times))
-    });
+    let hops = path
+        .into_iter()
+        .map(|link| {
+            let times = HopTimes {
+                full: link.full_occupancy(plan.full)?,
+                tail: link.occupancy(plan.last)?,
+                latency: link.params().latency,
+            };
+            Ok((link, times))
+        })
+        .collect::<Result<Vec<_>, HwError>>()?;
     let start = sim::now();
     let mut slowest = Slowest::default();
     let end = cross_hops(hops, &plan, start, |hop, link, residency| {
@@ -192,14 +195,13 @@ pub(crate) struct HopTimes {
 /// `on_hop` each hop's index, link and the flow's residency there, and
 /// returns when the last byte arrives.
 pub(crate) fn cross_hops<'a>(
-    hops: impl IntoIterator<Item = Result<(&'a Link, HopTimes), HwError>>,
+    hops: impl IntoIterator<Item = (&'a Link, HopTimes)>,
     plan: &PacketPlan,
     start: SimTime,
     mut on_hop: impl FnMut(usize, &'a Link, SimDuration),
 ) -> Result<SimTime, HwError> {
     let mut front = FlowFront::at(start);
-    for (index, hop) in hops.into_iter().enumerate() {
-        let (link, times) = hop?;
+    for (index, (link, times)) in hops.into_iter().enumerate() {
         on_hop(index, link, front.cross(link, plan, times)?);
     }
     Ok(front.last)
