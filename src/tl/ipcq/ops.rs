@@ -187,22 +187,29 @@ impl Tl {
         shape: &[usize],
         dtype: DType,
     ) -> Result<TensorHandle, KernelError> {
-        self.recv_async(dir, shape, dtype).await
+        // As `recv_async(..).await`, without boxing the future.
+        let (ring, ticket) = self.next_ticket(dir)?;
+        self.take_slot(&ring, ticket, shape, dtype).await
     }
 
     /// Starts a receive from `dir`: its slot is the next one of the ring,
     /// in call order, whenever it is waited for.
     pub fn recv_async(&self, dir: Dir, shape: &[usize], dtype: DType) -> RecvFuture {
-        let ticket = self.ring(dir, "receive").map(|ring| {
-            self.release_held(|r| Rc::ptr_eq(r, &ring));
-            let ticket = ring.ticket();
-            (ring, ticket)
-        });
+        let ticket = self.next_ticket(dir);
         let (tl, shape) = (self.clone(), Shape::from_slice(shape));
         RecvFuture(Box::pin(async move {
             let (ring, ticket) = ticket?;
             tl.take_slot(&ring, ticket, &shape, dtype).await
         }))
+    }
+
+    /// The ring of `dir` and the next receive's ticket on it (releasing
+    /// the slots this program holds there).
+    fn next_ticket(&self, dir: Dir) -> Result<(Rc<Ring>, u64), KernelError> {
+        let ring = self.ring(dir, "receive")?;
+        self.release_held(|r| Rc::ptr_eq(r, &ring));
+        let ticket = ring.ticket();
+        Ok((ring, ticket))
     }
 
     /// Waits for a receive started with [`recv_async`](Self::recv_async).

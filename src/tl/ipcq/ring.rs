@@ -8,6 +8,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Poll, Waker};
 
+use smallvec::SmallVec;
+
 use crate::device::{Device, DeviceError};
 use crate::hw::Fabric;
 use crate::mem::DType;
@@ -19,8 +21,10 @@ use crate::topology::{Fidelity, NodeId, Path};
 use super::{ConnectError, Dir, IpcqError, IpcqParams, RingSpec};
 
 /// Tasks to wake when something changes; they re-check their condition.
+/// Mostly one or two wait on a ring: kept inline, registering allocates
+/// nothing.
 #[derive(Default)]
-pub(super) struct Wakers(RefCell<Vec<Waker>>);
+pub(super) struct Wakers(RefCell<SmallVec<[Waker; 2]>>);
 
 impl Wakers {
     fn register(&self, waker: &Waker) {
