@@ -212,17 +212,25 @@ impl Fabric {
     /// Flow mode: books `bytes` over `path` from now and tells when they
     /// land, without waiting (a header books nothing: ADR-0022).
     fn book_send(&self, path: &Arc<Path>, bytes: u64) -> Result<TransferReport, HwError> {
-        let start = sim::now();
-        if bytes == 0 {
-            return Ok(TransferReport {
-                start,
-                end: self.header_lands(path, start)?,
-                bytes: 0,
-                packets: 1,
-                bottleneck: None,
-            });
+        if bytes > 0 {
+            return self.flow_route(path)?.book(&self.links, bytes);
         }
-        self.flow_route(path)?.book(&self.links, bytes)
+        Ok(TransferReport {
+            start: sim::now(),
+            end: self.flow_lands(path, bytes)?,
+            bytes: 0,
+            packets: 1,
+            bottleneck: None,
+        })
+    }
+
+    /// [`book_send`](Self::book_send)'s landing instant alone (no
+    /// bottleneck looked for): a header's crossing, or a flow's booking.
+    fn flow_lands(&self, path: &Arc<Path>, bytes: u64) -> Result<SimTime, HwError> {
+        match bytes {
+            0 => self.header_lands(path, sim::now()),
+            _ => self.flow_route(path)?.lands(&self.links, bytes),
+        }
     }
 
     /// When a header-only packet sent over `path` at `start` lands, in flow
@@ -258,10 +266,7 @@ impl Fabric {
         if self.fidelity() == Fidelity::Flow
             && let Some(took) = self.unbooked_access(space, offset, len)
         {
-            let lands = match bytes {
-                0 => self.header_lands(path, sim::now())?,
-                _ => self.flow_route(path)?.lands(&self.links, bytes)?,
-            };
+            let lands = self.flow_lands(path, bytes)?;
             sim::sleep_until(super::later(lands, took?, "memory access")?).await;
             return Ok(());
         }

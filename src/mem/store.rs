@@ -268,15 +268,16 @@ impl MemoryStore {
         }
         self.check_inside_memory(addr, len)?;
         let end = addr + len;
-        if let Some((&region, r)) = self.regions.range(..end).next_back() {
-            if region + r.len > addr {
-                return Err(StoreError::Overlaps {
-                    addr,
-                    len,
-                    region,
-                    region_len: r.len,
-                });
-            }
+        let below_end = self.extents.partition_point(|&(start, _)| start < end);
+        if let Some(&(region, region_len)) = below_end.checked_sub(1).map(|i| &self.extents[i])
+            && region + region_len > addr
+        {
+            return Err(StoreError::Overlaps {
+                addr,
+                len,
+                region,
+                region_len,
+            });
         }
         let bytes = match self.mode {
             DataMode::On => Pages::zeroed(buffer_len(len)),
