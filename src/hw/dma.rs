@@ -22,7 +22,7 @@ use std::future::Future;
 
 use super::HwError;
 use super::server::{Activity, SerialServer, ServerStats};
-use crate::sim::{self, Resource, SimDuration, SimTime};
+use crate::sim::{self, Resource, ResourceGuard, SimDuration, SimTime};
 use crate::topology::DmaSpec;
 
 /// A DMA engine: a serial issue stage and `max_outstanding` slots.
@@ -46,6 +46,32 @@ pub struct DmaCompletion<T> {
     pub started: SimTime,
     /// When the data movement finished.
     pub end: SimTime,
+}
+
+/// A DMA job whose descriptor is issued and which holds one of the
+/// engine's slots ([`DmaEngine::start`]) until dropped.
+pub struct DmaSlot {
+    /// When the job was asked for.
+    pub requested: SimTime,
+    /// When its descriptor had been issued.
+    pub issued: SimTime,
+    /// When it got the slot: its data phase starts.
+    pub started: SimTime,
+    _guard: ResourceGuard,
+}
+
+impl DmaSlot {
+    /// The completion of the job that held this slot and produced
+    /// `output`, ending now; the slot is freed.
+    pub fn finish<T>(self, output: T) -> DmaCompletion<T> {
+        DmaCompletion {
+            output,
+            requested: self.requested,
+            issued: self.issued,
+            started: self.started,
+            end: sim::now(),
+        }
+    }
 }
 
 impl DmaEngine {
@@ -80,18 +106,24 @@ impl DmaEngine {
     /// phase starts, so it must be lazy: an `async` block or `async fn`
     /// (a bare `sim::sleep(d)` fixes its deadline when it is created).
     pub async fn run<F: Future>(&self, job: F) -> Result<DmaCompletion<F::Output>, HwError> {
+        let slot = self.start().await?;
+        let output = job.await;
+        Ok(slot.finish(output))
+    }
+
+    /// Issues a descriptor and waits for a slot: stages 1 and 2 of
+    /// [`run`](Self::run), for a caller that runs the data phase itself.
+    /// The slot is held until the returned [`DmaSlot`] is dropped.
+    pub async fn start(&self) -> Result<DmaSlot, HwError> {
         let requested = sim::now();
         let issue = self.issue.reserve(self.issue_overhead, 0)?;
         sim::sleep_until(issue.end).await;
-        let _slot = self.slots.acquire().await;
-        let started = sim::now();
-        let output = job.await;
-        Ok(DmaCompletion {
-            output,
+        let guard = self.slots.acquire().await;
+        Ok(DmaSlot {
             requested,
             issued: issue.end,
-            started,
-            end: sim::now(),
+            started: sim::now(),
+            _guard: guard,
         })
     }
 

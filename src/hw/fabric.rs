@@ -118,7 +118,7 @@ impl Fabric {
                 let p = &edge.link;
                 let params =
                     HopParams::new(p.bandwidth, p.efficiency, p.latency, p.packet_overhead);
-                Link::new(&format!("{}->{}", from.name, to.name), params)
+                Link::new(&[&*from.name, "->", &*to.name].concat(), params)
             })
             .collect();
         let spec = machine.spec().clone();

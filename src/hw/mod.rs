@@ -40,7 +40,7 @@ pub mod pe;
 pub mod server;
 pub mod transit;
 
-pub use dma::{DmaCompletion, DmaEngine};
+pub use dma::{DmaCompletion, DmaEngine, DmaSlot};
 pub use fabric::{CubeUnits, Fabric, PeUnits};
 pub use hbm::{HbmController, hbm_formula, pc_shares};
 pub use io_cpu::{CubeFanout, IoCpu, LaunchReport};
