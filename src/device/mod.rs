@@ -24,6 +24,7 @@
 //! [`mem`]: crate::mem
 
 use std::cell::{Ref, RefCell};
+use std::future::Future;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -197,25 +198,67 @@ impl Device {
     /// Copies `len` bytes from `src` to `dst` with DMA `engine`, on behalf
     /// of node `initiator` (where the read request starts). See the module
     /// docs for the stages.
-    pub async fn dma_copy(
-        &self,
-        engine: &DmaEngine,
+    pub fn dma_copy<'a>(
+        &'a self,
+        engine: &'a DmaEngine,
         initiator: NodeId,
         src: u64,
         dst: u64,
         len: u64,
+    ) -> impl Future<Output = Result<CopyTiming, DeviceError>> + 'a {
+        self.copy(engine, initiator, CopyJob { src, dst, len }, None)
+    }
+
+    /// [`dma_copy`](Self::dma_copy), then a header-only write over
+    /// `signal` (an IPCQ doorbell) once the last byte is written; returns
+    /// when the signal has landed. The DMA slot is freed when the data is
+    /// written, except in flow mode when the write books nothing (a TCM):
+    /// the signal's crossing is then worked out with the data's and one
+    /// sleep covers both, the slot held until the signal lands (ADR-0024).
+    pub fn dma_copy_then_signal<'a>(
+        &'a self,
+        engine: &'a DmaEngine,
+        initiator: NodeId,
+        (src, dst, len): (u64, u64, u64),
+        signal: &'a Arc<Path>,
+    ) -> impl Future<Output = Result<CopyTiming, DeviceError>> + 'a {
+        self.copy(engine, initiator, CopyJob { src, dst, len }, Some(signal))
+    }
+
+    async fn copy(
+        &self,
+        engine: &DmaEngine,
+        initiator: NodeId,
+        CopyJob { src, dst, len }: CopyJob,
+        signal: Option<&Arc<Path>>,
     ) -> Result<CopyTiming, DeviceError> {
         let plan = self.plan(initiator, src, dst)?;
         // As `engine.run(job)`, without moving a job future into it.
         let slot = engine.start().await?;
         let id = self.apply(engine.name(), Op::Copy { src, dst, len })?;
-        self.run_stages(&plan, len).await?;
-        self.complete(id)?;
-        Ok(CopyTiming {
+        let f = &self.fabric;
+        f.send_then_access(&plan.request, 0, plan.src, len).await?;
+        let timing = |end| CopyTiming {
             requested: slot.requested,
             started: slot.started,
-            end: sim::now(),
-        })
+            end,
+        };
+        if let Some(signal) = signal
+            && let Some(times) = f.flow_write_then_signal(&plan.data, len, plan.dst, signal)
+        {
+            let (written, signalled) = times?;
+            sim::sleep_until(signalled).await;
+            self.oplog.borrow_mut().complete(id, written)?;
+            return Ok(timing(written));
+        }
+        f.send_then_access(&plan.data, len, plan.dst, len).await?;
+        self.complete(id)?;
+        let copied = timing(sim::now());
+        drop(slot);
+        if let Some(signal) = signal {
+            f.send(signal, 0).await?;
+        }
+        Ok(copied)
     }
 
     /// The uncontended time of [`dma_copy`](Self::dma_copy) from request
@@ -275,13 +318,14 @@ impl Device {
         self.copy_routes.borrow_mut().insert(key, routes.clone());
         Ok(routes)
     }
+}
 
-    async fn run_stages(&self, plan: &CopyPlan, len: u64) -> Result<(), DeviceError> {
-        let f = &self.fabric;
-        f.send_then_access(&plan.request, 0, plan.src, len).await?;
-        f.send_then_access(&plan.data, len, plan.dst, len).await?;
-        Ok(())
-    }
+/// What one DMA copy moves.
+#[derive(Clone, Copy)]
+struct CopyJob {
+    src: u64,
+    dst: u64,
+    len: u64,
 }
 
 /// The routes and memories of one copy.
@@ -296,6 +340,7 @@ struct CopyPlan {
 mod tests {
     use super::*;
     use crate::sim::Simulation;
+    use crate::topology::Fidelity;
 
     fn device(data: DataMode) -> Rc<Device> {
         let spec = TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap();
@@ -352,6 +397,54 @@ mod tests {
         let (off, _, back) = copy_far_hbm_to_tcm(DataMode::Off);
         assert_eq!(on, off);
         assert!(back.is_none(), "reads fail with data off");
+    }
+
+    /// Copies 4 KiB from PE 0's TCM of cube 0 to PE 0's TCM of cube 5 and
+    /// signals over the route between the two PEs; returns (when the
+    /// signal landed, the copy's formula plus the signal's crossing).
+    fn signalled_tcm_copy(fidelity: Fidelity) -> (SimDuration, SimDuration) {
+        let mut spec = TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap();
+        spec.simulation.fidelity = fidelity;
+        let device = Device::new(&spec, DataMode::Off).unwrap();
+        let tcm = |cube| MemSpace::Tcm {
+            sip: 0,
+            cube,
+            pe: 0,
+        };
+        let len = 4 << 10;
+        let (src, dst) = (
+            device.alloc(tcm(0), len).unwrap(),
+            device.alloc(tcm(5), len).unwrap(),
+        );
+        let machine = device.fabric().machine().clone();
+        let (pe, peer) = (machine.pe(0, 0, 0).unwrap(), machine.pe(0, 5, 0).unwrap());
+        let signal = device.fabric().router().find_path(pe, peer).unwrap();
+        let issue = spec.pe.dma.issue_overhead;
+        let formula = device.dma_copy_formula(issue, pe, src, dst, len).unwrap()
+            + device.fabric().send_formula(&signal, 0).unwrap();
+        let mut simulation = Simulation::new();
+        let d = device.clone();
+        let copy = simulation.spawn("pe0", async move {
+            let engine = d.fabric().pe_dma(0, 0, 0).clone();
+            d.dma_copy_then_signal(&engine, pe, (src, dst, len), &signal)
+                .await
+                .map(|timing| (timing, sim::now()))
+        });
+        simulation.run().unwrap();
+        let (timing, landed) = copy.output().unwrap().unwrap();
+        assert!(
+            timing.end < landed,
+            "the signal leaves once the data is written"
+        );
+        (landed - timing.requested, formula)
+    }
+
+    #[test]
+    fn an_uncontended_signalled_copy_takes_its_formula_in_both_fidelities() {
+        for fidelity in Fidelity::ALL {
+            let (simulated, formula) = signalled_tcm_copy(fidelity);
+            assert_eq!(simulated, formula, "{fidelity:?}");
+        }
     }
 
     #[test]

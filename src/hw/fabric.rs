@@ -274,6 +274,29 @@ impl Fabric {
         self.access(space, offset, len).await
     }
 
+    /// Flow mode, when the write at the end of `path` books nothing (a
+    /// TCM, the host): `bytes` sent over `path` from now, written to
+    /// `space`, then a header sent over `signal` from there; when the
+    /// last byte is written and when the signal lands (ADR-0024). `None`
+    /// otherwise: the caller runs the stages in turn.
+    pub fn flow_write_then_signal(
+        &self,
+        path: &Arc<Path>,
+        bytes: u64,
+        (space, offset): (MemSpace, u64),
+        signal: &Arc<Path>,
+    ) -> Option<Result<(SimTime, SimTime), HwError>> {
+        if self.fidelity() != Fidelity::Flow {
+            return None;
+        }
+        let took = self.unbooked_access(space, offset, bytes)?;
+        let times = || {
+            let written = super::later(self.flow_lands(path, bytes)?, took?, "memory access")?;
+            Ok((written, self.header_lands(signal, written)?))
+        };
+        Some(times())
+    }
+
     /// [`access_formula`](Self::access_formula) of the memories whose
     /// access books nothing (a TCM's latency, the host's nothing); `None`
     /// for those with pseudo-channels or a port to book.

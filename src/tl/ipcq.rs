@@ -8,7 +8,7 @@
 //! SRAM). Each ring has exactly one sender (a PE and its send direction).
 //!
 //! A send waits for a free slot (a credit), copies the message into the
-//! slot with the sender's PE_DMA over the real route (`Device::dma_copy`,
+//! slot with the sender's PE_DMA over the real route (`Device::dma_copy_then_signal`,
 //! source snapshotted at issue) and then rings a doorbell: a header-only
 //! transfer sender PE → receiver PE. The slot is receivable when the
 //! doorbell lands; the send returns then. A released slot returns its

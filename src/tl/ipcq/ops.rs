@@ -136,10 +136,10 @@ impl Tl {
         let p = &self.program;
         let (device, dma, node) = (p.device.clone(), p.dma.clone(), p.node);
         async move {
+            let copy = (src, ring.slot(seq), len);
             device
-                .dma_copy(&dma, node, src, ring.slot(seq), len)
+                .dma_copy_then_signal(&dma, node, copy, &ring.doorbell)
                 .await?;
-            device.fabric().send(&ring.doorbell, 0).await?;
             ring.doorbell_landed(seq);
             Ok(())
         }
