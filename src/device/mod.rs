@@ -30,13 +30,13 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use crate::hw::{DmaEngine, Fabric, HwError};
+use crate::hw::{DmaEngine, Fabric, HwError, Route};
 use crate::mem::{
     DataMode, DeviceAllocError, DeviceAllocators, MemoryStore, Op, OpLog, OpLogError, Payload,
     StoreError,
 };
 use crate::sim::{self, SimDuration, SimTime};
-use crate::topology::{AddressError, Machine, MemSpace, NodeId, Path, RouteError, TopologySpec};
+use crate::topology::{AddressError, Machine, MemSpace, NodeId, RouteError, TopologySpec};
 
 /// Allocation granule of every device memory: one 64-byte line.
 pub const GRANULE: u64 = 64;
@@ -91,7 +91,7 @@ pub struct Device {
 }
 
 /// A copy's routes by initiator, source memory and destination memory.
-type CopyRoutes = FxHashMap<(NodeId, MemSpace, MemSpace), (Arc<Path>, Arc<Path>)>;
+type CopyRoutes = FxHashMap<(NodeId, MemSpace, MemSpace), (Route, Route)>;
 
 impl Device {
     /// A fresh device for `spec`'s machine; `data` chooses whether bytes are
@@ -220,7 +220,7 @@ impl Device {
         engine: &'a DmaEngine,
         initiator: NodeId,
         (src, dst, len): (u64, u64, u64),
-        signal: &'a Arc<Path>,
+        signal: &'a Route,
     ) -> impl Future<Output = Result<CopyTiming, DeviceError>> + 'a {
         self.copy(engine, initiator, CopyJob { src, dst, len }, Some(signal))
     }
@@ -230,7 +230,7 @@ impl Device {
         engine: &DmaEngine,
         initiator: NodeId,
         CopyJob { src, dst, len }: CopyJob,
-        signal: Option<&Arc<Path>>,
+        signal: Option<&Route>,
     ) -> Result<CopyTiming, DeviceError> {
         let plan = self.plan(initiator, src, dst)?;
         // As `engine.run(job)`, without moving a job future into it.
@@ -274,9 +274,9 @@ impl Device {
         let plan = self.plan(initiator, src, dst)?;
         let f = &self.fabric;
         let stages = [
-            f.send_formula(&plan.request, 0)?,
+            f.send_formula(plan.request.path(), 0)?,
             f.access_formula(plan.src.0, plan.src.1, len)?,
-            f.send_formula(&plan.data, len)?,
+            f.send_formula(plan.data.path(), len)?,
             f.access_formula(plan.dst.0, plan.dst.1, len)?,
         ];
         Ok(stages.into_iter().fold(engine_issue, |sum, d| sum + d))
@@ -303,7 +303,7 @@ impl Device {
         initiator: NodeId,
         src: MemSpace,
         dst: MemSpace,
-    ) -> Result<(Arc<Path>, Arc<Path>), DeviceError> {
+    ) -> Result<(Route, Route), DeviceError> {
         let key = (initiator, src, dst);
         if let Some(routes) = self.copy_routes.borrow().get(&key) {
             return Ok(routes.clone());
@@ -312,8 +312,8 @@ impl Device {
         let src_node = router.resolver().memory_node(src)?;
         let dst_node = router.resolver().memory_node(dst)?;
         let routes = (
-            router.find_path(initiator, src_node)?,
-            router.find_path(src_node, dst_node)?,
+            self.fabric.route(&router.find_path(initiator, src_node)?)?,
+            self.fabric.route(&router.find_path(src_node, dst_node)?)?,
         );
         self.copy_routes.borrow_mut().insert(key, routes.clone());
         Ok(routes)
@@ -330,8 +330,8 @@ struct CopyJob {
 
 /// The routes and memories of one copy.
 struct CopyPlan {
-    request: Arc<Path>,
-    data: Arc<Path>,
+    request: Route,
+    data: Route,
     src: (MemSpace, u64),
     dst: (MemSpace, u64),
 }
@@ -418,10 +418,11 @@ mod tests {
         );
         let machine = device.fabric().machine().clone();
         let (pe, peer) = (machine.pe(0, 0, 0).unwrap(), machine.pe(0, 5, 0).unwrap());
-        let signal = device.fabric().router().find_path(pe, peer).unwrap();
+        let path = device.fabric().router().find_path(pe, peer).unwrap();
+        let signal = device.fabric().route(&path).unwrap();
         let issue = spec.pe.dma.issue_overhead;
         let formula = device.dma_copy_formula(issue, pe, src, dst, len).unwrap()
-            + device.fabric().send_formula(&signal, 0).unwrap();
+            + device.fabric().send_formula(&path, 0).unwrap();
         let mut simulation = Simulation::new();
         let d = device.clone();
         let copy = simulation.spawn("pe0", async move {

@@ -54,6 +54,22 @@ pub struct Fabric {
     flow_routes: RefCell<FxHashMap<*const Path, Rc<FlowRoute>>>,
 }
 
+/// A path as a fabric sends over it ([`Fabric::route`]): the path and,
+/// in flow mode, its [`FlowRoute`]. Valid for any fabric of the same
+/// machine.
+#[derive(Clone)]
+pub struct Route {
+    path: Arc<Path>,
+    flow: Option<Rc<FlowRoute>>,
+}
+
+impl Route {
+    /// The path.
+    pub fn path(&self) -> &Arc<Path> {
+        &self.path
+    }
+}
+
 /// The units every cube has. A new per-cube unit is one field here and one
 /// line in [`CubeUnits::new`].
 pub struct CubeUnits {
@@ -196,13 +212,14 @@ impl Fabric {
     /// fidelity says. In flow mode a header-only transfer (`bytes == 0`: a
     /// DMA read request, an IPCQ doorbell or credit) books no link
     /// (ADR-0022).
-    pub async fn send(&self, path: &Arc<Path>, bytes: u64) -> Result<TransferReport, HwError> {
+    pub async fn send(&self, route: &Route, bytes: u64) -> Result<TransferReport, HwError> {
         match self.fidelity() {
             Fidelity::Packet => {
+                let path = &route.path;
                 transfer(&self.path_links(path), bytes, self.max_payload(path)).await
             }
             Fidelity::Flow => {
-                let report = self.book_send(path, bytes)?;
+                let report = self.book_send(route, bytes)?;
                 sim::sleep_until(report.end).await;
                 Ok(report)
             }
@@ -211,13 +228,13 @@ impl Fabric {
 
     /// Flow mode: books `bytes` over `path` from now and tells when they
     /// land, without waiting (a header books nothing: ADR-0022).
-    fn book_send(&self, path: &Arc<Path>, bytes: u64) -> Result<TransferReport, HwError> {
+    fn book_send(&self, route: &Route, bytes: u64) -> Result<TransferReport, HwError> {
         if bytes > 0 {
-            return self.flow_route(path)?.book(&self.links, bytes);
+            return self.flow_of(route)?.book(&self.links, bytes);
         }
         Ok(TransferReport {
             start: sim::now(),
-            end: self.flow_lands(path, bytes)?,
+            end: self.flow_lands(route, bytes)?,
             bytes: 0,
             packets: 1,
             bottleneck: None,
@@ -226,18 +243,41 @@ impl Fabric {
 
     /// [`book_send`](Self::book_send)'s landing instant alone (no
     /// bottleneck looked for): a header's crossing, or a flow's booking.
-    fn flow_lands(&self, path: &Arc<Path>, bytes: u64) -> Result<SimTime, HwError> {
+    fn flow_lands(&self, route: &Route, bytes: u64) -> Result<SimTime, HwError> {
         match bytes {
-            0 => self.header_lands(path, sim::now()),
-            _ => self.flow_route(path)?.lands(&self.links, bytes),
+            0 => self.header_lands(route, sim::now()),
+            _ => self.flow_of(route)?.lands(&self.links, bytes),
         }
     }
 
     /// When a header-only packet sent over `path` at `start` lands, in flow
     /// mode: each hop's crossing, no link booked (ADR-0022). Uncontended it
     /// is [`send_formula`](Self::send_formula) of zero bytes.
-    pub fn header_lands(&self, path: &Arc<Path>, start: SimTime) -> Result<SimTime, HwError> {
-        self.flow_route(path)?.header_lands(&self.links, start)
+    pub fn header_lands(&self, route: &Route, start: SimTime) -> Result<SimTime, HwError> {
+        self.flow_of(route)?.header_lands(&self.links, start)
+    }
+
+    /// `path` as this fabric sends over it: in flow mode with its
+    /// [`FlowRoute`], so a caller that keeps the route (a DMA's copy
+    /// routes, an IPCQ ring's doorbell) never looks it up again.
+    pub fn route(&self, path: &Arc<Path>) -> Result<Route, HwError> {
+        let flow = match self.fidelity() {
+            Fidelity::Flow => Some(self.flow_route(path)?),
+            Fidelity::Packet => None,
+        };
+        Ok(Route {
+            path: path.clone(),
+            flow,
+        })
+    }
+
+    /// The flow-mode route of `route` (made when the route was, unless it
+    /// was made in packet mode).
+    fn flow_of(&self, route: &Route) -> Result<Rc<FlowRoute>, HwError> {
+        match &route.flow {
+            Some(flow) => Ok(flow.clone()),
+            None => self.flow_route(&route.path),
+        }
     }
 
     /// The flow-mode route of `path`, made on first use.
@@ -258,7 +298,7 @@ impl Fabric {
     /// the host), one sleep covers both.
     pub async fn send_then_access(
         &self,
-        path: &Arc<Path>,
+        route: &Route,
         bytes: u64,
         (space, offset): (MemSpace, u64),
         len: u64,
@@ -266,11 +306,11 @@ impl Fabric {
         if self.fidelity() == Fidelity::Flow
             && let Some(took) = self.unbooked_access(space, offset, len)
         {
-            let lands = self.flow_lands(path, bytes)?;
+            let lands = self.flow_lands(route, bytes)?;
             sim::sleep_until(super::later(lands, took?, "memory access")?).await;
             return Ok(());
         }
-        self.send(path, bytes).await?;
+        self.send(route, bytes).await?;
         self.access(space, offset, len).await
     }
 
@@ -281,17 +321,17 @@ impl Fabric {
     /// otherwise: the caller runs the stages in turn.
     pub fn flow_write_then_signal(
         &self,
-        path: &Arc<Path>,
+        route: &Route,
         bytes: u64,
         (space, offset): (MemSpace, u64),
-        signal: &Arc<Path>,
+        signal: &Route,
     ) -> Option<Result<(SimTime, SimTime), HwError>> {
         if self.fidelity() != Fidelity::Flow {
             return None;
         }
         let took = self.unbooked_access(space, offset, bytes)?;
         let times = || {
-            let written = super::later(self.flow_lands(path, bytes)?, took?, "memory access")?;
+            let written = super::later(self.flow_lands(route, bytes)?, took?, "memory access")?;
             Ok((written, self.header_lands(signal, written)?))
         };
         Some(times())
@@ -439,7 +479,7 @@ mod tests {
             .cloned()
             .map(|(path, bytes)| {
                 let f = fabric.clone();
-                simulation.spawn("send", async move { f.send(&path, bytes).await })
+                simulation.spawn("send", async move { f.send(&f.route(&path)?, bytes).await })
             })
             .collect();
         simulation.run().unwrap();
@@ -505,7 +545,10 @@ mod tests {
         let expected = fabric.send_formula(&path, 32 << 10).unwrap();
         let mut simulation = Simulation::new();
         let f = fabric.clone();
-        let done = simulation.spawn("dma", async move { f.send(&path, 32 << 10).await });
+        let done = simulation.spawn(
+            "dma",
+            async move { f.send(&f.route(&path)?, 32 << 10).await },
+        );
         simulation.run().unwrap();
         assert_eq!(done.output().unwrap().unwrap().duration(), expected);
     }

@@ -41,7 +41,7 @@ pub mod server;
 pub mod transit;
 
 pub use dma::{DmaCompletion, DmaEngine, DmaSlot};
-pub use fabric::{CubeUnits, Fabric, PeUnits};
+pub use fabric::{CubeUnits, Fabric, PeUnits, Route};
 pub use hbm::{HbmController, hbm_formula, pc_shares};
 pub use io_cpu::{CubeFanout, IoCpu, LaunchReport};
 pub use link::{HopParams, Link};

@@ -457,7 +457,9 @@ impl<A: Clone + 'static, T: 'static> LaunchContext<'_, A, T> {
     ) -> Result<(SimTime, Outputs<T>), LaunchError> {
         let fabric = self.device.fabric();
         sim::sleep(plan.cost.host).await;
-        fabric.send(&plan.command.path, COMMAND_BYTES).await?;
+        fabric
+            .send(&fabric.route(&plan.command.path)?, COMMAND_BYTES)
+            .await?;
         let cubes = plan
             .cubes
             .iter()
@@ -469,7 +471,9 @@ impl<A: Clone + 'static, T: 'static> LaunchContext<'_, A, T> {
             })
             .collect();
         let io = fabric.io_cpu(plan.sip).launch(cubes).await?;
-        fabric.send(&plan.completion.path, COMMAND_BYTES).await?;
+        fabric
+            .send(&fabric.route(&plan.completion.path)?, COMMAND_BYTES)
+            .await?;
         let mut reports = Vec::with_capacity(programs.len());
         for cube in io.responses {
             reports.extend(cube?);
@@ -486,7 +490,9 @@ impl<A: Clone + 'static, T: 'static> LaunchContext<'_, A, T> {
         target_start: SimTime,
     ) -> Result<Vec<Option<ProgramReport<T>>>, LaunchError> {
         let fabric = self.device.fabric();
-        fabric.send(&cube.command.path, COMMAND_BYTES).await?;
+        fabric
+            .send(&fabric.route(&cube.command.path)?, COMMAND_BYTES)
+            .await?;
         let commands = programs
             .iter()
             .zip(&cube.delivery)
@@ -496,7 +502,9 @@ impl<A: Clone + 'static, T: 'static> LaunchContext<'_, A, T> {
             })
             .collect();
         let done = cube.mcpu.run_kernels(target_start, commands).await?;
-        fabric.send(&cube.response.path, COMMAND_BYTES).await?;
+        fabric
+            .send(&fabric.route(&cube.response.path)?, COMMAND_BYTES)
+            .await?;
         Ok(done.outputs)
     }
 

@@ -5,18 +5,17 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::{Future, poll_fn};
 use std::rc::Rc;
-use std::sync::Arc;
 use std::task::{Poll, Waker};
 
 use smallvec::SmallVec;
 
 use crate::device::{Device, DeviceError};
-use crate::hw::Fabric;
+use crate::hw::{Fabric, Route};
 use crate::mem::DType;
 use crate::sim::SimTime;
 use crate::sim::{self, Describe};
 use crate::tl::{PeCoord, Shape};
-use crate::topology::{Fidelity, NodeId, Path};
+use crate::topology::{Fidelity, NodeId};
 
 use super::{ConnectError, Dir, IpcqError, IpcqParams, RingSpec};
 
@@ -142,8 +141,8 @@ pub(super) struct Ring {
     pub spec: RingSpec,
     slots: Vec<u64>,
     pub slot_bytes: u64,
-    pub doorbell: Arc<Path>,
-    credit: Arc<Path>,
+    pub doorbell: Route,
+    credit: Route,
     pointers: RefCell<Pointers>,
     messages: RefCell<Vec<Option<Message>>>,
     /// The sender waiting for a credit.
@@ -164,19 +163,18 @@ impl Ring {
         let base = device.alloc(spec.space, stride * params.slots as u64)?;
         let node = |pe: PeCoord| pe_node(device.fabric(), pe);
         let (sender_node, receiver_node) = (node(spec.sender)?, node(spec.receiver)?);
-        let router = device.fabric().router();
+        let fabric = device.fabric();
+        let route = |from, to| -> Result<Route, DeviceError> {
+            Ok(fabric.route(&fabric.router().find_path(from, to)?)?)
+        };
         Ok(Ring {
             spec,
             slots: (0..params.slots as u64)
                 .map(|i| base + i * stride)
                 .collect(),
             slot_bytes: params.slot_bytes,
-            doorbell: router
-                .find_path(sender_node, receiver_node)
-                .map_err(DeviceError::from)?,
-            credit: router
-                .find_path(receiver_node, sender_node)
-                .map_err(DeviceError::from)?,
+            doorbell: route(sender_node, receiver_node)?,
+            credit: route(receiver_node, sender_node)?,
             pointers: RefCell::default(),
             messages: RefCell::new(vec![None; params.slots]),
             credits: Rc::default(),
@@ -332,10 +330,10 @@ impl Ring {
             return;
         }
         let ring = self.clone();
-        let path = self.credit.clone();
+        let route = self.credit.clone();
         // The task ends when the credit lands; nobody joins it.
         drop(sim::spawn("ipcq credit", async move {
-            let sent = fabric.send(&path, 0).await;
+            let sent = fabric.send(&route, 0).await;
             ring.credit_landed(head, sent.err().map(|e| e.to_string()));
         }));
     }
