@@ -413,6 +413,45 @@ impl SerialServer {
         Ok(reservation)
     }
 
+    /// [`reserve_between`](Self::reserve_between) in its commonest case,
+    /// for flow mode's hop loop: a packet that arrives at or after
+    /// `free_at`, on a calendar with no idle gap left after `now` (the
+    /// gaps before it are forgotten here, as every booking does), while
+    /// nothing is traced
+    /// (the caller checks that, once per flow), `now` given by the caller.
+    /// The same booking as `reserve_between`; `None`, with nothing booked,
+    /// in every other case.
+    #[inline(always)]
+    pub(crate) fn try_reserve_idle(
+        &self,
+        arrives: SimTime,
+        occupancy: SimDuration,
+        bytes: u64,
+        now: SimTime,
+    ) -> Option<Result<Reservation, HwError>> {
+        let mut calendar = self.calendar.get();
+        self.forget_gaps_before(&mut calendar, now);
+        if calendar.has_gap() || arrives < calendar.free_at {
+            self.calendar.set(calendar);
+            return None;
+        }
+        let end = match later_for(arrives, occupancy, || &self.name) {
+            Ok(end) => end,
+            Err(error) => return Some(Err(error)),
+        };
+        let idle_from = calendar.free_at.max(now);
+        if arrives > idle_from {
+            calendar.first_gap = (idle_from, arrives);
+        }
+        calendar.free_at = end;
+        calendar.count(occupancy, bytes, 1);
+        self.calendar.set(calendar);
+        Some(Ok(Reservation {
+            start: arrives,
+            end,
+        }))
+    }
+
     /// [`reserve_between`](Self::reserve_between)'s service of a packet
     /// arriving inside booked time.
     fn slip_in(
@@ -626,6 +665,62 @@ mod tests {
             span(s.reserve(ns(30), 0).unwrap())
         });
         assert_eq!(spans, (150, 180));
+    }
+
+    /// Books `history` (flows booked ahead: arrival and occupancy, ns) at
+    /// time 0, moves to `now`, then books a 10 ns packet arriving at
+    /// `arrives` with `try_reserve_idle` on one server and with
+    /// `reserve_between` on a twin. Returns the quick booking's span (if it
+    /// took it) and whether both servers then agree (span, free_at, stats).
+    fn quick_and_general(history: &[(u64, u64)], now: u64, arrives: u64) -> Option<(u64, u64)> {
+        let book = move |quick: bool| {
+            let history = history.to_vec();
+            on_server("s", move |s| async move {
+                for &(at, busy) in &history {
+                    s.reserve_batch(SimTime::from_ns(at), ns(busy), 0, 1)
+                        .unwrap();
+                }
+                sim::sleep(ns(now)).await;
+                let (at, wait) = (SimTime::from_ns(arrives), ns(5));
+                match quick {
+                    true => s
+                        .try_reserve_idle(at, ns(10), 64, sim::now())
+                        .map(Result::unwrap),
+                    false => Some(s.reserve_between(at, ns(10), 64, wait).unwrap()),
+                }
+            })
+        };
+        let ((quick, server), (general, twin)) = (book(true), book(false));
+        let quick = quick?;
+        let later = SimTime::from_ns(1_000);
+        assert_eq!(Some(quick), general);
+        assert_eq!(server.free_at(), twin.free_at());
+        assert_eq!(server.stats(later), twin.stats(later));
+        Some((quick.start.as_ps() / 1000, quick.end.as_ps() / 1000))
+    }
+
+    #[test]
+    fn the_quick_booking_takes_only_idle_hops_and_books_as_the_general_one() {
+        // (flows booked ahead, now, arrival) -> the quick booking's span.
+        type Case = (&'static [(u64, u64)], u64, u64, Option<(u64, u64)>);
+        let cases: [Case; 5] = [
+            (&[], 0, 0, Some((0, 10))),
+            // An idle gap [0, 100) ahead: the general booking fills it.
+            (&[(100, 30)], 0, 50, None),
+            // The gap is past at 150: forgotten, the hop is idle.
+            (&[(100, 30)], 150, 150, Some((150, 160))),
+            // Arriving inside booked time: the packet slips in (general).
+            (&[(100, 30)], 120, 120, None),
+            // Arriving ahead of an idle hop leaves a gap [150, 200).
+            (&[(100, 30)], 150, 200, Some((200, 210))),
+        ];
+        for (history, now, arrives, expect) in cases {
+            let got = quick_and_general(history, now, arrives);
+            assert_eq!(
+                got, expect,
+                "history {history:?}, now {now}, arrives {arrives}"
+            );
+        }
     }
 
     #[test]
