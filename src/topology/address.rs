@@ -219,7 +219,41 @@ impl AddressMap {
     }
 
     /// The memory and offset an address falls in.
+    #[inline]
     pub fn decode(&self, addr: u64) -> Result<(MemSpace, u64), AddressError> {
+        match self.decode_valid(addr) {
+            Some(found) => Ok(found),
+            None => self.decode_checked(addr),
+        }
+    }
+
+    /// [`decode`](Self::decode) of an address that names an existing
+    /// memory and an offset inside it (every access of a correct program:
+    /// a few shifts and compares); `None` for any other address.
+    #[inline]
+    fn decode_valid(&self, addr: u64) -> Option<(MemSpace, u64)> {
+        let field = |shift: u32| ((addr >> shift) & 0xFF) as u32;
+        let (sip, cube, region) = (field(SIP_SHIFT), field(CUBE_SHIFT), field(REGION_SHIFT));
+        let offset = addr & OFFSET_MASK;
+        if u64::from(sip) == HOST_SIP || sip >= self.sips || cube >= self.cubes_per_sip {
+            return None;
+        }
+        let (space, capacity) = match u64::from(region) {
+            REGION_HBM => (MemSpace::Hbm { sip, cube }, self.hbm),
+            REGION_SRAM => (MemSpace::Sram { sip, cube }, self.sram),
+            r if r >= REGION_TCM && r - REGION_TCM < u64::from(self.pes_per_cube) => {
+                let pe = (r - REGION_TCM) as u32;
+                (MemSpace::Tcm { sip, cube, pe }, self.tcm)
+            }
+            _ => return None,
+        };
+        (offset < capacity).then_some((space, offset))
+    }
+
+    /// [`decode`](Self::decode) of any address, each case checked in turn
+    /// so that an error says what is wrong with it.
+    #[cold]
+    fn decode_checked(&self, addr: u64) -> Result<(MemSpace, u64), AddressError> {
         let field = |shift: u32| (addr >> shift) & 0xFF;
         let offset = addr & OFFSET_MASK;
         let (sip, cube, region) = (field(SIP_SHIFT), field(CUBE_SHIFT), field(REGION_SHIFT));
@@ -343,5 +377,34 @@ mod tests {
             map.decode(0x0000_0200_0000_0000).is_err(),
             "region 2 is not a memory"
         );
+    }
+
+    /// Default machine: 2 SIPs, 16 cubes, 8 PEs, 32 MiB of SRAM per cube.
+    #[test]
+    fn decode_names_what_is_wrong_with_an_address() {
+        let map = map();
+        let cases: [(u64, &str); 8] = [
+            (
+                0x0102_1700_0000_0040,
+                "Ok(Tcm { sip: 1, cube: 2, pe: 7 }, 0x40)",
+            ),
+            (0xFF00_0000_0000_1000, "Ok(Host, 0x1000)"),
+            (0x0100_0000_0000_0000, "Ok(Hbm { sip: 1, cube: 0 }, 0x0)"),
+            (
+                0xFF01_0000_0000_0000,
+                "host addresses have no cube or region",
+            ),
+            (0x0200_0000_0000_0000, "sip 2 does not exist"),
+            (0x0010_0000_0000_0000, "cube 16 does not exist"),
+            (0x0000_1800_0000_0000, "pe 8 does not exist"),
+            (0x0000_0100_0200_0000, "offset 0x2000000 is past the end"),
+        ];
+        for (addr, expect) in cases {
+            let got = match map.decode(addr) {
+                Ok((space, offset)) => format!("Ok({space:?}, {offset:#x})"),
+                Err(error) => error.to_string(),
+            };
+            assert!(got.contains(expect), "{addr:#018x}: {got}");
+        }
     }
 }
