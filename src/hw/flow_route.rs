@@ -29,6 +29,9 @@ struct FlowHop {
     full: SimDuration,
     /// `S_h(0)`: a header-only packet's occupancy.
     header: SimDuration,
+    /// `S_h(P) / 2` (rounded down): what a header waits at a busy hop
+    /// (ADR-0022).
+    half_full: SimDuration,
     /// `L_h`.
     latency: SimDuration,
 }
@@ -55,9 +58,11 @@ impl FlowRoute {
             .iter()
             .map(|edge| {
                 let link = &links[edge.index()];
+                let full = link.full_occupancy(max_payload.get())?;
                 Ok(FlowHop {
                     link: edge.index(),
-                    full: link.full_occupancy(max_payload.get())?,
+                    full,
+                    half_full: SimDuration::from_ps(full.as_ps() / 2),
                     header: link.occupancy(0)?,
                     latency: link.params().latency,
                 })
@@ -135,15 +140,15 @@ impl FlowRoute {
     /// hop, half a full packet's occupancy if the link is booked beyond
     /// the header's arrival, then its occupancy and latency.
     pub(crate) fn header_lands(&self, links: &[Link], start: SimTime) -> Result<SimTime, HwError> {
-        self.hops.iter().try_fold(start, |t, hop| {
+        let mut t = start;
+        for hop in self.hops.iter() {
             let link = &links[hop.link];
-            let after = |t, d| later_for(t, d, || link.name());
-            let waited = if t < link.free_at() {
-                after(t, SimDuration::from_ps(hop.full.as_ps() / 2))?
-            } else {
-                t
-            };
-            after(after(waited, hop.header)?, hop.latency)
-        })
+            if t < link.free_at() {
+                t = later_for(t, hop.half_full, || link.name())?;
+            }
+            t = later_for(t, hop.header, || link.name())?;
+            t = later_for(t, hop.latency, || link.name())?;
+        }
+        Ok(t)
     }
 }
