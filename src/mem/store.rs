@@ -23,6 +23,8 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
+use rustc_hash::FxHashMap;
+
 use super::pages::Pages;
 use crate::topology::{AddressError, AddressMap, MemSpace};
 
@@ -200,12 +202,63 @@ pub struct MemoryStore {
     map: AddressMap,
     mode: DataMode,
     regions: BTreeMap<u64, Region>,
-    /// `(start, len)` of every region, sorted by start: what
-    /// [`locate`](Self::locate) searches, on every access (a binary
-    /// search over one array costs a quarter of the `BTreeMap` range
-    /// query, which walks two paths of nodes). Changed only with
-    /// `regions`, by `map` and `unmap`.
-    extents: Vec<(u64, u64)>,
+    /// `(start, len)` of every region, by memory: what
+    /// [`locate`](Self::locate) searches, on every access. Changed only
+    /// with `regions`, by `map` and `unmap`.
+    extents: Extents,
+}
+
+/// The extents `(start, len)` of the mapped regions, by the memory they
+/// are in ([`AddressMap::memory_key`]; a region never spans two), each
+/// memory's sorted by start. An access looks up its memory, then searches
+/// that memory's few regions: a tenth of a binary search over every
+/// region of the machine. Looked up, never iterated (Debug prints the
+/// memories in order).
+#[derive(Clone, Default, PartialEq, Eq)]
+struct Extents(FxHashMap<u32, Vec<(u64, u64)>>);
+
+impl Extents {
+    /// The extents of the memory `addr` is in.
+    fn of(&self, addr: u64) -> &[(u64, u64)] {
+        let found = self.0.get(&AddressMap::memory_key(addr));
+        found.map_or(&[], Vec::as_slice)
+    }
+
+    /// The extent that starts last at or before `addr`, in its memory.
+    fn at_or_before(&self, addr: u64) -> Option<(u64, u64)> {
+        let extents = self.of(addr);
+        let after = extents.partition_point(|&(start, _)| start <= addr);
+        after.checked_sub(1).map(|index| extents[index])
+    }
+
+    /// The extent that starts last before `end`, in the memory of `addr`
+    /// (`addr < end`, both in one memory).
+    fn last_before(&self, addr: u64, end: u64) -> Option<(u64, u64)> {
+        let extents = self.of(addr);
+        let below_end = extents.partition_point(|&(start, _)| start < end);
+        below_end.checked_sub(1).map(|index| extents[index])
+    }
+
+    fn insert(&mut self, addr: u64, len: u64) {
+        let extents = self.0.entry(AddressMap::memory_key(addr)).or_default();
+        let at = extents.partition_point(|&(start, _)| start < addr);
+        extents.insert(at, (addr, len));
+    }
+
+    fn remove(&mut self, addr: u64) {
+        if let Some(extents) = self.0.get_mut(&AddressMap::memory_key(addr)) {
+            let at = extents.partition_point(|&(start, _)| start < addr);
+            extents.remove(at);
+        }
+    }
+}
+
+impl fmt::Debug for Extents {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut memories: Vec<_> = self.0.iter().collect();
+        memories.sort_unstable_by_key(|&(key, _)| *key);
+        f.debug_map().entries(memories).finish()
+    }
 }
 
 impl MemoryStore {
@@ -225,7 +278,7 @@ impl MemoryStore {
             map,
             mode,
             regions: BTreeMap::new(),
-            extents: Vec::new(),
+            extents: Extents::default(),
         }
     }
 
@@ -267,9 +320,7 @@ impl MemoryStore {
             return Err(StoreError::ZeroLength { addr });
         }
         self.check_inside_memory(addr, len)?;
-        let end = addr + len;
-        let below_end = self.extents.partition_point(|&(start, _)| start < end);
-        if let Some(&(region, region_len)) = below_end.checked_sub(1).map(|i| &self.extents[i])
+        if let Some((region, region_len)) = self.extents.last_before(addr, addr + len)
             && region + region_len > addr
         {
             return Err(StoreError::Overlaps {
@@ -284,8 +335,7 @@ impl MemoryStore {
             DataMode::Off => Pages::zeroed(0),
         };
         self.regions.insert(addr, Region { len, bytes });
-        let at = self.extents.partition_point(|&(start, _)| start < addr);
-        self.extents.insert(at, (addr, len));
+        self.extents.insert(addr, len);
         Ok(())
     }
 
@@ -295,8 +345,7 @@ impl MemoryStore {
             .regions
             .remove(&addr)
             .ok_or(StoreError::NotARegion { addr })?;
-        let at = self.extents.partition_point(|&(start, _)| start < addr);
-        self.extents.remove(at);
+        self.extents.remove(addr);
         Ok(region.len)
     }
 
@@ -392,8 +441,7 @@ impl MemoryStore {
         if len == 0 {
             return Ok((addr, 0));
         }
-        let after = self.extents.partition_point(|&(start, _)| start <= addr);
-        let found = after.checked_sub(1).map(|index| self.extents[index]);
+        let found = self.extents.at_or_before(addr);
         let Some((region, region_len)) = found.filter(|&(start, len)| addr - start < len) else {
             let (space, offset) = self.map.decode(addr)?;
             return Err(StoreError::Unmapped {
@@ -566,6 +614,27 @@ mod tests {
             let found = store.check(at(HBM, offset), 16).is_ok();
             assert_eq!(found, inside, "{offset:#x}");
         }
+    }
+
+    #[test]
+    fn a_region_is_found_only_in_its_own_memory() {
+        let mut store = MemoryStore::timing_only(map());
+        let sram = MemSpace::Sram { sip: 0, cube: 1 };
+        // The same offsets in two memories; a third memory has none.
+        for space in [HBM, TCM] {
+            store.map(at(space, 0x100), 0x80).unwrap();
+        }
+        let expect = [(HBM, true), (TCM, true), (sram, false)];
+        for (space, inside) in expect {
+            let found = store.check(at(space, 0x140), 16);
+            assert_eq!(found.is_ok(), inside, "{space}: {found:?}");
+        }
+        store.unmap(at(HBM, 0x100)).unwrap();
+        assert!(store.check(at(HBM, 0x140), 16).is_err());
+        assert!(store.check(at(TCM, 0x140), 16).is_ok());
+        // Overlaps are looked for in the region's own memory.
+        assert!(store.map(at(TCM, 0x80), 0x100).is_err());
+        assert!(store.map(at(HBM, 0x80), 0x100).is_ok());
     }
 
     #[test]

@@ -218,6 +218,13 @@ impl AddressMap {
         Ok(sip << SIP_SHIFT | cube << CUBE_SHIFT | region << REGION_SHIFT | offset)
     }
 
+    /// The bits of `addr` that name its memory (SIP, cube, region): two
+    /// addresses in one memory share them, two in different memories do
+    /// not. Says nothing of whether the memory exists.
+    pub fn memory_key(addr: u64) -> u32 {
+        (addr >> REGION_SHIFT) as u32
+    }
+
     /// The memory and offset an address falls in.
     #[inline]
     pub fn decode(&self, addr: u64) -> Result<(MemSpace, u64), AddressError> {
