@@ -113,38 +113,42 @@ impl AccessReport {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+/// What a booking reads and writes, one cell per field so that a booking
+/// touches only the fields it needs (a whole-calendar copy in and out cost
+/// a tenth of a flow-mode hop).
+#[derive(Default)]
 #[repr(C)]
 struct Calendar {
-    free_at: SimTime,
+    free_at: Cell<SimTime>,
     /// When the last packet that slipped in between booked flows
     /// ([`SerialServer::reserve_between`]) is served: the next one queues
     /// behind it.
-    slipped_until: SimTime,
+    slipped_until: Cell<SimTime>,
     /// Total reserved picoseconds; never more than `free_at` since
     /// reservations do not overlap.
-    reserved: u64,
-    jobs: u64,
-    bytes: u64,
+    reserved: Cell<u64>,
+    jobs: Cell<u64>,
+    bytes: Cell<u64>,
     /// The earliest idle gap (`from == to`: none). A link booked ahead by
     /// one flow at a time holds one gap, replaced at every booking: kept
     /// here, it costs no access beyond the calendar's cache line.
-    first_gap: (SimTime, SimTime),
+    first_gap: Cell<Gap>,
     /// How many gaps [`SerialServer::later_gaps`] holds; never more than
     /// zero while `first_gap` is empty.
-    later_gaps: u64,
+    later_gaps: Cell<u64>,
 }
 
 impl Calendar {
     fn has_gap(&self) -> bool {
-        self.first_gap.0 < self.first_gap.1
+        let (from, to) = self.first_gap.get();
+        from < to
     }
 
     /// Counts a booking of `jobs` jobs, `bytes` bytes and `occupancy`.
-    fn count(&mut self, occupancy: SimDuration, bytes: u64, jobs: u64) {
-        self.reserved += occupancy.as_ps();
-        self.jobs += jobs;
-        self.bytes = self.bytes.saturating_add(bytes);
+    fn count(&self, occupancy: SimDuration, bytes: u64, jobs: u64) {
+        self.reserved.set(self.reserved.get() + occupancy.as_ps());
+        self.jobs.set(self.jobs.get() + jobs);
+        self.bytes.set(self.bytes.get().saturating_add(bytes));
     }
 }
 
@@ -155,7 +159,7 @@ type Gap = (SimTime, SimTime);
 /// (for errors and traces) last.
 #[repr(C, align(64))]
 pub struct SerialServer {
-    calendar: Cell<Calendar>,
+    calendar: Calendar,
     /// The idle spans before `free_at` after the calendar's first one, in
     /// time order. Together they are the spans that end after the last
     /// booking's `now` (left by flows booked ahead; none when every job
@@ -234,7 +238,7 @@ impl SerialServer {
         SerialServer {
             name: name.into(),
             activity,
-            calendar: Cell::new(Calendar::default()),
+            calendar: Calendar::default(),
             later_gaps: RefCell::new(VecDeque::new()),
         }
     }
@@ -273,75 +277,70 @@ impl SerialServer {
         bytes: u64,
         jobs: u64,
     ) -> Result<Reservation, HwError> {
-        let mut calendar = self.calendar.get();
-        let reservation = self.book_block(&mut calendar, arrives, occupancy, bytes)?;
-        calendar.count(occupancy, bytes, jobs);
-        self.calendar.set(calendar);
+        let reservation = self.book_block(arrives, occupancy, bytes)?;
+        self.calendar.count(occupancy, bytes, jobs);
         Ok(reservation)
     }
 
-    /// [`reserve_batch`](Self::reserve_batch)'s service, on `calendar`
-    /// (counted by the caller).
+    /// [`reserve_batch`](Self::reserve_batch)'s service (counted by the
+    /// caller).
     #[inline(always)]
     fn book_block(
         &self,
-        calendar: &mut Calendar,
         arrives: SimTime,
         occupancy: SimDuration,
         bytes: u64,
     ) -> Result<Reservation, HwError> {
         let now = sim::now();
-        self.forget_gaps_before(calendar, now);
+        self.forget_gaps_before(now);
+        let calendar = &self.calendar;
         if calendar.has_gap() || trace::is_recording() {
-            return self.fill_and_append(calendar, (now, arrives), occupancy, bytes);
+            return self.fill_and_append((now, arrives), occupancy, bytes);
         }
         // No idle time to fill and nothing to trace: one block.
-        let start = arrives.max(calendar.free_at);
-        let idle_from = calendar.free_at.max(now);
+        let free_at = calendar.free_at.get();
+        let start = arrives.max(free_at);
+        let end = later_for(start, occupancy, || &self.name)?;
+        let idle_from = free_at.max(now);
         if start > idle_from {
-            calendar.first_gap = (idle_from, start);
+            calendar.first_gap.set((idle_from, start));
         }
-        calendar.free_at = later_for(start, occupancy, || &self.name)?;
-        Ok(Reservation {
-            start,
-            end: calendar.free_at,
-        })
+        calendar.free_at.set(end);
+        Ok(Reservation { start, end })
     }
 
     /// Drops the gaps that end by `now`: no job can use them any more.
     #[inline]
-    fn forget_gaps_before(&self, calendar: &mut Calendar, now: SimTime) {
-        while calendar.has_gap() && calendar.first_gap.1 <= now {
-            calendar.first_gap = match calendar.later_gaps {
+    fn forget_gaps_before(&self, now: SimTime) {
+        let calendar = &self.calendar;
+        while calendar.has_gap() && calendar.first_gap.get().1 <= now {
+            calendar.first_gap.set(match calendar.later_gaps.get() {
                 0 => (SimTime::ZERO, SimTime::ZERO),
-                _ => self.take_later_gap(calendar),
-            };
+                _ => self.take_later_gap(),
+            });
         }
     }
 
     /// The earliest of the later gaps, taken out (out of line: the hot
     /// path of a booking keeps to the calendar's cache line).
     #[inline(never)]
-    fn take_later_gap(&self, calendar: &mut Calendar) -> Gap {
-        calendar.later_gaps -= 1;
+    fn take_later_gap(&self) -> Gap {
+        let count = &self.calendar.later_gaps;
+        count.set(count.get() - 1);
         let next = self.later_gaps.borrow_mut().pop_front();
         next.expect("later_gaps counts the gaps kept")
     }
 
     /// Runs `edit` on every gap, in time order, then keeps them as the
     /// calendar's first and the later ones.
-    fn edit_gaps<R>(
-        &self,
-        calendar: &mut Calendar,
-        edit: impl FnOnce(&mut VecDeque<Gap>) -> R,
-    ) -> R {
-        let mut gaps = self.later_gaps.borrow_mut();
+    fn edit_gaps<R>(&self, edit: impl FnOnce(&mut VecDeque<Gap>) -> R) -> R {
+        let (calendar, mut gaps) = (&self.calendar, self.later_gaps.borrow_mut());
         if calendar.has_gap() {
-            gaps.push_front(calendar.first_gap);
+            gaps.push_front(calendar.first_gap.get());
         }
         let result = edit(&mut gaps);
-        calendar.first_gap = gaps.pop_front().unwrap_or_default();
-        calendar.later_gaps = gaps.len() as u64;
+        calendar.first_gap.set(gaps.pop_front().unwrap_or_default());
+        calendar.later_gaps.set(gaps.len() as u64);
         result
     }
 
@@ -351,15 +350,14 @@ impl SerialServer {
     #[inline(never)]
     fn fill_and_append(
         &self,
-        calendar: &mut Calendar,
         (now, arrives): (SimTime, SimTime),
         occupancy: SimDuration,
         bytes: u64,
     ) -> Result<Reservation, HwError> {
         let mut pieces = Pieces::new(trace::is_recording());
         let mut left = occupancy.as_ps();
-        let free_at = calendar.free_at;
-        let appended = self.edit_gaps(calendar, |gaps| {
+        let free_at = self.calendar.free_at.get();
+        let appended = self.edit_gaps(|gaps| {
             fill_gaps(gaps, arrives, &mut left, &mut pieces);
             if left == 0 && pieces.first.is_some() {
                 return Ok(None);
@@ -373,7 +371,7 @@ impl SerialServer {
             Ok(Some(end))
         })?;
         if let Some(end) = appended {
-            calendar.free_at = end;
+            self.calendar.free_at.set(end);
         }
         for piece in &pieces.traced {
             self.trace(*piece, bytes);
@@ -402,14 +400,12 @@ impl SerialServer {
         bytes: u64,
         wait: SimDuration,
     ) -> Result<Reservation, HwError> {
-        let mut calendar = self.calendar.get();
-        let reservation = if arrives >= calendar.free_at {
-            self.book_block(&mut calendar, arrives, occupancy, bytes)?
+        let reservation = if arrives >= self.calendar.free_at.get() {
+            self.book_block(arrives, occupancy, bytes)?
         } else {
-            self.slip_in(&mut calendar, arrives, occupancy, bytes, wait)?
+            self.slip_in(arrives, occupancy, bytes, wait)?
         };
-        calendar.count(occupancy, bytes, 1);
-        self.calendar.set(calendar);
+        self.calendar.count(occupancy, bytes, 1);
         Ok(reservation)
     }
 
@@ -429,23 +425,21 @@ impl SerialServer {
         bytes: u64,
         now: SimTime,
     ) -> Option<Result<Reservation, HwError>> {
-        let mut calendar = self.calendar.get();
-        self.forget_gaps_before(&mut calendar, now);
-        if calendar.has_gap() || arrives < calendar.free_at {
-            self.calendar.set(calendar);
+        self.forget_gaps_before(now);
+        let (calendar, free_at) = (&self.calendar, self.calendar.free_at.get());
+        if calendar.has_gap() || arrives < free_at {
             return None;
         }
         let end = match later_for(arrives, occupancy, || &self.name) {
             Ok(end) => end,
             Err(error) => return Some(Err(error)),
         };
-        let idle_from = calendar.free_at.max(now);
+        let idle_from = free_at.max(now);
         if arrives > idle_from {
-            calendar.first_gap = (idle_from, arrives);
+            calendar.first_gap.set((idle_from, arrives));
         }
-        calendar.free_at = end;
+        calendar.free_at.set(end);
         calendar.count(occupancy, bytes, 1);
-        self.calendar.set(calendar);
         Some(Ok(Reservation {
             start: arrives,
             end,
@@ -456,17 +450,18 @@ impl SerialServer {
     /// arriving inside booked time.
     fn slip_in(
         &self,
-        calendar: &mut Calendar,
         arrives: SimTime,
         occupancy: SimDuration,
         bytes: u64,
         wait: SimDuration,
     ) -> Result<Reservation, HwError> {
-        let start = later_for(arrives, wait, || &self.name)?.max(calendar.slipped_until);
+        let calendar = &self.calendar;
+        let start = later_for(arrives, wait, || &self.name)?.max(calendar.slipped_until.get());
         let end = later_for(start, occupancy, || &self.name)?;
-        calendar.slipped_until = end;
-        if !self.shrink_gap_at(calendar, arrives, occupancy) {
-            calendar.free_at = later_for(calendar.free_at, occupancy, || &self.name)?;
+        calendar.slipped_until.set(end);
+        if !self.shrink_gap_at(arrives, occupancy) {
+            let free_at = later_for(calendar.free_at.get(), occupancy, || &self.name)?;
+            calendar.free_at.set(free_at);
         }
         let reservation = Reservation { start, end };
         if trace::is_recording() {
@@ -478,19 +473,14 @@ impl SerialServer {
     /// Takes `occupancy` off the end of the idle gap that holds `arrives`,
     /// if one does and is long enough (the gap stays one piece, so the
     /// flow it was left for is not split around a header).
-    fn shrink_gap_at(
-        &self,
-        calendar: &mut Calendar,
-        arrives: SimTime,
-        occupancy: SimDuration,
-    ) -> bool {
-        if !calendar.has_gap() {
+    fn shrink_gap_at(&self, arrives: SimTime, occupancy: SimDuration) -> bool {
+        if !self.calendar.has_gap() {
             return false;
         }
         let holds = |&(from, to): &Gap| {
             from <= arrives && arrives < to && to.saturating_since(from) >= occupancy
         };
-        self.edit_gaps(calendar, |gaps| {
+        self.edit_gaps(|gaps| {
             let Some(index) = gaps.iter().position(holds) else {
                 return false;
             };
@@ -508,14 +498,14 @@ impl SerialServer {
     /// The end of the last booking: a packet arriving before it finds the
     /// server busy (or an idle gap left for a flow booked ahead).
     pub fn free_at(&self) -> SimTime {
-        self.calendar.get().free_at
+        self.calendar.free_at.get()
     }
 
     /// Counters as of `now` (any instant; a past one counts less busy time).
     pub fn stats(&self, now: SimTime) -> ServerStats {
-        let calendar = self.calendar.get();
-        let ahead = calendar.free_at.saturating_since(now).as_ps();
-        let first = calendar.has_gap().then_some(calendar.first_gap);
+        let calendar = &self.calendar;
+        let ahead = calendar.free_at.get().saturating_since(now).as_ps();
+        let first = calendar.has_gap().then_some(calendar.first_gap.get());
         let idle_ahead: u64 = first
             .iter()
             .chain(self.later_gaps.borrow().iter())
@@ -523,10 +513,11 @@ impl SerialServer {
             .sum();
         let busy = calendar
             .reserved
+            .get()
             .saturating_sub(ahead.saturating_sub(idle_ahead));
         ServerStats {
-            jobs: calendar.jobs,
-            bytes: calendar.bytes,
+            jobs: calendar.jobs.get(),
+            bytes: calendar.bytes.get(),
             busy: SimDuration::from_ps(busy),
             elapsed: now.saturating_since(SimTime::ZERO),
         }
