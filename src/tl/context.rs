@@ -162,9 +162,14 @@ impl Tl {
         dtype: DType,
     ) -> Result<TensorHandle, KernelError> {
         let addr = addr.address();
+        TensorHandle::new("view", (addr, self.space_of(addr)?), shape, dtype)
+    }
+
+    /// The memory `addr` is in; an error if it is not on the machine.
+    pub(crate) fn space_of(&self, addr: u64) -> Result<MemSpace, KernelError> {
         let map = self.program.device.fabric().machine().address_map();
         let (space, _) = map.decode(addr).map_err(crate::device::DeviceError::from)?;
-        TensorHandle::new("view", (addr, space), shape, dtype)
+        Ok(space)
     }
 
     /// A zero-filled scratch tensor in this PE's TCM (untimed: allocation

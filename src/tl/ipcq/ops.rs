@@ -168,7 +168,7 @@ impl Tl {
             );
             return Err(KernelError::Operands { op: "send", reason });
         }
-        let space = self.view(args.src_addr, &args.shape, args.dtype)?.space();
+        let space = self.space_of(args.src_addr)?;
         if space != args.space {
             let reason = format!(
                 "src_addr {:#018x} is in {space}, not {}",

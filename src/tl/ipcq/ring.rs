@@ -292,11 +292,13 @@ impl Ring {
         .await
     }
 
+    /// The message of slot `seq`, taken out: each landed slot is received
+    /// once, and `set_message` fills it again before it next lands.
     fn message(&self, seq: u64) -> Message {
         let index = (seq % self.slots.len() as u64) as usize;
-        self.messages.borrow()[index]
-            .clone()
-            .expect("a landed slot has its message")
+        self.messages.borrow_mut()[index]
+            .take()
+            .expect("a landed slot has its message, received once")
     }
 
     /// Receiver: releases slot `ticket`; when `my_head` moves, a credit
