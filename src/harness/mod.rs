@@ -2,7 +2,7 @@
 //! run in parallel ([`sweep`]), their rows as CSV and JSON ([`results`]),
 //! nccl-tests tables ([`table`]) and SVG figures ([`figures`],
 //! [`gemm_figures`]), and reports merging result folders and comparing
-//! them with measurements ([`report`], [`reference`]), and the local web
+//! them with measurements ([`report`], [`reference`](mod@reference)), and the local web
 //! UI over all of it ([`web`]).
 //!
 //! A client of `workloads`; nothing of the CLI.

@@ -55,7 +55,7 @@ pub struct Fabric {
 }
 
 /// A path as a fabric sends over it ([`Fabric::route`]): the path and,
-/// in flow mode, its [`FlowRoute`]. Valid for any fabric of the same
+/// in flow mode, its `FlowRoute`. Valid for any fabric of the same
 /// machine.
 #[derive(Clone)]
 pub struct Route {
@@ -71,7 +71,7 @@ impl Route {
 }
 
 /// The units every cube has. A new per-cube unit is one field here and one
-/// line in [`CubeUnits::new`].
+/// line in `CubeUnits::new`.
 pub struct CubeUnits {
     /// The HBM controller and its pseudo-channels.
     pub hbm: Rc<HbmController>,
@@ -98,7 +98,7 @@ impl CubeUnits {
 }
 
 /// The units every PE has. A new per-PE unit is one field here and one
-/// line in [`PeUnits::new`].
+/// line in `PeUnits::new`.
 pub struct PeUnits {
     /// PE_DMA.
     pub dma: Rc<DmaEngine>,
@@ -258,7 +258,7 @@ impl Fabric {
     }
 
     /// `path` as this fabric sends over it: in flow mode with its
-    /// [`FlowRoute`], so a caller that keeps the route (a DMA's copy
+    /// `FlowRoute`, so a caller that keeps the route (a DMA's copy
     /// routes, an IPCQ ring's doorbell) never looks it up again.
     pub fn route(&self, path: &Arc<Path>) -> Result<Route, HwError> {
         let flow = match self.fidelity() {
