@@ -188,11 +188,19 @@ impl Deadline {
 
     /// Ready once the clock has reached the deadline; otherwise sets (once)
     /// a timer that wakes whoever polled.
+    #[inline]
     pub fn poll_reached(&mut self, cx: &mut Context<'_>, core: &Core) -> Poll<()> {
         if core.now() >= self.at {
             self.key = None;
             return Poll::Ready(());
         }
+        self.wait(cx, core)
+    }
+
+    /// The pending half of [`poll_reached`](Self::poll_reached), out of
+    /// line so that the ready half inlines into its callers.
+    #[inline(never)]
+    fn wait(&mut self, cx: &mut Context<'_>, core: &Core) -> Poll<()> {
         match &self.key {
             None => self.key = Some(core.add_timer(self.at, WakeTarget::from_cx(cx, core))),
             Some(key) => core.retarget_timer(key, cx.waker()),
