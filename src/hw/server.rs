@@ -293,11 +293,23 @@ impl SerialServer {
     ) -> Result<Reservation, HwError> {
         let now = sim::now();
         self.forget_gaps_before(now);
-        let calendar = &self.calendar;
-        if calendar.has_gap() || trace::is_recording() {
+        if self.calendar.has_gap() || trace::is_recording() {
             return self.fill_and_append((now, arrives), occupancy, bytes);
         }
-        // No idle time to fill and nothing to trace: one block.
+        self.append_block(arrives, occupancy, now)
+    }
+
+    /// The service of a job arriving at `arrives` on a calendar with no
+    /// idle gap, nothing traced: one block from `max(arrives, free_at)`;
+    /// the idle time before it, if any, becomes the calendar's gap.
+    #[inline(always)]
+    fn append_block(
+        &self,
+        arrives: SimTime,
+        occupancy: SimDuration,
+        now: SimTime,
+    ) -> Result<Reservation, HwError> {
+        let calendar = &self.calendar;
         let free_at = calendar.free_at.get();
         let start = arrives.max(free_at);
         let end = later_for(start, occupancy, || &self.name)?;
@@ -426,24 +438,15 @@ impl SerialServer {
         now: SimTime,
     ) -> Option<Result<Reservation, HwError>> {
         self.forget_gaps_before(now);
-        let (calendar, free_at) = (&self.calendar, self.calendar.free_at.get());
-        if calendar.has_gap() || arrives < free_at {
+        let calendar = &self.calendar;
+        if calendar.has_gap() || arrives < calendar.free_at.get() {
             return None;
         }
-        let end = match later_for(arrives, occupancy, || &self.name) {
-            Ok(end) => end,
-            Err(error) => return Some(Err(error)),
-        };
-        let idle_from = free_at.max(now);
-        if arrives > idle_from {
-            calendar.first_gap.set((idle_from, arrives));
+        let booked = self.append_block(arrives, occupancy, now);
+        if booked.is_ok() {
+            calendar.count(occupancy, bytes, 1);
         }
-        calendar.free_at.set(end);
-        calendar.count(occupancy, bytes, 1);
-        Some(Ok(Reservation {
-            start: arrives,
-            end,
-        }))
+        Some(booked)
     }
 
     /// [`reserve_between`](Self::reserve_between)'s service of a packet
