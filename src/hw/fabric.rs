@@ -230,7 +230,7 @@ impl Fabric {
     /// land, without waiting (a header books nothing: ADR-0022).
     fn book_send(&self, route: &Route, bytes: u64) -> Result<TransferReport, HwError> {
         if bytes > 0 {
-            return self.flow_of(route)?.book(&self.links, bytes);
+            return self.with_flow(route, |flow| flow.book(&self.links, bytes));
         }
         Ok(TransferReport {
             start: sim::now(),
@@ -246,7 +246,7 @@ impl Fabric {
     fn flow_lands(&self, route: &Route, bytes: u64) -> Result<SimTime, HwError> {
         match bytes {
             0 => self.header_lands(route, sim::now()),
-            _ => self.flow_of(route)?.lands(&self.links, bytes),
+            _ => self.with_flow(route, |flow| flow.lands(&self.links, bytes)),
         }
     }
 
@@ -254,7 +254,7 @@ impl Fabric {
     /// mode: each hop's crossing, no link booked (ADR-0022). Uncontended it
     /// is [`send_formula`](Self::send_formula) of zero bytes.
     pub fn header_lands(&self, route: &Route, start: SimTime) -> Result<SimTime, HwError> {
-        self.flow_of(route)?.header_lands(&self.links, start)
+        self.with_flow(route, |flow| flow.header_lands(&self.links, start))
     }
 
     /// `path` as this fabric sends over it: in flow mode with its
@@ -271,12 +271,16 @@ impl Fabric {
         })
     }
 
-    /// The flow-mode route of `route` (made when the route was, unless it
-    /// was made in packet mode).
-    fn flow_of(&self, route: &Route) -> Result<Rc<FlowRoute>, HwError> {
+    /// `cross` over the flow-mode route of `route` (made when the route
+    /// was, unless it was made in packet mode).
+    fn with_flow<T>(
+        &self,
+        route: &Route,
+        cross: impl FnOnce(&FlowRoute) -> Result<T, HwError>,
+    ) -> Result<T, HwError> {
         match &route.flow {
-            Some(flow) => Ok(flow.clone()),
-            None => self.flow_route(&route.path),
+            Some(flow) => cross(flow),
+            None => cross(&*self.flow_route(&route.path)?),
         }
     }
 
