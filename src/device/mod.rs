@@ -91,7 +91,13 @@ pub struct Device {
 }
 
 /// A copy's routes by initiator, source memory and destination memory.
-type CopyRoutes = FxHashMap<(NodeId, MemSpace, MemSpace), (Route, Route)>;
+type CopyRoutes = FxHashMap<(NodeId, MemSpace, MemSpace), Rc<RoutePair>>;
+
+/// A copy's read-request route and data route.
+struct RoutePair {
+    request: Route,
+    data: Route,
+}
 
 impl Device {
     /// A fresh device for `spec`'s machine; `data` chooses whether bytes are
@@ -237,21 +243,23 @@ impl Device {
         let slot = engine.start().await?;
         let id = self.apply(engine.name(), Op::Copy { src, dst, len })?;
         let f = &self.fabric;
-        f.send_then_access(&plan.request, 0, plan.src, len).await?;
+        f.send_then_access(&plan.routes.request, 0, plan.src, len)
+            .await?;
         let timing = |end| CopyTiming {
             requested: slot.requested,
             started: slot.started,
             end,
         };
         if let Some(signal) = signal
-            && let Some(times) = f.flow_write_then_signal(&plan.data, len, plan.dst, signal)
+            && let Some(times) = f.flow_write_then_signal(&plan.routes.data, len, plan.dst, signal)
         {
             let (written, signalled) = times?;
             sim::sleep_until(signalled).await;
             self.oplog.borrow_mut().complete(id, written)?;
             return Ok(timing(written));
         }
-        f.send_then_access(&plan.data, len, plan.dst, len).await?;
+        f.send_then_access(&plan.routes.data, len, plan.dst, len)
+            .await?;
         self.complete(id)?;
         let copied = timing(sim::now());
         drop(slot);
@@ -274,9 +282,9 @@ impl Device {
         let plan = self.plan(initiator, src, dst)?;
         let f = &self.fabric;
         let stages = [
-            f.send_formula(plan.request.path(), 0)?,
+            f.send_formula(plan.routes.request.path(), 0)?,
             f.access_formula(plan.src.0, plan.src.1, len)?,
-            f.send_formula(plan.data.path(), len)?,
+            f.send_formula(plan.routes.data.path(), len)?,
             f.access_formula(plan.dst.0, plan.dst.1, len)?,
         ];
         Ok(stages.into_iter().fold(engine_issue, |sum, d| sum + d))
@@ -286,10 +294,8 @@ impl Device {
         let map = self.fabric.machine().address_map();
         let (src_space, src_offset) = map.decode(src)?;
         let (dst_space, dst_offset) = map.decode(dst)?;
-        let (request, data) = self.routes(initiator, src_space, dst_space)?;
         Ok(CopyPlan {
-            request,
-            data,
+            routes: self.routes(initiator, src_space, dst_space)?,
             src: (src_space, src_offset),
             dst: (dst_space, dst_offset),
         })
@@ -303,7 +309,7 @@ impl Device {
         initiator: NodeId,
         src: MemSpace,
         dst: MemSpace,
-    ) -> Result<(Route, Route), DeviceError> {
+    ) -> Result<Rc<RoutePair>, DeviceError> {
         let key = (initiator, src, dst);
         if let Some(routes) = self.copy_routes.borrow().get(&key) {
             return Ok(routes.clone());
@@ -311,10 +317,10 @@ impl Device {
         let router = self.fabric.router();
         let src_node = router.resolver().memory_node(src)?;
         let dst_node = router.resolver().memory_node(dst)?;
-        let routes = (
-            self.fabric.route(&router.find_path(initiator, src_node)?)?,
-            self.fabric.route(&router.find_path(src_node, dst_node)?)?,
-        );
+        let routes = Rc::new(RoutePair {
+            request: self.fabric.route(&router.find_path(initiator, src_node)?)?,
+            data: self.fabric.route(&router.find_path(src_node, dst_node)?)?,
+        });
         self.copy_routes.borrow_mut().insert(key, routes.clone());
         Ok(routes)
     }
@@ -330,8 +336,7 @@ struct CopyJob {
 
 /// The routes and memories of one copy.
 struct CopyPlan {
-    request: Route,
-    data: Route,
+    routes: Rc<RoutePair>,
     src: (MemSpace, u64),
     dst: (MemSpace, u64),
 }
