@@ -243,23 +243,31 @@ impl Device {
         let slot = engine.start().await?;
         let id = self.apply(engine.name(), Op::Copy { src, dst, len })?;
         let f = &self.fabric;
-        f.send_then_access(&plan.routes.request, 0, plan.src, len)
-            .await?;
         let timing = |end| CopyTiming {
             requested: slot.requested,
             started: slot.started,
             end,
         };
+        let routes = &plan.routes;
+        if signal.is_none()
+            && let Some(written) =
+                f.flow_unbooked_copy(&routes.request, (plan.src, &routes.data, plan.dst), len)
+        {
+            sim::sleep_until(written?).await;
+            self.complete(id)?;
+            return Ok(timing(sim::now()));
+        }
+        f.send_then_access(&routes.request, 0, plan.src, len)
+            .await?;
         if let Some(signal) = signal
-            && let Some(times) = f.flow_write_then_signal(&plan.routes.data, len, plan.dst, signal)
+            && let Some(times) = f.flow_write_then_signal(&routes.data, len, plan.dst, signal)
         {
             let (written, signalled) = times?;
             sim::sleep_until(signalled).await;
             self.oplog.borrow_mut().complete(id, written)?;
             return Ok(timing(written));
         }
-        f.send_then_access(&plan.routes.data, len, plan.dst, len)
-            .await?;
+        f.send_then_access(&routes.data, len, plan.dst, len).await?;
         self.complete(id)?;
         let copied = timing(sim::now());
         drop(slot);
@@ -451,6 +459,47 @@ mod tests {
             let (simulated, formula) = signalled_tcm_copy(fidelity);
             assert_eq!(simulated, formula, "{fidelity:?}");
         }
+    }
+
+    /// Copies 4 KiB between two buffers of PE 0's TCM of cube 0 (data
+    /// that crosses no link); returns (simulated, formula, events).
+    fn copy_within_a_tcm(fidelity: Fidelity) -> (SimDuration, SimDuration, u64) {
+        let mut spec = TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap();
+        spec.simulation.fidelity = fidelity;
+        let device = Device::new(&spec, DataMode::Off).unwrap();
+        let tcm = MemSpace::Tcm {
+            sip: 0,
+            cube: 0,
+            pe: 0,
+        };
+        let len = 4 << 10;
+        let (src, dst) = (
+            device.alloc(tcm, len).unwrap(),
+            device.alloc(tcm, len).unwrap(),
+        );
+        let pe = device.fabric().machine().pe(0, 0, 0).unwrap();
+        let issue = spec.pe.dma.issue_overhead;
+        let formula = device.dma_copy_formula(issue, pe, src, dst, len).unwrap();
+        let mut simulation = Simulation::new();
+        let d = device.clone();
+        let copy = simulation.spawn("pe0", async move {
+            let engine = d.fabric().pe_dma(0, 0, 0).clone();
+            d.dma_copy(&engine, pe, src, dst, len).await
+        });
+        let stats = simulation.run().unwrap();
+        let timing = copy.output().unwrap().unwrap();
+        (timing.end - timing.requested, formula, stats.events)
+    }
+
+    #[test]
+    fn a_copy_within_a_tcm_takes_its_formula_and_two_sleeps_in_flow_mode() {
+        let (packet, packet_formula, _) = copy_within_a_tcm(Fidelity::Packet);
+        let (flow, flow_formula, flow_events) = copy_within_a_tcm(Fidelity::Flow);
+        assert_eq!(packet, packet_formula);
+        assert_eq!(flow, flow_formula);
+        // Flow mode: the issue, then one sleep for the read request, the
+        // read and the write, as none of them books anything.
+        assert_eq!(flow_events, 2);
     }
 
     #[test]

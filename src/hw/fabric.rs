@@ -341,6 +341,35 @@ impl Fabric {
         Some(times())
     }
 
+    /// Flow mode, a copy whose data crosses no link and whose read and
+    /// write book nothing (within one TCM, say): when its last byte is
+    /// written, worked out now from the read request sent over `request`,
+    /// the read of `len` bytes at `src` and the write at `dst`, the same
+    /// stages in turn as [`send_then_access`](Self::send_then_access)
+    /// times them, since none of them books anything. `None` otherwise:
+    /// the caller runs the stages in turn.
+    pub fn flow_unbooked_copy(
+        &self,
+        request: &Route,
+        (src, data, dst): ((MemSpace, u64), &Route, (MemSpace, u64)),
+        len: u64,
+    ) -> Option<Result<SimTime, HwError>> {
+        if self.fidelity() != Fidelity::Flow || !data.path().edges().is_empty() {
+            return None;
+        }
+        let read = self.unbooked_access(src.0, src.1, len)?;
+        let write = self.unbooked_access(dst.0, dst.1, len)?;
+        let written = || {
+            let read_at = super::later(
+                self.header_lands(request, sim::now())?,
+                read?,
+                "memory access",
+            )?;
+            super::later(read_at, write?, "memory access")
+        };
+        Some(written())
+    }
+
     /// [`access_formula`](Self::access_formula) of the memories whose
     /// access books nothing (a TCM's latency, the host's nothing); `None`
     /// for those with pseudo-channels or a port to book.
