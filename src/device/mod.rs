@@ -231,6 +231,10 @@ impl Device {
         self.copy(engine, initiator, CopyJob { src, dst, len }, Some(signal))
     }
 
+    // Values worked out before an `await` are bound in statements of
+    // their own: a temporary (or an `if let` binding) whose scope spans
+    // the `await` is kept in the future, which every caller then carries
+    // and moves.
     async fn copy(
         &self,
         engine: &DmaEngine,
@@ -249,20 +253,26 @@ impl Device {
             end,
         };
         let routes = &plan.routes;
-        if signal.is_none()
-            && let Some(written) =
-                f.flow_unbooked_copy(&routes.request, (plan.src, &routes.data, plan.dst), len)
-        {
-            sim::sleep_until(written?).await;
+        let unbooked = match signal {
+            None => f
+                .flow_unbooked_copy(&routes.request, (plan.src, &routes.data, plan.dst), len)
+                .transpose()?,
+            Some(_) => None,
+        };
+        if let Some(written) = unbooked {
+            sim::sleep_until(written).await;
             self.complete(id)?;
-            return Ok(timing(sim::now()));
+            return Ok(timing(written));
         }
         f.send_then_access(&routes.request, 0, plan.src, len)
             .await?;
-        if let Some(signal) = signal
-            && let Some(times) = f.flow_write_then_signal(&routes.data, len, plan.dst, signal)
-        {
-            let (written, signalled) = times?;
+        let with_data = match signal {
+            Some(signal) => f
+                .flow_write_then_signal(&routes.data, len, plan.dst, signal)
+                .transpose()?,
+            None => None,
+        };
+        if let Some((written, signalled)) = with_data {
             sim::sleep_until(signalled).await;
             self.oplog.borrow_mut().complete(id, written)?;
             return Ok(timing(written));
@@ -272,7 +282,9 @@ impl Device {
         let copied = timing(sim::now());
         drop(slot);
         if let Some(signal) = signal {
-            f.send(signal, 0).await?;
+            // Boxed, as in `Fabric::send_then_access`: packet mode only.
+            let signalled = Box::pin(f.send(signal, 0));
+            signalled.await?;
         }
         Ok(copied)
     }

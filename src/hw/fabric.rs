@@ -311,11 +311,19 @@ impl Fabric {
             && let Some(took) = self.unbooked_access(space, offset, len)
         {
             let lands = self.flow_lands(route, bytes)?;
-            sim::sleep_until(super::later(lands, took?, "memory access")?).await;
+            let accessed = super::later(lands, took?, "memory access")?;
+            sim::sleep_until(accessed).await;
             return Ok(());
         }
-        self.send(route, bytes).await?;
-        self.access(space, offset, len).await
+        // Boxed: the packet-mode stages' futures are large, and every
+        // caller (a DMA copy's future, a send's) would carry them inline
+        // and move them, even in flow mode. In a statement of its own, so
+        // that the unboxed future is not a temporary kept across `await`.
+        let stages = Box::pin(async move {
+            self.send(route, bytes).await?;
+            self.access(space, offset, len).await
+        });
+        stages.await
     }
 
     /// Flow mode, when the write at the end of `path` books nothing (a

@@ -72,7 +72,8 @@ impl HbmController {
     pub async fn access(&self, offset: u64, len: u64) -> Result<AccessReport, HwError> {
         let start = sim::now();
         let shares = self.pc_shares(offset, len)?;
-        sim::sleep_until(later(start, self.spec.controller_latency, &self.name)?).await;
+        let decoded = later(start, self.spec.controller_latency, &self.name)?;
+        sim::sleep_until(decoded).await;
         let mut served = None;
         for (pc, &bytes) in self.pcs.iter().zip(&shares).filter(|(_, b)| **b > 0) {
             let occupancy = self
