@@ -7,7 +7,9 @@
 //! once per path and kept here, contiguous: crossing a hop then touches the
 //! route (read in order) and one cache line of the link, its calendar. On
 //! a machine of thousands of links, how many lines a hop touches is what a
-//! message costs (docs/performance.md, session 11).
+//! message costs (docs/performance.md, session 11). A hop is 32 bytes, two
+//! to a cache line: what can be derived at the hop (`S_h(P) / 2`) is not
+//! kept (session 13: a quarter fewer last-level misses on the yardstick).
 //!
 //! Knows links and their parameters; nothing of what moves over them.
 
@@ -28,15 +30,18 @@ struct FlowHop {
     link: usize,
     /// `S_h(P)` for the path's maximum payload `P`.
     full: SimDuration,
-    /// `S_h(0)`: a header-only packet's occupancy.
-    header: SimDuration,
-    /// `S_h(P) / 2` (rounded down): what a header waits at a busy hop
-    /// (ADR-0022).
-    half_full: SimDuration,
     /// `L_h`.
     latency: SimDuration,
     /// `S_h(0) + L_h`: a header's crossing of the hop once it is served.
     header_crossing: SimDuration,
+}
+
+impl FlowHop {
+    /// `S_h(P) / 2` (rounded down): what a header waits at a busy hop
+    /// (ADR-0022).
+    fn half_full(&self) -> SimDuration {
+        SimDuration::from_ps(self.full.as_ps() / 2)
+    }
 }
 
 /// A path's links and their flow-mode constants; see the module docs.
@@ -69,8 +74,6 @@ impl FlowRoute {
                 Ok(FlowHop {
                     link: edge.index(),
                     full,
-                    half_full: SimDuration::from_ps(full.as_ps() / 2),
-                    header,
                     latency,
                     header_crossing,
                 })
@@ -161,7 +164,7 @@ impl FlowRoute {
         }
         for (tail, hop) in tails.1.iter_mut().zip(&self.hops) {
             *tail = match last {
-                0 => hop.header,
+                0 => links[hop.link].occupancy(0)?,
                 _ if last == self.max_payload.get() => hop.full,
                 _ => links[hop.link].occupancy(last)?,
             };
@@ -178,7 +181,7 @@ impl FlowRoute {
         for hop in self.hops.iter() {
             let link = &links[hop.link];
             if t < link.free_at() {
-                t = later_for(t, hop.half_full, || link.name())?;
+                t = later_for(t, hop.half_full(), || link.name())?;
             }
             t = later_for(t, hop.header_crossing, || link.name())?;
         }
