@@ -392,6 +392,20 @@ mod tests {
             .unwrap();
         let pattern: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
         device.write_untimed("host", src, &pattern).unwrap();
+        let (simulated, formula, _) = copy_by_pe0(&device, src, dst, len);
+        let back = device.read_untimed(dst, len).ok();
+        assert!(device.oplog().verify(&device.store()).is_ok());
+        (simulated, formula, back)
+    }
+
+    /// Runs one copy with the DMA of PE 0 of cube 0 of SIP 0; returns
+    /// (simulated, formula, events of the run).
+    fn copy_by_pe0(
+        device: &Rc<Device>,
+        src: u64,
+        dst: u64,
+        len: u64,
+    ) -> (SimDuration, SimDuration, u64) {
         let pe = device.fabric().machine().pe(0, 0, 0).unwrap();
         let issue = device.fabric().machine().spec().pe.dma.issue_overhead;
         let formula = device.dma_copy_formula(issue, pe, src, dst, len).unwrap();
@@ -401,11 +415,9 @@ mod tests {
             let engine = d.fabric().pe_dma(0, 0, 0).clone();
             d.dma_copy(&engine, pe, src, dst, len).await
         });
-        simulation.run().unwrap();
+        let stats = simulation.run().unwrap();
         let timing = copy.output().unwrap().unwrap();
-        let back = device.read_untimed(dst, len).ok();
-        assert!(device.oplog().verify(&device.store()).is_ok());
-        (timing.end - timing.requested, formula, back)
+        (timing.end - timing.requested, formula, stats.events)
     }
 
     #[test]
@@ -489,18 +501,7 @@ mod tests {
             device.alloc(tcm, len).unwrap(),
             device.alloc(tcm, len).unwrap(),
         );
-        let pe = device.fabric().machine().pe(0, 0, 0).unwrap();
-        let issue = spec.pe.dma.issue_overhead;
-        let formula = device.dma_copy_formula(issue, pe, src, dst, len).unwrap();
-        let mut simulation = Simulation::new();
-        let d = device.clone();
-        let copy = simulation.spawn("pe0", async move {
-            let engine = d.fabric().pe_dma(0, 0, 0).clone();
-            d.dma_copy(&engine, pe, src, dst, len).await
-        });
-        let stats = simulation.run().unwrap();
-        let timing = copy.output().unwrap().unwrap();
-        (timing.end - timing.requested, formula, stats.events)
+        copy_by_pe0(&device, src, dst, len)
     }
 
     #[test]
