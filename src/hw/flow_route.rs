@@ -21,7 +21,6 @@ use super::transit::{HopTimes, Slowest, cross_hops};
 use super::{HwError, Link, PacketPlan, TransferReport, later_for};
 use crate::sim::{self, SimDuration, SimTime};
 use crate::topology::Path;
-use crate::trace;
 
 /// One hop of a [`FlowRoute`].
 #[derive(Debug, Clone, Copy)]
@@ -98,7 +97,7 @@ impl FlowRoute {
         let plan = PacketPlan::new(bytes, self.max_payload);
         let start = sim::now();
         let mut slowest = Slowest::default();
-        let end = self.cross(links, &plan, start, 0, |hop, link, residency| {
+        let end = self.cross(links, &plan, start, |hop, link, residency| {
             slowest.note(hop, link, residency)
         })?;
         Ok(slowest.report(start, end, &plan))
@@ -107,45 +106,19 @@ impl FlowRoute {
     /// [`book`](Self::book), telling only when the last byte lands.
     pub(crate) fn lands(&self, links: &[Link], bytes: u64) -> Result<SimTime, HwError> {
         let plan = PacketPlan::new(bytes, self.max_payload);
-        let now = sim::now();
-        if plan.packets > 1 || trace::is_recording() {
-            return self.cross(links, &plan, now, 0, |_, _, _| {});
-        }
-        self.remember_tails(links, plan.last)?;
-        let tails = self.tails.borrow();
-        // A one-packet flow over idle hops: at each, booked from its
-        // arrival for `S_h`, then on to the next after `L_h` (what
-        // `cross_hops` does, as one instant instead of its three).
-        let mut arrives = now;
-        for (index, (hop, &tail)) in self.hops.iter().zip(tails.1.iter()).enumerate() {
-            let link = &links[hop.link];
-            match link
-                .server()
-                .try_reserve_idle(arrives, tail, plan.last, now)
-            {
-                Some(booked) => arrives = later_for(booked?.end, hop.latency, || link.name())?,
-                None => {
-                    drop(tails);
-                    return self.cross(links, &plan, arrives, index, |_, _, _| {});
-                }
-            }
-        }
-        Ok(arrives)
+        self.cross(links, &plan, sim::now(), |_, _, _| {})
     }
 
-    /// Crosses the hops from `first` on, the flow's front at `start`.
     fn cross<'a>(
         &self,
         links: &'a [Link],
         plan: &PacketPlan,
         start: SimTime,
-        first: usize,
         on_hop: impl FnMut(usize, &'a Link, SimDuration),
     ) -> Result<SimTime, HwError> {
         self.remember_tails(links, plan.last)?;
         let tails = self.tails.borrow();
-        let hops = self.hops.iter().zip(tails.1.iter()).skip(first);
-        let hops = hops.map(|(hop, &tail)| {
+        let hops = self.hops.iter().zip(tails.1.iter()).map(|(hop, &tail)| {
             let times = HopTimes {
                 full: hop.full,
                 tail,
@@ -223,10 +196,10 @@ mod tests {
         })
     }
 
-    /// `lands` (its one-packet loop, falling back to `cross_hops` at the
-    /// first busy hop) gives every flow the time the general booking
-    /// (`book`) gives it, and leaves every link's statistics the same,
-    /// one-packet flows mixed with long ones on routes that share links.
+    /// `lands` gives every flow the time `book` gives it and leaves every
+    /// link's statistics the same, one-packet flows (carried as one
+    /// instant while their hops are idle, then in general) mixed with long
+    /// ones on routes that share links.
     #[test]
     fn lands_times_and_books_as_the_general_booking() {
         let pairs = [((0, 0), (5, 0)), ((1, 0), (5, 0)), ((4, 1), (6, 0))];

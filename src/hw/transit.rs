@@ -45,7 +45,6 @@ use std::rc::Rc;
 
 use super::HwError;
 use super::link::{HopParams, Link};
-use super::server::Reservation;
 use crate::sim::{self, SimDuration, SimTime, TimeError};
 use crate::trace;
 
@@ -202,19 +201,32 @@ pub(crate) fn cross_hops<'a>(
     start: SimTime,
     mut on_hop: impl FnMut(usize, &'a Link, SimDuration),
 ) -> Result<SimTime, HwError> {
+    let mut hops = hops.into_iter().enumerate();
     let mut front = FlowFront::at(start);
-    // Read once per flow, not at every hop: neither changes while it books.
-    let (now, one_packet) = (sim::now(), plan.packets == 1 && !trace::is_recording());
-    for (index, (link, times)) in hops.into_iter().enumerate() {
-        let idle = match one_packet {
-            true => front.cross_idle(link, plan, times, now),
-            false => None,
-        };
-        let residency = match idle {
-            Some(residency) => residency?,
-            None => front.cross(link, plan, times)?,
-        };
-        on_hop(index, link, residency);
+    if plan.packets == 1 && !trace::is_recording() {
+        // A one-packet flow, while every hop so far was idle when it
+        // arrived, is one instant: booked from its arrival for `S_h`
+        // (`SerialServer::try_reserve_idle`), on to the next hop after
+        // `L_h`. From the first hop where that does not hold, the general
+        // case. `now` does not change while the flow books.
+        let (now, mut arrives) = (sim::now(), start);
+        loop {
+            let Some((index, (link, times))) = hops.next() else {
+                return Ok(arrives);
+            };
+            let server = link.server();
+            let Some(booked) = server.try_reserve_idle(arrives, times.tail, plan.last, now) else {
+                front = FlowFront::at(arrives);
+                on_hop(index, link, front.cross(link, plan, times)?);
+                break;
+            };
+            let booked = booked?;
+            on_hop(index, link, booked.end.saturating_since(booked.start));
+            arrives = super::later_for(booked.end, times.latency, || link.name())?;
+        }
+    }
+    for (index, (link, times)) in hops {
+        on_hop(index, link, front.cross(link, plan, times)?);
     }
     Ok(front.last)
 }
@@ -264,45 +276,6 @@ impl FlowFront {
             last_full: start,
             last: start,
         }
-    }
-
-    /// [`cross`](Self::cross) of a one-packet flow over a hop that is idle
-    /// when the packet arrives and has no idle gap
-    /// ([`SerialServer::try_reserve_idle`](super::server::SerialServer::try_reserve_idle)):
-    /// the same booking and front, without the general case's work. `None`,
-    /// nothing booked, where the general case applies.
-    #[inline(always)]
-    fn cross_idle(
-        &mut self,
-        link: &Link,
-        plan: &PacketPlan,
-        times: HopTimes,
-        now: SimTime,
-    ) -> Option<Result<SimDuration, HwError>> {
-        let booked = link
-            .server()
-            .try_reserve_idle(self.first, times.tail, plan.last, now)?;
-        Some(booked.and_then(|booked| self.served_on_arrival(link, booked, times)))
-    }
-
-    /// Moves the front of a one-packet flow past a hop that served it from
-    /// `booked.start` to `booked.end`, in one piece.
-    #[inline(always)]
-    fn served_on_arrival(
-        &mut self,
-        link: &Link,
-        booked: Reservation,
-        HopTimes { tail, latency, .. }: HopTimes,
-    ) -> Result<SimDuration, HwError> {
-        let after = |t: SimTime, d: SimDuration| super::later_for(t, d, || link.name());
-        let last_leaves = after(self.last.max(booked.start), tail)?;
-        let residency = booked.end.saturating_since(self.first);
-        *self = FlowFront {
-            first: after(booked.end, latency)?,
-            last_full: after(booked.start, latency)?,
-            last: after(last_leaves, latency)?,
-        };
-        Ok(residency)
     }
 
     /// Books `link` for the flow and moves the front past it; returns the
