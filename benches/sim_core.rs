@@ -6,6 +6,11 @@
 use criterion::{Criterion, criterion_group, criterion_main};
 use kernbench::sim::speed;
 
+/// The allocator of every binary (ADR-0026): the simulator makes and
+/// frees millions of small objects; mimalloc keeps them closer together.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn sim_core(c: &mut Criterion) {
     let mut group = c.benchmark_group("sim_core");
     group.sample_size(10);

@@ -32,6 +32,11 @@ use kernbench::topology::{Machine, TopologySpec};
 use kernbench::workloads::{self, Options};
 use serde_json::{Value, json};
 
+/// The allocator of every binary (ADR-0026): the simulator makes and
+/// frees millions of small objects; mimalloc keeps them closer together.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// One simulated run: machine, size, fidelity, algorithm.
 #[derive(Debug, Clone)]
 struct Point {

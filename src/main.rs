@@ -29,6 +29,11 @@ use kernbench::trace::{
 };
 use kernbench::workloads::{self, Options, WorkloadError};
 
+/// The allocator of every binary (ADR-0026): the simulator makes and
+/// frees millions of small objects; mimalloc keeps them closer together.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Deterministic discrete-event simulator of the multi-device AHBM accelerator.
 #[derive(Debug, Parser)]
 #[command(name = "kernbench", version, about)]
