@@ -5,7 +5,9 @@
 //! log cannot drift apart: a DMA copy is issued on a DMA engine, its effect
 //! on memory is applied and logged at the instant its data phase starts
 //! (the source is snapshotted when the DMA is issued, as real hardware
-//! would), and it then takes exactly the time of its stages:
+//! would; in flow mode a copy from a TCM that finds a free slot starts it
+//! at its request, ADR-0027), and it then takes exactly the time of its
+//! stages:
 //!
 //! ```text
 //! request   initiator -> source memory node        (header-only packet)
@@ -30,7 +32,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use crate::hw::{DmaEngine, Fabric, HwError, Route};
+use crate::hw::{DmaEngine, DmaSlot, Fabric, HwError, Route};
 use crate::mem::{
     DataMode, DeviceAllocError, DeviceAllocators, MemoryStore, Op, OpLog, OpLogError, Payload,
     StoreError,
@@ -243,29 +245,37 @@ impl Device {
         signal: Option<&Route>,
     ) -> Result<CopyTiming, DeviceError> {
         let plan = self.plan(initiator, src, dst)?;
-        // As `engine.run(job)`, without moving a job future into it.
-        let slot = engine.start().await?;
+        let (f, routes) = (&self.fabric, &plan.routes);
+        let slot = self.start(engine, &plan).await?;
         let id = self.apply(engine.name(), Op::Copy { src, dst, len })?;
-        let f = &self.fabric;
         let timing = |end| CopyTiming {
             requested: slot.requested,
             started: slot.started,
             end,
         };
-        let routes = &plan.routes;
-        let unbooked = match signal {
-            None => f
-                .flow_unbooked_copy(&routes.request, (plan.src, &routes.data, plan.dst), len)
-                .transpose()?,
-            Some(_) => None,
-        };
-        if let Some(written) = unbooked {
-            sim::sleep_until(written).await;
-            self.complete(id)?;
-            return Ok(timing(written));
+        let read = f
+            .flow_read_done(&routes.request, plan.src, len, slot.started)
+            .transpose()?;
+        match read {
+            Some(read) => {
+                let unbooked = match signal {
+                    None => f
+                        .flow_unbooked_write(&routes.data, plan.dst, len, read)
+                        .transpose()?,
+                    Some(_) => None,
+                };
+                if let Some(written) = unbooked {
+                    sim::sleep_until(written).await;
+                    self.complete(id)?;
+                    return Ok(timing(written));
+                }
+                sim::sleep_until(read).await;
+            }
+            None => {
+                f.send_then_access(&routes.request, 0, plan.src, len)
+                    .await?
+            }
         }
-        f.send_then_access(&routes.request, 0, plan.src, len)
-            .await?;
         let with_data = match signal {
             Some(signal) => f
                 .flow_write_then_signal(&routes.data, len, plan.dst, signal)
@@ -287,6 +297,20 @@ impl Device {
             signalled.await?;
         }
         Ok(copied)
+    }
+
+    /// Issues a copy on `engine` and takes a slot. In flow mode, when its
+    /// read books nothing and a slot is free, both happen now and the
+    /// caller works out the read from here, one sleep for issue, request
+    /// and read (ADR-0027); otherwise as `engine.run(job)` does, without
+    /// moving a job future into it.
+    async fn start(&self, engine: &DmaEngine, plan: &CopyPlan) -> Result<DmaSlot, DeviceError> {
+        if self.fabric.flow_reads_unbooked(plan.src)
+            && let Some(slot) = engine.start_now()?
+        {
+            return Ok(slot);
+        }
+        Ok(engine.start().await?)
     }
 
     /// The uncontended time of [`dma_copy`](Self::dma_copy) from request
@@ -487,32 +511,101 @@ mod tests {
 
     /// Copies 4 KiB between two buffers of PE 0's TCM of cube 0 (data
     /// that crosses no link); returns (simulated, formula, events).
-    fn copy_within_a_tcm(fidelity: Fidelity) -> (SimDuration, SimDuration, u64) {
+    const TCM0: MemSpace = MemSpace::Tcm {
+        sip: 0,
+        cube: 0,
+        pe: 0,
+    };
+
+    /// A timing-only device of the default machine in `fidelity`.
+    fn timing_device(fidelity: Fidelity) -> Rc<Device> {
         let mut spec = TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap();
         spec.simulation.fidelity = fidelity;
-        let device = Device::new(&spec, DataMode::Off).unwrap();
-        let tcm = MemSpace::Tcm {
-            sip: 0,
-            cube: 0,
-            pe: 0,
-        };
+        Device::new(&spec, DataMode::Off).unwrap()
+    }
+
+    /// One 4 KiB copy by PE 0 of cube 0 from its TCM to `to`: (simulated,
+    /// formula, events).
+    fn copy_from_tcm0(fidelity: Fidelity, to: MemSpace) -> (SimDuration, SimDuration, u64) {
+        let device = timing_device(fidelity);
         let len = 4 << 10;
         let (src, dst) = (
-            device.alloc(tcm, len).unwrap(),
-            device.alloc(tcm, len).unwrap(),
+            device.alloc(TCM0, len).unwrap(),
+            device.alloc(to, len).unwrap(),
         );
         copy_by_pe0(&device, src, dst, len)
     }
 
-    #[test]
-    fn a_copy_within_a_tcm_takes_its_formula_and_two_sleeps_in_flow_mode() {
-        let (packet, packet_formula, _) = copy_within_a_tcm(Fidelity::Packet);
-        let (flow, flow_formula, flow_events) = copy_within_a_tcm(Fidelity::Flow);
+    /// `check(destination, flow-mode events)`: the copy takes its formula
+    /// in both modes, and flow mode sleeps as often as expected.
+    fn check_copy_from_tcm0(to: MemSpace, flow_events: u64) {
+        let (packet, packet_formula, _) = copy_from_tcm0(Fidelity::Packet, to);
+        let (flow, flow_formula, events) = copy_from_tcm0(Fidelity::Flow, to);
         assert_eq!(packet, packet_formula);
         assert_eq!(flow, flow_formula);
-        // Flow mode: the issue, then one sleep for the read request, the
-        // read and the write, as none of them books anything.
-        assert_eq!(flow_events, 2);
+        assert_eq!(events, flow_events);
+    }
+
+    #[test]
+    fn a_copy_within_a_tcm_takes_its_formula_and_one_sleep_in_flow_mode() {
+        // Issue, read request, read and write: nothing books (ADR-0027).
+        check_copy_from_tcm0(TCM0, 1);
+    }
+
+    #[test]
+    fn a_copy_from_a_tcm_to_another_cube_takes_its_formula_and_two_sleeps_in_flow_mode() {
+        // Issue, read request and read in one sleep; the data books links
+        // at the instant it leaves, and the write follows.
+        let far = MemSpace::Tcm {
+            sip: 0,
+            cube: 5,
+            pe: 3,
+        };
+        check_copy_from_tcm0(far, 2);
+    }
+
+    #[test]
+    fn a_flow_mode_copy_without_a_free_slot_waits_for_one() {
+        let device = timing_device(Fidelity::Flow);
+        let len = 4 << 10;
+        let pe = device.fabric().machine().pe(0, 0, 0).unwrap();
+        let slots = device
+            .fabric()
+            .machine()
+            .spec()
+            .pe
+            .dma
+            .max_outstanding
+            .get() as usize;
+        let far = MemSpace::Tcm {
+            sip: 0,
+            cube: 5,
+            pe: 3,
+        };
+        let mut simulation = Simulation::new();
+        // Each copy holds its slot far longer than the issues take.
+        let copies: Vec<_> = (0..=slots)
+            .map(|_| {
+                let (src, dst) = (
+                    device.alloc(TCM0, len).unwrap(),
+                    device.alloc(far, len).unwrap(),
+                );
+                let d = device.clone();
+                simulation.spawn("copy", async move {
+                    let engine = d.fabric().pe_dma(0, 0, 0).clone();
+                    d.dma_copy(&engine, pe, src, dst, len).await
+                })
+            })
+            .collect();
+        simulation.run().unwrap();
+        let timings: Vec<CopyTiming> = copies
+            .into_iter()
+            .map(|copy| copy.output().unwrap().unwrap())
+            .collect();
+        let (last, first) = timings.split_last().unwrap();
+        let first_free = first.iter().map(|t| t.end).min().unwrap();
+        assert!(first.iter().all(|t| t.started < first_free));
+        assert_eq!(last.started, first_free);
     }
 
     #[test]

@@ -127,6 +127,25 @@ impl DmaEngine {
         })
     }
 
+    /// Issues a descriptor now and takes a slot now, without waiting, if
+    /// one is free and nobody queues for one: for a flow-mode copy that
+    /// works out its next stages from here (ADR-0027). `None`, with
+    /// nothing booked, otherwise. The slot is held from now; the data
+    /// phase starts when the descriptor has been issued.
+    pub fn start_now(&self) -> Result<Option<DmaSlot>, HwError> {
+        let Some(guard) = self.slots.try_acquire() else {
+            return Ok(None);
+        };
+        let requested = sim::now();
+        let issued = self.issue.reserve(self.issue_overhead, 0)?.end;
+        Ok(Some(DmaSlot {
+            requested,
+            issued,
+            started: issued,
+            _guard: guard,
+        }))
+    }
+
     /// Descriptors issued (`jobs`) and issue-stage busy time as of `now`.
     pub fn issue_stats(&self, now: SimTime) -> ServerStats {
         self.issue.stats(now)

@@ -349,33 +349,51 @@ impl Fabric {
         Some(times())
     }
 
-    /// Flow mode, a copy whose data crosses no link and whose read and
-    /// write book nothing (within one TCM, say): when its last byte is
-    /// written, worked out now from the read request sent over `request`,
-    /// the read of `len` bytes at `src` and the write at `dst`, the same
-    /// stages in turn as [`send_then_access`](Self::send_then_access)
-    /// times them, since none of them books anything. `None` otherwise:
-    /// the caller runs the stages in turn.
-    pub fn flow_unbooked_copy(
+    /// Whether a copy's read of `src` books nothing in flow mode, so that
+    /// its read request and read can be worked out ahead
+    /// ([`flow_read_done`](Self::flow_read_done), ADR-0027).
+    pub fn flow_reads_unbooked(&self, (space, _): (MemSpace, u64)) -> bool {
+        self.fidelity() == Fidelity::Flow && unbooked(space)
+    }
+
+    /// Flow mode, a read that books nothing (a TCM, the host): when `len`
+    /// bytes at `src` have been read, the read request sent over `request`
+    /// at `sent`, the same stages as
+    /// [`send_then_access`](Self::send_then_access) times them. `None`
+    /// otherwise.
+    pub fn flow_read_done(
         &self,
         request: &Route,
-        (src, data, dst): ((MemSpace, u64), &Route, (MemSpace, u64)),
+        src: (MemSpace, u64),
         len: u64,
+        sent: SimTime,
+    ) -> Option<Result<SimTime, HwError>> {
+        if !self.flow_reads_unbooked(src) {
+            return None;
+        }
+        let read = || {
+            let took = self.access_formula(src.0, src.1, len)?;
+            super::later(self.header_lands(request, sent)?, took, "memory access")
+        };
+        Some(read())
+    }
+
+    /// Flow mode, data that crosses no link (within one TCM, say) to a
+    /// memory whose write books nothing: when its last byte is written,
+    /// read at `read`. Nothing in it books, so it is known at once. `None`
+    /// otherwise: the caller runs the stages in turn.
+    pub fn flow_unbooked_write(
+        &self,
+        data: &Route,
+        dst: (MemSpace, u64),
+        len: u64,
+        read: SimTime,
     ) -> Option<Result<SimTime, HwError>> {
         if self.fidelity() != Fidelity::Flow || !data.path().edges().is_empty() {
             return None;
         }
-        let read = self.unbooked_access(src.0, src.1, len)?;
         let write = self.unbooked_access(dst.0, dst.1, len)?;
-        let written = || {
-            let read_at = super::later(
-                self.header_lands(request, sim::now())?,
-                read?,
-                "memory access",
-            )?;
-            super::later(read_at, write?, "memory access")
-        };
-        Some(written())
+        Some(write.and_then(|write| super::later(read, write, "memory access")))
     }
 
     /// [`access_formula`](Self::access_formula) of the memories whose
@@ -387,8 +405,7 @@ impl Fabric {
         offset: u64,
         len: u64,
     ) -> Option<Result<SimDuration, HwError>> {
-        let unbooked = matches!(space, MemSpace::Tcm { .. } | MemSpace::Host);
-        unbooked.then(|| self.access_formula(space, offset, len))
+        unbooked(space).then(|| self.access_formula(space, offset, len))
     }
 
     /// The uncontended time of [`send`](Self::send).
@@ -485,6 +502,12 @@ impl Fabric {
     pub fn io_cpu(&self, sip: u32) -> &Rc<IoCpu> {
         &self.io_cpu[sip as usize]
     }
+}
+
+/// Whether an access to `space` books nothing: a TCM (its latency only)
+/// or the host.
+fn unbooked(space: MemSpace) -> bool {
+    matches!(space, MemSpace::Tcm { .. } | MemSpace::Host)
 }
 
 fn cube_coords(machine: &Machine) -> Vec<(u32, u32)> {
