@@ -509,8 +509,7 @@ mod tests {
         }
     }
 
-    /// Copies 4 KiB between two buffers of PE 0's TCM of cube 0 (data
-    /// that crosses no link); returns (simulated, formula, events).
+    /// PE 0's TCM of cube 0 of SIP 0.
     const TCM0: MemSpace = MemSpace::Tcm {
         sip: 0,
         cube: 0,
