@@ -368,14 +368,12 @@ impl Fabric {
         len: u64,
         sent: SimTime,
     ) -> Option<Result<SimTime, HwError>> {
-        if !self.flow_reads_unbooked(src) {
+        if self.fidelity() != Fidelity::Flow {
             return None;
         }
-        let read = || {
-            let took = self.access_formula(src.0, src.1, len)?;
-            super::later(self.header_lands(request, sent)?, took, "memory access")
-        };
-        Some(read())
+        let read = self.unbooked_access(src.0, src.1, len)?;
+        let done = || super::later(self.header_lands(request, sent)?, read?, "memory access");
+        Some(done())
     }
 
     /// Flow mode, data that crosses no link (within one TCM, say) to a
