@@ -125,6 +125,11 @@ struct WebArgs {
     /// on the front page.
     #[arg(long, value_name = "DIR")]
     results: Option<PathBuf>,
+
+    /// Wall-time limit of one request's simulations, in seconds; a run that
+    /// reaches it is cancelled and its page says so.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    run_limit: u64,
 }
 
 #[derive(Debug, Args)]
@@ -152,15 +157,27 @@ struct SweepArgs {
     bench: String,
 
     /// Smallest size (nccl-tests -b; K/M/G suffixes), for workloads taking --size.
-    #[arg(short = 'b', long, value_name = "BYTES", requires = "max_bytes")]
+    #[arg(
+        short = 'b',
+        long,
+        value_name = "BYTES",
+        requires = "max_bytes",
+        allow_hyphen_values = true
+    )]
     min_bytes: Option<workloads::ByteSize>,
 
     /// Largest size (nccl-tests -e).
-    #[arg(short = 'e', long, value_name = "BYTES", requires = "min_bytes")]
+    #[arg(
+        short = 'e',
+        long,
+        value_name = "BYTES",
+        requires = "min_bytes",
+        allow_hyphen_values = true
+    )]
     max_bytes: Option<workloads::ByteSize>,
 
     /// Size multiplier between points (nccl-tests -f).
-    #[arg(short = 'f', long, value_name = "FACTOR", default_value_t = 2)]
+    #[arg(short = 'f', long, value_name = "FACTOR", default_value_t = 2, allow_negative_numbers = true)]
     step_factor: u64,
 
     /// Keep and move real bytes and check the results (#wrong).
@@ -263,6 +280,18 @@ enum CliError {
     DotWithoutView,
     #[error("cannot write output: {0}")]
     Output(#[from] io::Error),
+    #[error("cannot write output to {}: {source}", path.display())]
+    OutputPath { path: PathBuf, source: io::Error },
+    #[error(
+        "sweep: {failed} of {points} point(s) failed ({errors} could not run, {checks} failed \
+         a check); the table and any --out files have every row"
+    )]
+    SweepFailed {
+        points: usize,
+        failed: usize,
+        errors: usize,
+        checks: usize,
+    },
     #[error("cannot encode JSON: {0}")]
     Json(#[from] serde_json::Error),
     #[error("cannot write trace file {}: {source}", path.display())]
@@ -291,6 +320,7 @@ impl CliError {
             CliError::Config(_)
             | CliError::Ccl(_)
             | CliError::Probe(kernbench::probe::ProbeError::SizeTooLarge { .. })
+            | CliError::Probe(kernbench::probe::ProbeError::SizeTooSmall { .. })
             | CliError::Topology(_)
             | CliError::View(_)
             | CliError::DotWithoutView
@@ -298,6 +328,8 @@ impl CliError {
             | CliError::Reference(_) => ExitCode::from(2),
             CliError::Workload(error) if error.is_usage() => ExitCode::from(2),
             CliError::Output(_)
+            | CliError::OutputPath { .. }
+            | CliError::SweepFailed { .. }
             | CliError::Json(_)
             | CliError::Trace { .. }
             | CliError::Probe(_)
@@ -528,6 +560,9 @@ fn run_sweep(
             values: sizes.iter().map(ToString::to_string).collect(),
         });
     }
+    if let Some(dir) = &args.out {
+        prepare_out(dir)?;
+    }
     let variants = sweep_variants(&cli.fidelity, &args.buffer_kind, &topology, &ccl);
     let plan = sweep::Plan::new(workload, variants, axes, args.verify_data)?;
     let mut points = plan.points();
@@ -563,7 +598,40 @@ fn run_sweep(
     if let Some(dir) = &args.out {
         write_results(dir, &set)?;
     }
-    Ok(())
+    sweep_outcome(&rows)
+}
+
+/// A sweep succeeds only when every point ran and passed its checks (CI
+/// jobs and Slurm arrays read the exit code).
+fn sweep_outcome(rows: &[&results::Row]) -> Result<(), CliError> {
+    let errors = rows.iter().filter(|r| r.error.is_some()).count();
+    let checks = rows.iter().filter(|r| r.checks_failed > 0).count();
+    match errors + checks {
+        0 => Ok(()),
+        failed => Err(CliError::SweepFailed {
+            points: rows.len(),
+            failed,
+            errors,
+            checks,
+        }),
+    }
+}
+
+/// Makes sure `dir` can take the results before the first point runs:
+/// created if missing, a writable directory.
+fn prepare_out(dir: &Path) -> Result<(), CliError> {
+    let error = |source| CliError::OutputPath {
+        path: dir.to_owned(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(error)?;
+    if !dir.is_dir() {
+        let source = io::Error::new(io::ErrorKind::AlreadyExists, "exists and is not a directory");
+        return Err(error(source));
+    }
+    let check = dir.join(".kernbench-write-check");
+    std::fs::write(&check, b"").map_err(error)?;
+    std::fs::remove_file(&check).map_err(error)
 }
 
 /// The configurations a sweep runs: every fidelity of a `--fidelity` list
@@ -618,37 +686,56 @@ fn sweep_variants(
 /// Writes `results.csv`, `results.json` and the figures into `dir`, and
 /// returns the figures.
 fn write_results(dir: &Path, set: &results::ResultSet) -> Result<Vec<figures::Svg>, CliError> {
-    std::fs::create_dir_all(dir)?;
-    std::fs::write(dir.join("results.json"), set.to_json())?;
-    std::fs::write(dir.join("results.csv"), set.to_csv())?;
+    prepare_out(dir)?;
+    write_file(&dir.join("results.json"), set.to_json())?;
+    write_file(&dir.join("results.csv"), set.to_csv())?;
     let rows: Vec<_> = set.rows().collect();
     let svgs = figures::figures(&rows);
     for svg in &svgs {
-        std::fs::write(dir.join(&svg.file), &svg.text)?;
+        write_file(&dir.join(&svg.file), &svg.text)?;
     }
     Ok(svgs)
 }
 
+/// `std::fs::write`, with the path in the error.
+fn write_file(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), CliError> {
+    std::fs::write(path, contents).map_err(|source| CliError::OutputPath {
+        path: path.to_owned(),
+        source,
+    })
+}
+
 /// `kernbench report`: merge, compare with the reference, write.
 fn run_report(args: &ReportArgs) -> Result<(), CliError> {
+    prepare_out(&args.out)?;
     let sets = args
         .dirs
         .iter()
         .map(|dir| Ok((dir.clone(), report::load(dir)?)))
         .collect::<Result<Vec<_>, CliError>>()?;
     let mut set = report::merge(&sets)?;
-    let measured = args.reference.as_deref().map(reference::load).transpose()?;
+    let reference = args.reference.as_deref().map(reference::load).transpose()?;
+    if let (Some(reference), Some(path)) = (&reference, &args.reference) {
+        let rows: Vec<_> = set.rows().collect();
+        let path = path.clone();
+        match reference.check(&rows) {
+            Err(message) => return Err(reference::ReferenceError::Mismatch { path, message }.into()),
+            Ok(Some(warning)) => eprintln!("warning: --reference {}: {warning}", path.display()),
+            Ok(None) => {}
+        }
+    }
+    let measured = reference.map(|r| r.measured);
     let comparison = measured.as_ref().map(|m| report::compare(&mut set, m));
     let mut svgs = write_results(&args.out, &set)?;
     if let Some(measured) = &measured {
         let rows: Vec<_> = set.rows().collect();
         if let Some(svg) = report::measured_vs_simulated(&rows, measured) {
-            std::fs::write(args.out.join(&svg.file), &svg.text)?;
+            write_file(&args.out.join(&svg.file), &svg.text)?;
             svgs.push(svg);
         }
     }
     let html = report::index_html(&set, comparison.as_deref(), &svgs);
-    std::fs::write(args.out.join("index.html"), html)?;
+    write_file(&args.out.join("index.html"), html)?;
     let rows: Vec<_> = set.rows().collect();
     print_out(&table::render(&rows))?;
     comparison.map_or(Ok(()), |text| print_out(&text))
@@ -661,6 +748,9 @@ fn serve(topology: TopologySpec, ccl: CclConfig, args: &WebArgs) -> Result<(), C
         topology,
         ccl,
         results,
+        limits: web::Limits {
+            run_time: std::time::Duration::from_secs(args.run_limit),
+        },
     };
     let server = web::Server::bind(std::net::SocketAddr::new(args.bind, args.port), settings)?;
     print_out(&format!("listening on {}\n", server.url()))?;
@@ -765,6 +855,9 @@ mod workload_flags {
                 Arg::new(param.name)
                     .long(param.name)
                     .value_name(param.value_name)
+                    // `--size -256` reaches the workload's own message
+                    // rather than clap's "unexpected argument '-2'".
+                    .allow_hyphen_values(matches!(param.value_name, "BYTES" | "N"))
                     .help(format!("{} [{}]", param.help, takers.join(", ")))
                     .help_heading("Workload parameters")
             });

@@ -9,6 +9,9 @@
 //! and what was expected. After deserialization, a caller's semantic checks
 //! point at keys through [`Document::error_at`].
 //!
+//! [`read_capped`] reads any file a user hands in (this module's and other
+//! readers'), with a size cap.
+//!
 //! [`units`] holds the quantity types (`"256 GB/s"`, `"8 ns"`, `"1 MiB"`).
 //!
 //! This module owns file handling, YAML, positions and units. It knows
@@ -17,6 +20,7 @@
 
 mod error;
 mod overrides;
+mod read;
 pub mod units;
 mod yaml;
 
@@ -29,6 +33,7 @@ use serde::de::DeserializeOwned;
 
 pub use error::ConfigError;
 pub use overrides::{Override, Overrides};
+pub use read::{CONFIG_CAP, excerpt, read_capped};
 pub use yaml::Origin;
 
 use yaml::{Node, NodeDe, NodeKind};
@@ -77,7 +82,7 @@ impl Document {
     pub fn read(source: &ConfigSource) -> Result<Self, ConfigError> {
         match source {
             ConfigSource::File(path) => {
-                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                let text = read_capped(path, CONFIG_CAP, "a configuration file").map_err(|source| ConfigError::Read {
                     path: path.clone(),
                     source,
                 })?;

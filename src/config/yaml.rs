@@ -411,9 +411,17 @@ impl fmt::Display for DeError {
 
 impl std::error::Error for DeError {}
 
+/// The longest string an error quotes whole (a whole file read as one
+/// scalar, e.g. `--topology /etc/passwd`, is cut to this).
+const QUOTE_MAX: usize = 60;
+
 /// How a value that did not fit reads in a message: `"x"`, `-1`, `a mapping`.
 fn describe(unexpected: Unexpected<'_>) -> String {
     match unexpected {
+        Unexpected::Str(text) if text.chars().count() > QUOTE_MAX => {
+            let cut: String = text.chars().take(QUOTE_MAX).collect();
+            format!("{cut:?}... ({} B)", text.len())
+        }
         Unexpected::Str(text) => format!("{text:?}"),
         Unexpected::Unsigned(n) => n.to_string(),
         Unexpected::Signed(n) => n.to_string(),

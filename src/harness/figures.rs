@@ -245,11 +245,23 @@ pub fn curve(
     }
 }
 
+/// The magnitudes a chart draws: a value outside (non-finite, or nonzero
+/// and smaller or larger than these) is left out, so that the axes'
+/// ranges, padding and tick marks stay finite and few whatever a results
+/// file holds (a figure of 1e308 or 1e-320 would otherwise overflow the
+/// padding or ask for hundreds of decades of ticks).
+pub const DRAWABLE: std::ops::RangeInclusive<f64> = 1e-30..=1e30;
+
+/// Whether a chart draws `value` ([`DRAWABLE`], or zero).
+pub fn drawable(value: f64) -> bool {
+    value == 0.0 || DRAWABLE.contains(&value.abs())
+}
+
 /// The range of `values`, padded; positive only on a log axis. `None`
 /// when there is nothing to draw.
 fn range(values: impl Iterator<Item = f64>, log: bool) -> Option<std::ops::Range<f64>> {
     let (mut low, mut high) = (f64::INFINITY, f64::NEG_INFINITY);
-    for v in values.filter(|v| v.is_finite() && (!log || *v > 0.0)) {
+    for v in values.filter(|v| drawable(*v) && (!log || *v > 0.0)) {
         low = low.min(v);
         high = high.max(v);
     }
@@ -266,8 +278,15 @@ fn range(values: impl Iterator<Item = f64>, log: bool) -> Option<std::ops::Range
 
 /// Draws `curves` (empty ones skipped); `None` when none has a point.
 pub fn chart(file: &str, axes: Axes<'_>, curves: Vec<Curve>) -> Option<Svg> {
+    let on_chart = |&(x, y): &(f64, f64)| {
+        drawable(x) && drawable(y) && (!axes.log_x || x > 0.0) && (!axes.log_y || y > 0.0)
+    };
     let curves: Vec<_> = curves
         .into_iter()
+        .map(|mut c| {
+            c.points.retain(on_chart);
+            c
+        })
         .filter(|c| !c.points.is_empty())
         .collect();
     let xs = range(

@@ -19,6 +19,7 @@ use super::figures::{self, Axes, Curve, Style, Svg};
 use super::reference::Measured;
 use super::results::{Fields, ResultSet, Row, Source, SourcedRow};
 use super::table::{self, names};
+use crate::config::read_capped;
 use crate::workloads::Value;
 
 /// A result folder that cannot be merged.
@@ -40,6 +41,19 @@ pub enum ReportError {
         /// Where and why.
         source: serde_json::Error,
     },
+    /// A results.json that parses but holds what no sweep writes (a row
+    /// naming a missing source, a figure no chart can draw).
+    #[error("{}: rows[{row}].{field}: {message}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The row, from 0.
+        row: usize,
+        /// The field, e.g. `source` or `figures.busbw_gbps`.
+        field: String,
+        /// What was found and expected.
+        message: String,
+    },
     /// The same run with different results in two folders.
     #[error(
         "conflicting results for the run `{key}`: {} and {} differ (identical duplicates are kept once)",
@@ -59,11 +73,78 @@ pub enum ReportError {
 /// The result set `dir/results.json`.
 pub fn load(dir: &Path) -> Result<ResultSet, ReportError> {
     let path = dir.join("results.json");
-    let text = std::fs::read_to_string(&path).map_err(|source| ReportError::Read {
-        path: path.clone(),
-        source,
+    let text = read_capped(&path, RESULTS_CAP, "a results.json").map_err(|source| {
+        ReportError::Read {
+            path: path.clone(),
+            source,
+        }
     })?;
-    serde_json::from_str(&text).map_err(|source| ReportError::Json { path, source })
+    let set: ResultSet =
+        serde_json::from_str(&text).map_err(|source| ReportError::Json {
+            path: path.clone(),
+            source,
+        })?;
+    validate(&set).map_err(|(row, field, message)| ReportError::Invalid {
+        path,
+        row,
+        field,
+        message,
+    })?;
+    Ok(set)
+}
+
+/// The cap of a results.json (a sweep of a hundred thousand points
+/// writes about a tenth of it).
+pub const RESULTS_CAP: u64 = 64 << 20;
+
+/// A row's problem: its index, the field and what is wrong.
+type RowProblem = (usize, String, String);
+
+/// Checks what `sweep` guarantees of its results and the report relies on:
+/// every row names an existing source, a row that ran has its simulated
+/// time and a size that is a size, and every numeric figure is finite and
+/// within [`figures::DRAWABLE`] (or zero).
+pub fn validate(set: &ResultSet) -> Result<(), RowProblem> {
+    for (index, sourced) in set.rows.iter().enumerate() {
+        let problem = |field: &str, message: String| Err((index, field.to_owned(), message));
+        if sourced.source >= set.sources.len() {
+            return problem(
+                "source",
+                format!(
+                    "{} names no source (the file lists {})",
+                    sourced.source,
+                    set.sources.len()
+                ),
+            );
+        }
+        let row = &sourced.row;
+        if row.error.is_none() {
+            if row.simulated_ps.is_none() {
+                return problem("simulated_ps", "missing in a row without an error".into());
+            }
+            if let Some(size) = row.point.get("size")
+                && size.parse::<crate::workloads::ByteSize>().is_err()
+            {
+                return problem("point.size", format!("`{size}` is not a size"));
+            }
+        }
+        for (name, value) in &row.figures.0 {
+            if let Value::Real(x) = value
+                && !figures::drawable(*x)
+            {
+                return problem(
+                    &format!("figures.{name}"),
+                    format!(
+                        "{x:e} is not a figure a run reports (finite, zero or between {:e} \
+                         and {:e} in size)",
+                        figures::DRAWABLE.start(),
+                        figures::DRAWABLE.end()
+                    ),
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `sets` (each with the folder it came from) merged; see the module docs.

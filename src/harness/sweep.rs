@@ -14,7 +14,7 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::results::Row;
@@ -210,6 +210,32 @@ impl fmt::Display for Shard {
 /// their rows in the order of `points`; `done` is called after each point
 /// (from the worker threads).
 pub fn run(plan: &Plan, points: &[Point], jobs: usize, done: &(dyn Fn() + Sync)) -> Vec<Row> {
+    let never = Arc::new(AtomicBool::new(false));
+    run_cancellable(plan, points, jobs, &never, done)
+}
+
+/// The error of a point that did not start because its sweep was
+/// cancelled.
+pub const NOT_RUN: &str = "not run: the sweep was stopped at its limit";
+
+/// Whether `row` is a point stopped or skipped by a cancellation
+/// ([`run_cancellable`]).
+pub fn was_cancelled(row: &Row) -> bool {
+    row.error
+        .as_deref()
+        .is_some_and(|e| e == NOT_RUN || e.contains(crate::sim::cancel::MARK))
+}
+
+/// [`run`], stopped when `cancel` is raised: the running points' simulations
+/// end with a cancellation error ([`crate::sim::cancel`]) and the points not
+/// started become rows with [`NOT_RUN`].
+pub fn run_cancellable(
+    plan: &Plan,
+    points: &[Point],
+    jobs: usize,
+    cancel: &Arc<AtomicBool>,
+    done: &(dyn Fn() + Sync),
+) -> Vec<Row> {
     let next = AtomicUsize::new(0);
     let rows: Mutex<Vec<Option<Row>>> = Mutex::new(vec![None; points.len()]);
     std::thread::scope(|scope| {
@@ -218,7 +244,12 @@ pub fn run(plan: &Plan, points: &[Point], jobs: usize, done: &(dyn Fn() + Sync))
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(point) = points.get(i) else { break };
-                    let row = plan.run_point(point);
+                    let row = if cancel.load(Ordering::Relaxed) {
+                        let not_run = Err(NOT_RUN.to_owned());
+                        Row::new(plan.workload.name, point, plan.verify_data, not_run)
+                    } else {
+                        crate::sim::cancel::with_cancel(cancel.clone(), || plan.run_point(point))
+                    };
                     rows.lock().expect("no worker panics holding the lock")[i] = Some(row);
                     done();
                 }

@@ -1,6 +1,12 @@
 //! `kernbench web`: a local web UI over the harness (ADR-0018).
 //!
-//! One synchronous `tiny_http` server answering one request at a time:
+//! A `tiny_http` server answering requests on a pool of [`WORKERS`]
+//! threads, so a long run never holds up `/topology.svg` or another page
+//! (ADR-0030). Runs are bounded: at most [`MAX_POINTS`] points, a data
+//! check of at most [`MAX_DATA_BYTES`] (estimated before anything runs),
+//! and [`Limits::run_time`] of wall time, after which the simulation is
+//! cancelled through [`crate::sim::cancel`] and the page says so. A `/run`
+//! page is streamed: a progress line as points finish, then the results.
 //!
 //! - `/`: the machine summary and drawing, a form that runs a workload or
 //!   a small sweep, and the report of a result folder if one was given
@@ -25,9 +31,13 @@
 
 use std::fmt::Write;
 use std::fs::File;
+use std::io::Read;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use tiny_http::{Header, Response, Server as HttpServer};
 use tracing_subscriber::layer::SubscriberExt;
@@ -46,6 +56,29 @@ use crate::workloads::{self, ByteSize};
 /// bigger ones belong to `kernbench sweep --out` and `--results`.
 pub const MAX_POINTS: usize = 64;
 
+/// Threads answering requests: a run occupies one, the others keep
+/// serving the pictures and pages.
+pub const WORKERS: usize = 8;
+
+/// The most bytes one `/run` with the data check may keep: the estimate is
+/// every point's size × ranks × 4 (inputs, outputs, references, slots).
+pub const MAX_DATA_BYTES: u64 = 1 << 30;
+
+/// The wall-time bound of one request's simulations.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// How long a `/run` or `/trace` may simulate before it is cancelled.
+    pub run_time: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            run_time: Duration::from_secs(60),
+        }
+    }
+}
+
 /// What the server serves: the configuration every run starts from and the
 /// results shown on `/`.
 pub struct Settings {
@@ -55,6 +88,8 @@ pub struct Settings {
     pub ccl: CclConfig,
     /// The result set shown on `/` (`--results DIR`).
     pub results: Option<ResultSet>,
+    /// The bounds of a request's runs.
+    pub limits: Limits,
 }
 
 /// Why the server could not start.
@@ -77,7 +112,11 @@ pub enum WebError {
 pub struct Server {
     http: HttpServer,
     settings: Settings,
-    machine: Machine,
+    /// The machine's drawings, made once (`/topology.svg`, `/cube.svg`).
+    topology_svg: String,
+    cube_svg: String,
+    /// The machine's SIP count, for the data estimate.
+    sips: u64,
     traces: AtomicU64,
 }
 
@@ -89,6 +128,8 @@ enum Reply {
     Svg(String),
     /// A trace file to download (already unlinked).
     Trace(File),
+    /// A run, streamed as it goes.
+    Run(Plan, String),
 }
 
 impl Server {
@@ -99,7 +140,9 @@ impl Server {
         Ok(Server {
             http,
             settings,
-            machine,
+            topology_svg: topology_svg(&machine),
+            cube_svg: cube_svg(&machine),
+            sips: u64::from(machine.sip_count()),
             traces: AtomicU64::new(0),
         })
     }
@@ -112,12 +155,24 @@ impl Server {
         }
     }
 
-    /// Answers requests, one at a time, until the process ends.
+    /// Answers requests on [`WORKERS`] threads until the process ends.
     pub fn run(&self) {
-        for request in self.http.incoming_requests() {
-            let reply = self.reply(request.url());
-            // A browser that went away is not the server's problem.
-            let _ = match reply {
+        std::thread::scope(|scope| {
+            for _ in 0..WORKERS {
+                scope.spawn(|| {
+                    while let Ok(request) = self.http.recv() {
+                        self.answer(request);
+                    }
+                });
+            }
+        });
+    }
+
+    /// Answers one request.
+    fn answer(&self, request: tiny_http::Request) {
+        let reply = self.reply(request.url());
+        // A browser that went away is not the server's problem.
+        let _ = match reply {
                 Reply::Html(status, html) => request.respond(
                     Response::from_string(html)
                         .with_status_code(status)
@@ -133,8 +188,8 @@ impl Server {
                             "attachment; filename=\"kernbench-trace.json\"",
                         )),
                 ),
+                Reply::Run(plan, query) => self.stream_run(request, &plan, &query),
             };
-        }
     }
 
     /// The reply to `url` (path and query).
@@ -142,10 +197,10 @@ impl Server {
         let (path, query) = url.split_once('?').unwrap_or((url, ""));
         let outcome = match path {
             "/" => Ok(Reply::Html(200, self.home())),
-            "/run" => self.run_page(query).map(|html| Reply::Html(200, html)),
+            "/run" => self.checked_plan(query).map(|plan| Reply::Run(plan, query.to_owned())),
             "/trace" => self.trace(query).map(Reply::Trace),
-            "/topology.svg" => Ok(Reply::Svg(topology_svg(&self.machine))),
-            "/cube.svg" => Ok(Reply::Svg(cube_svg(&self.machine))),
+            "/topology.svg" => Ok(Reply::Svg(self.topology_svg.clone())),
+            "/cube.svg" => Ok(Reply::Svg(self.cube_svg.clone())),
             _ => {
                 let body = format!("<h1>Not found</h1>\n<p>{}</p>\n", escape(path));
                 Ok(Reply::Html(404, with_nav("not found", &body)))
@@ -180,8 +235,9 @@ impl Server {
         with_nav("kernbench", &body)
     }
 
-    /// `/run`: the form's sweep, its table and figures.
-    fn run_page(&self, query: &str) -> Result<String, String> {
+    /// The sweep of `query`, refused up front when it is over the point
+    /// limit or its data check would keep more than [`MAX_DATA_BYTES`].
+    fn checked_plan(&self, query: &str) -> Result<Plan, String> {
         let plan = self.plan(query)?;
         let points = plan.points();
         if points.len() > MAX_POINTS {
@@ -190,8 +246,98 @@ impl Server {
                 points.len()
             ));
         }
-        let jobs = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
-        let rows = sweep::run(&plan, &points, jobs, &|| {});
+        if plan.verify_data {
+            let estimate = data_estimate(&points, self.sips);
+            if estimate > MAX_DATA_BYTES {
+                return Err(format!(
+                    "the data check of these points would keep about {} MiB (size x {} ranks x 4 per point); \
+                     the web form checks data up to {} MiB: use smaller sizes, or `kernbench sweep --verify-data`",
+                    estimate >> 20,
+                    self.sips,
+                    MAX_DATA_BYTES >> 20
+                ));
+            }
+        }
+        Ok(plan)
+    }
+
+    /// `/run`: the form's sweep streamed: the page head, a progress line
+    /// every finished point (or every few seconds), then the table and
+    /// figures, or the message of the limit it stopped at.
+    fn stream_run(
+        &self,
+        request: tiny_http::Request,
+        plan: &Plan,
+        query: &str,
+    ) -> std::io::Result<()> {
+        let (sender, receiver) = mpsc::channel::<Vec<u8>>();
+        let body = ChannelReader {
+            receiver,
+            pending: Vec::new(),
+            at: 0,
+        };
+        let response = Response::new(
+            tiny_http::StatusCode(200),
+            vec![content_type("text/html; charset=utf-8")],
+            body,
+            None,
+            None,
+        );
+        std::thread::scope(|scope| {
+            scope.spawn(move || self.run_page(plan, query, &sender));
+            request.respond(response)
+        })
+    }
+
+    /// The page of `/run`, sent in pieces to `out` as the run goes.
+    fn run_page(&self, plan: &Plan, query: &str, out: &mpsc::Sender<Vec<u8>>) {
+        let send = |text: String| {
+            let _ = out.send(text.into_bytes());
+        };
+        let name = plan.workload.name;
+        let (head, tail) = with_nav(name, "\u{0}")
+            .split_once('\u{0}')
+            .map(|(h, t)| (h.to_owned(), t.to_owned()))
+            .expect("the marker is in the page");
+        let points = plan.points();
+        let limit = self.settings.limits.run_time;
+        send(format!(
+            "{head}<h1>{}</h1>\n<p class=\"progress\">running {} point(s), at most {} s ...</p>\n",
+            escape(name),
+            points.len(),
+            limit.as_secs()
+        ));
+        let outcome = bounded_sweep(plan, &points, limit, &|done, elapsed| {
+            send(format!(
+                "<p class=\"progress\">{done} of {} point(s) done ({:.1} s)</p>\n",
+                points.len(),
+                elapsed.as_secs_f64()
+            ));
+        });
+        let mut body = String::new();
+        if outcome.stopped {
+            let _ = writeln!(
+                body,
+                "<p class=\"error\" id=\"limit\">stopped at the limit of {} s: {} of {} point(s) \
+                 finished; the others are rows saying so. Longer runs belong to `kernbench sweep`.</p>",
+                limit.as_secs(),
+                outcome.finished,
+                points.len()
+            );
+        }
+        let failed = outcome
+            .rows
+            .iter()
+            .filter(|r| r.error.is_some() || r.checks_failed > 0)
+            .count();
+        if failed > 0 {
+            let _ = writeln!(
+                body,
+                "<p class=\"error\" id=\"failed\">{failed} of {} point(s) failed (an error or a \
+                 failed check): `kernbench sweep` exits non-zero on this.</p>",
+                points.len()
+            );
+        }
         let source = Source {
             command: format!("kernbench web: /run?{query}"),
             sweep: format!("/run?{query}"),
@@ -199,9 +345,8 @@ impl Server {
             machine: self.settings.topology.summary().to_string(),
             shard: None,
         };
-        let set = ResultSet::new(source, rows);
+        let set = ResultSet::new(source, outcome.rows);
         let rows: Vec<_> = set.rows().collect();
-        let mut body = format!("<h1>{}</h1>\n", escape(plan.workload.name));
         let _ = writeln!(
             body,
             "<p><a id=\"trace\" href=\"/trace?{}\" download>Perfetto trace of the first run</a> \
@@ -209,7 +354,7 @@ impl Server {
             escape(query)
         );
         body += &report::report_body(&set, None, &figures::figures(&rows));
-        Ok(with_nav(plan.workload.name, &body))
+        send(body + &tail);
     }
 
     /// `/trace`: the first point of the form's sweep, traced.
@@ -221,7 +366,8 @@ impl Server {
             "kernbench-web-{}-{number}.json",
             std::process::id()
         ));
-        let outcome = traced_run(&plan, &point, &path);
+        let limit = self.settings.limits.run_time;
+        let outcome = traced_run(&plan, &point, &path, limit);
         let file = outcome.and_then(|()| File::open(&path).map_err(|e| e.to_string()));
         // Unlinked now, the file lives until the response has read it.
         let _ = std::fs::remove_file(&path);
@@ -262,12 +408,129 @@ impl Server {
     }
 }
 
-/// Runs `point` in this thread with a trace layer writing to `path`.
-fn traced_run(plan: &Plan, point: &sweep::Point, path: &std::path::Path) -> Result<(), String> {
+/// The rows of a bounded sweep and whether it hit its limit.
+struct Bounded {
+    rows: Vec<super::results::Row>,
+    stopped: bool,
+    finished: usize,
+}
+
+/// Runs `points` of `plan` on the available cores, cancelling them after
+/// `limit` of wall time (the points not run become rows saying so);
+/// `progress` hears the points done and the time so far, after each point
+/// and every few seconds.
+fn bounded_sweep(
+    plan: &Plan,
+    points: &[sweep::Point],
+    limit: Duration,
+    progress: &dyn Fn(usize, Duration),
+) -> Bounded {
+    let jobs = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+    let cancel = Arc::new(AtomicBool::new(false));
+    let done = AtomicUsize::new(0);
+    let (tick, ticks) = mpsc::channel::<()>();
+    let start = Instant::now();
+    let rows = std::thread::scope(|scope| {
+        let runner = scope.spawn(|| {
+            let tick = tick;
+            sweep::run_cancellable(plan, points, jobs, &cancel, &|| {
+                done.fetch_add(1, Ordering::Relaxed);
+                let _ = tick.send(());
+            })
+        });
+        loop {
+            let left = limit.saturating_sub(start.elapsed());
+            let wait = if left.is_zero() {
+                PROGRESS_EVERY
+            } else {
+                left.min(PROGRESS_EVERY)
+            };
+            match ticks.recv_timeout(wait) {
+                Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => {
+                    progress(done.load(Ordering::Relaxed), start.elapsed());
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+            if start.elapsed() >= limit {
+                cancel.store(true, Ordering::Relaxed);
+            }
+        }
+        runner.join().expect("the sweep does not panic")
+    });
+    let stopped = cancel.load(Ordering::Relaxed);
+    let finished = rows.iter().filter(|r| !sweep::was_cancelled(r)).count();
+    Bounded {
+        rows,
+        stopped,
+        finished,
+    }
+}
+
+/// How often a long run reports progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+/// A response body fed by a channel: what the run sends, as it sends it.
+struct ChannelReader {
+    receiver: mpsc::Receiver<Vec<u8>>,
+    pending: Vec<u8>,
+    at: usize,
+}
+
+impl Read for ChannelReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.at == self.pending.len() {
+            match self.receiver.recv() {
+                Ok(bytes) => {
+                    self.pending = bytes;
+                    self.at = 0;
+                }
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.pending.len() - self.at);
+        buf[..n].copy_from_slice(&self.pending[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+/// What the data check of `points` keeps, roughly: each point's size ×
+/// `ranks` × 4 (inputs, outputs, references, slots), summed.
+fn data_estimate(points: &[sweep::Point], ranks: u64) -> u64 {
+    points
+        .iter()
+        .filter_map(|p| p.fields.iter().find(|(n, _)| n == "size"))
+        .filter_map(|(_, v)| v.parse::<ByteSize>().ok())
+        .map(|size| size.0.saturating_mul(ranks).saturating_mul(4))
+        .fold(0u64, u64::saturating_add)
+}
+
+/// Runs `point` in this thread with a trace layer writing to `path`,
+/// cancelled after `limit`.
+fn traced_run(
+    plan: &Plan,
+    point: &sweep::Point,
+    path: &std::path::Path,
+    limit: Duration,
+) -> Result<(), String> {
     let cannot = |e: std::io::Error| format!("trace file {}: {e}", path.display());
     let (layer, guard) = ChromeTraceLayer::to_file(path).map_err(cannot)?;
     let subscriber = tracing_subscriber::registry().with(layer);
-    let row = tracing::subscriber::with_default(subscriber, || plan.run_point(point));
+    let cancel = Arc::new(AtomicBool::new(false));
+    let (finished, wait) = mpsc::channel::<()>();
+    let row = std::thread::scope(|scope| {
+        let cancel = &cancel;
+        scope.spawn(move || {
+            if wait.recv_timeout(limit) == Err(mpsc::RecvTimeoutError::Timeout) {
+                cancel.store(true, Ordering::Relaxed);
+            }
+        });
+        let row = tracing::subscriber::with_default(subscriber, || {
+            crate::sim::cancel::with_cancel(cancel.clone(), || plan.run_point(point))
+        });
+        let _ = finished.send(());
+        row
+    });
     guard.finish().map_err(cannot)?;
     match row.error {
         Some(error) => Err(format!("the first run failed: {error}")),

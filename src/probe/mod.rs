@@ -44,6 +44,10 @@ use catalogue::Engine;
 /// The reference transfer size of the catalogue: 32 KiB.
 pub const REFERENCE_BYTES: u64 = 32 << 10;
 
+/// The smallest reference size: below it the size sweep's points are not
+/// all different (1 B and an eighth of 1 B, rounded up, are both 1 B).
+pub const SMALLEST_BYTES: u64 = 2;
+
 /// Why the probe could not run (as opposed to a check failing).
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
@@ -61,6 +65,19 @@ pub enum ProbeError {
         capacity: crate::config::units::NonZeroSize,
         /// The largest size that fits.
         largest: u64,
+    },
+    /// A reference size too small for the size sweep to spread: its
+    /// smallest point (an eighth of it, at least 1 B) would equal it.
+    #[error(
+        "--size {bytes}: the size sweep also copies an eighth of it (at least 1 B), which must \
+         differ from it for \"time grows with size\" to mean anything: the smallest valid \
+         size is {smallest} B"
+    )]
+    SizeTooSmall {
+        /// The size asked for.
+        bytes: u64,
+        /// The smallest size the sweep spreads.
+        smallest: u64,
     },
     /// A device operation failed while setting up or running a case.
     #[error("probe case {case}: {source}")]
@@ -119,6 +136,12 @@ pub fn run(machine: &Arc<Machine>, bytes: u64) -> Result<ProbeReport, ProbeError
 /// Every case of the catalogue fits its memories at `bytes` (checked
 /// before anything is allocated): the largest copy lands in a TCM.
 fn check_size(machine: &Machine, bytes: u64) -> Result<(), ProbeError> {
+    if bytes < SMALLEST_BYTES {
+        return Err(ProbeError::SizeTooSmall {
+            bytes,
+            smallest: SMALLEST_BYTES,
+        });
+    }
     let capacity = machine.spec().pe.tcm.capacity;
     let factor = catalogue::LARGEST_FACTOR;
     let largest = capacity.get().bytes() / factor;

@@ -94,6 +94,12 @@ pub enum SimError {
         /// The panic payload, when it was a string.
         message: String,
     },
+    /// The host raised the run's cancellation flag ([`super::cancel`]).
+    #[error("cancelled at {time} ({})", super::cancel::MARK)]
+    Cancelled {
+        /// Virtual time at which the run stopped.
+        time: SimTime,
+    },
 }
 
 fn list(blocked: &[BlockedTask]) -> String {

@@ -87,6 +87,7 @@ pub(crate) struct Core {
     polls: Cell<u64>,
     spawned: Cell<u64>,
     order_hash: Cell<u64>,
+    cancel: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 thread_local! {
@@ -143,6 +144,7 @@ impl Core {
             polls: Cell::new(0),
             spawned: Cell::new(0),
             order_hash: Cell::new(FNV_OFFSET),
+            cancel: super::cancel::current(),
         }
     }
 
@@ -262,6 +264,12 @@ impl Core {
             let next = self.run_queue.borrow_mut().pop_front();
             if let Some(id) = next {
                 self.poll_task(id)?;
+                if self.polls.get() % super::cancel::CHECK_EVERY == 0
+                    && super::cancel::raised(&self.cancel)
+                {
+                    self.drop_all_tasks();
+                    return Err(SimError::Cancelled { time: self.now() });
+                }
                 budget -= 1;
                 if budget == 0 {
                     return Ok(StepEnd::BudgetSpent);

@@ -9,6 +9,7 @@
 //!
 //! This module knows nothing of hardware, topology or torch.
 
+pub mod cancel;
 mod channel;
 mod error;
 mod event;
