@@ -42,6 +42,7 @@
 extern crate self as kernbench;
 
 pub mod ccl;
+pub mod chakra;
 pub mod config;
 pub mod device;
 pub mod harness;

@@ -100,6 +100,33 @@ impl WorldShape {
         }
     }
 
+    /// A world of `world_size` SIPs on a logical ring whatever the
+    /// machine's SIP grid (a sub-group of its SIPs: the ring visits them in
+    /// group-rank order, each hop routed over the grid).
+    pub fn ring(
+        spec: &TopologySpec,
+        world_size: u32,
+        builtin: Builtin,
+        root_cube: Option<u32>,
+    ) -> Result<WorldShape, WorldError> {
+        let mesh = spec.sip.cube_mesh;
+        let shape = WorldShape {
+            n_sips: world_size,
+            cube_w: mesh.w.get(),
+            cube_h: mesh.h.get(),
+            sip_grid: SipGrid::Ring,
+            builtin,
+            root_cube,
+        };
+        match root_cube {
+            Some(root_cube) if root_cube >= shape.cubes() => Err(WorldError::RootCube {
+                root_cube,
+                cubes: shape.cubes(),
+            }),
+            _ => Ok(shape),
+        }
+    }
+
     /// Cubes per SIP.
     pub fn cubes(&self) -> u32 {
         self.cube_w * self.cube_h

@@ -339,6 +339,29 @@ pub enum DistError {
     /// The algorithm's cost model could not be evaluated.
     #[error(transparent)]
     Cost(#[from] CostError),
+    /// A collective of a sub-group called on a rank outside it.
+    #[error("rank {rank} is not in the process group of ranks {members:?}")]
+    NotInGroup {
+        /// The calling rank.
+        rank: usize,
+        /// The group's ranks.
+        members: Vec<usize>,
+    },
+    /// `new_group` with a list it cannot use.
+    #[error("new_group({ranks:?}): {reason}")]
+    BadGroup {
+        /// The ranks given.
+        ranks: Vec<usize>,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A call a sub-group does not offer (point-to-point and rooted
+    /// puts name world ranks: call them on the world group).
+    #[error("dist.{call} on a sub-group: call it on the default (world) process group")]
+    SubgroupCall {
+        /// The call.
+        call: &'static str,
+    },
     /// An asynchronous collective's task did not finish.
     #[error("async collective: {0}")]
     Work(JoinError),
@@ -395,6 +418,7 @@ impl DistError {
                 | DistError::NoAlgorithm(_)
                 | DistError::WorldTooLarge { .. }
                 | DistError::Wiring(_)
+                | DistError::BadGroup { .. }
         )
     }
 }
@@ -423,6 +447,9 @@ struct Group {
     gathers: Mailbox,
     /// Where the puts of `scatter` meet the ranks' tensors.
     scatters: Mailbox,
+    /// A sub-group's ranks (`new_group`), in group-rank order; `None` for
+    /// the world.
+    members: Option<Rc<[u32]>>,
 }
 
 impl Distributed {
@@ -473,9 +500,61 @@ impl Distributed {
                 &loaded
             }
         };
-        let group = Group::build(self.inner.device.fabric().machine(), ccl, chosen)?;
+        let group = Group::build(self.inner.device.fabric().machine(), ccl, chosen, None)?;
         *self.inner.group.borrow_mut() = Some(Rc::new(group));
         Ok(())
+    }
+
+    /// `new_group(ranks)`: a process group of the world ranks `ranks`
+    /// (group rank `g` is world rank `ranks[g]`), with ccl.yaml's default
+    /// algorithms resolved for a world of `ranks.len()` on a logical ring
+    /// of those SIPs. Its collectives (`all_reduce`, `all_gather`,
+    /// `reduce_scatter`, `broadcast`, `reduce`, `all_to_all`, `barrier`)
+    /// run only on those ranks, over IPCQ networks of their own, so
+    /// collectives of different groups may run at the same time; roots are
+    /// group ranks. Point-to-point calls and `gather` / `scatter` stay on
+    /// the world group ([`DistError::SubgroupCall`]). Needs
+    /// `init_process_group` first.
+    pub fn new_group(&self, ranks: &[usize]) -> Result<Distributed, DistError> {
+        let world = self.group("new_group")?;
+        let bad = |reason: String| DistError::BadGroup {
+            ranks: ranks.to_vec(),
+            reason,
+        };
+        if ranks.is_empty() {
+            return Err(bad("a group needs at least one rank".to_owned()));
+        }
+        if let Some(&r) = ranks.iter().find(|&&r| r >= world.world_size) {
+            return Err(bad(format!(
+                "rank {r} does not exist (the world has ranks 0 to {})",
+                world.world_size - 1
+            )));
+        }
+        let mut sorted = ranks.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if sorted.len() != ranks.len() {
+            return Err(bad("a rank appears twice".to_owned()));
+        }
+        let members: Vec<u32> = ranks.iter().map(|&r| r as u32).collect();
+        let loaded;
+        let ccl = match &self.inner.ccl {
+            Some(ccl) => ccl,
+            None => {
+                loaded = CclConfig::load(&CclConfig::default_source(), &[])?;
+                &loaded
+            }
+        };
+        let machine = self.inner.device.fabric().machine();
+        let group = Group::build(machine, ccl, None, Some(&members))?;
+        let inner = Inner {
+            device: self.inner.device.clone(),
+            ccl: self.inner.ccl.clone(),
+            group: RefCell::new(Some(Rc::new(group))),
+        };
+        Ok(Distributed {
+            inner: Rc::new(inner),
+        })
     }
 
     /// Whether `init_process_group` has run.
@@ -490,8 +569,8 @@ impl Distributed {
 
     /// The calling worker's rank (0 outside any worker).
     pub fn get_rank(&self) -> Result<usize, DistError> {
-        self.group("get_rank")?;
-        Ok(worker::get_rank())
+        let group = self.group("get_rank")?;
+        group.group_rank(worker::get_rank())
     }
 
     /// The resolved world size.
@@ -804,6 +883,9 @@ impl Distributed {
     ) -> Result<(Rc<Group>, usize), DistError> {
         let call = collective.name();
         let group = self.group(call)?;
+        if group.members.is_some() {
+            return Err(DistError::SubgroupCall { call });
+        }
         let (rank, world_size) = (worker::get_rank(), group.world_size);
         if root >= world_size {
             return Err(DistError::NoSuchPeer {
@@ -881,6 +963,9 @@ impl Distributed {
     /// with `peer`, which must be another rank of the world.
     fn peer(&self, call: &'static str, peer: usize) -> Result<(Rc<Group>, usize), DistError> {
         let group = self.group(call)?;
+        if group.members.is_some() {
+            return Err(DistError::SubgroupCall { call });
+        }
         let rank = worker::get_rank();
         if peer >= group.world_size {
             let world_size = group.world_size;
@@ -1123,17 +1208,18 @@ pub fn check_config(machine: &Machine, ccl: &CclConfig) -> Result<(), DistError>
     for name in ccl.algorithm_names() {
         Plan::check_entry(ccl, name)?;
     }
-    Group::build(machine, ccl, None).map(drop)
+    Group::build(machine, ccl, None, None).map(drop)
 }
 
 impl Group {
     /// Resolves a plan for every collective ccl.yaml serves (`chosen`
-    /// replaces the default entry of its collective); nothing is kept
-    /// unless all succeed.
+    /// replaces the default entry of its collective) for the world, or for
+    /// the sub-group `members`; nothing is kept unless all succeed.
     fn build(
         machine: &Machine,
         ccl: &CclConfig,
         chosen: Option<(Collective, &str)>,
+        members: Option<&[u32]>,
     ) -> Result<Group, DistError> {
         let mut plans = BTreeMap::new();
         for collective in Collective::ALL {
@@ -1142,13 +1228,16 @@ impl Group {
                 _ => ccl.defaults().entry_for(collective),
             };
             if let Some(entry) = entry {
-                plans.insert(collective, Plan::resolve(machine, ccl, collective, entry)?);
+                let plan = Plan::resolve_in(machine, ccl, (collective, entry), members)?;
+                plans.insert(collective, plan);
             }
         }
         let world_size = plans
             .values()
             .next()
-            .map_or(machine.sip_count() as usize, |p| p.world_size);
+            .map_or(members.map_or(machine.sip_count() as usize, <[u32]>::len), |p| {
+                p.world_size
+            });
         if let Some((&call, plan)) = plans.iter().find(|(_, p)| p.world_size != world_size) {
             return Err(DistError::WorldSizeDiffers {
                 call,
@@ -1165,6 +1254,19 @@ impl Group {
             mailbox: Mailbox::new(Exchange::SendRecv),
             gathers: Mailbox::new(Exchange::Gather),
             scatters: Mailbox::new(Exchange::Scatter),
+            members: members.map(Rc::from),
+        })
+    }
+
+    /// The group rank of world rank `rank`.
+    fn group_rank(&self, rank: usize) -> Result<usize, DistError> {
+        let Some(members) = &self.members else {
+            return Ok(rank);
+        };
+        let position = members.iter().position(|&s| s as usize == rank);
+        position.ok_or_else(|| DistError::NotInGroup {
+            rank,
+            members: members.iter().map(|&s| s as usize).collect(),
         })
     }
 

@@ -45,6 +45,9 @@ pub(super) struct Plan {
     buffer_kind: BufferKind,
     ipcq: IpcqParams,
     network: OnceCell<Rc<IpcqNetwork>>,
+    /// The SIP of each group rank of a sub-group (`new_group`); `None`:
+    /// group rank = SIP.
+    members: Option<Rc<[u32]>>,
 }
 
 /// What one call passes to [`Plan::kernel_args`].
@@ -84,12 +87,15 @@ impl<'a> Call<'a> {
 
 impl Plan {
     /// Resolves ccl.yaml's `entry` as the algorithm of `collective` on
-    /// `machine`; every refusal names the entry.
-    pub fn resolve(
+    /// `machine`; every refusal names the entry. For a sub-group
+    /// (`members`: the SIP of each group rank; `None`: the world) the
+    /// world is `members.len()` ranks on a logical ring of those SIPs, in
+    /// that order.
+    pub fn resolve_in(
         machine: &Machine,
         ccl: &CclConfig,
-        collective: Collective,
-        entry: &str,
+        (collective, entry): (Collective, &str),
+        members: Option<&[u32]>,
     ) -> Result<Plan, DistError> {
         let (config, algorithm, params) = Plan::check_entry(ccl, entry)?;
         let implements = algorithm.collective();
@@ -100,20 +106,36 @@ impl Plan {
                 call: collective,
             });
         }
-        let world_size = world_size(machine, &config)?;
-        let shape = WorldShape::new(
-            machine.spec(),
-            world_size as u32,
-            config.topology,
-            config.root_cube,
-        )
+        let world_size = match members {
+            Some(members) => members.len(),
+            None => world_size(machine, &config)?,
+        };
+        let shape = match members {
+            Some(_) => WorldShape::ring(
+                machine.spec(),
+                world_size as u32,
+                config.topology,
+                config.root_cube,
+            ),
+            None => WorldShape::new(
+                machine.spec(),
+                world_size as u32,
+                config.topology,
+                config.root_cube,
+            ),
+        }
         .map_err(|e| refusal(entry, e.to_string()))?;
         check_requirements(entry, algorithm.as_ref(), &config, &shape)?;
         algorithm
             .supports(&shape, &params)
             .map_err(|reason| refusal(entry, format!("`{}` requires: {reason}", config.module)))?;
         check_chunk_fits_slot(entry, &params, config.ipcq)?;
-        let endpoints = wired_endpoints(algorithm.as_ref(), &shape)?;
+        let mut endpoints = wired_endpoints(algorithm.as_ref(), &shape)?;
+        if let Some(members) = members {
+            for coord in &mut endpoints.coords {
+                coord.sip = members[coord.sip as usize];
+            }
+        }
         Wiring::install(&endpoints.tables)?;
         check_slot_memory(machine.spec(), &endpoints, config.buffer_kind, config.ipcq)
             .map_err(|e| refusal(entry, e.to_string()))?;
@@ -128,6 +150,7 @@ impl Plan {
             buffer_kind: config.buffer_kind,
             ipcq: config.ipcq,
             network: OnceCell::new(),
+            members: members.map(Rc::from),
         })
     }
 
@@ -242,11 +265,24 @@ impl Plan {
             dtype: call.input.dtype(),
             op: call.op,
             root: call.root,
-            sip_rank: call.rank,
+            sip_rank: self.group_rank(call.rank)?,
             sip_grid: self.shape.sip_grid,
             root_cube: self.shape.root_cube,
             params: self.params.clone(),
             slot_bytes: self.ipcq.slot_bytes,
+        })
+    }
+
+    /// The group rank of the caller on SIP `sip` (the SIP itself in the
+    /// world group).
+    fn group_rank(&self, sip: u32) -> Result<u32, DistError> {
+        let Some(members) = &self.members else {
+            return Ok(sip);
+        };
+        let rank = members.iter().position(|&s| s == sip);
+        rank.map(|r| r as u32).ok_or_else(|| DistError::NotInGroup {
+            rank: sip as usize,
+            members: members.iter().map(|&s| s as usize).collect(),
         })
     }
 

@@ -1,0 +1,120 @@
+//! The traces `kernbench chakra-gen` writes: collective microbenchmarks
+//! (one `COMM_COLL_NODE` per rank, like the ones ASTRA-sim ships) and one
+//! transformer training step ([`step`]).
+//!
+//! Attributes are written in the kinds Chakra's own writers use
+//! (`comm_type`, `comm_size` and `num_ops` as `int64`, `tensor_size` as
+//! `uint64`, `comm_src`/`comm_dst`/`comm_tag` as `int32`), so any Chakra
+//! reader accepts them.
+
+pub mod step;
+
+use super::io::RawTrace;
+use super::schema::{Attribute, CommType, GlobalMetadata, Node, NodeType};
+
+/// The schema version written.
+pub const VERSION: &str = "0.0.4";
+
+/// A trace of `nodes`.
+pub fn trace(nodes: Vec<Node>) -> RawTrace {
+    RawTrace {
+        metadata: GlobalMetadata {
+            version: VERSION.to_owned(),
+            attr: Vec::new(),
+        },
+        nodes,
+    }
+}
+
+/// A `COMM_COLL_NODE` of `bytes` per rank, in process group `group` (if
+/// any), after `deps`.
+pub fn collective_node(
+    (id, name): (u64, &str),
+    comm: CommType,
+    bytes: u64,
+    group: Option<&str>,
+    deps: Vec<u64>,
+) -> Node {
+    let mut attr = vec![
+        Attribute::boolean("is_cpu_op", false),
+        Attribute::int64("comm_type", comm as i64),
+        Attribute::int64("comm_size", bytes as i64),
+    ];
+    if let Some(group) = group {
+        attr.push(Attribute::string("pg_name", group));
+    }
+    node((id, name), NodeType::CommColl, deps, attr)
+}
+
+/// A `COMP_NODE` of `num_ops` operations touching `tensor_size` bytes.
+pub fn compute_node((id, name): (u64, &str), num_ops: u64, tensor_size: u64, deps: Vec<u64>) -> Node {
+    let attr = vec![
+        Attribute::boolean("is_cpu_op", false),
+        Attribute::int64("num_ops", num_ops as i64),
+        Attribute::uint64("tensor_size", tensor_size),
+    ];
+    node((id, name), NodeType::Comp, deps, attr)
+}
+
+/// A `COMM_SEND_NODE` (`send`) or `COMM_RECV_NODE` of `bytes` between
+/// ranks `src` and `dst` with `tag`.
+pub fn p2p_node(
+    (id, name): (u64, &str),
+    send: bool,
+    (src, dst, tag): (usize, usize, u32),
+    bytes: u64,
+    deps: Vec<u64>,
+) -> Node {
+    let attr = vec![
+        Attribute::boolean("is_cpu_op", false),
+        Attribute::int32("comm_src", src as i32),
+        Attribute::int32("comm_dst", dst as i32),
+        Attribute::int32("comm_tag", tag as i32),
+        Attribute::int64("comm_size", bytes as i64),
+    ];
+    let kind = match send {
+        true => NodeType::CommSend,
+        false => NodeType::CommRecv,
+    };
+    node((id, name), kind, deps, attr)
+}
+
+fn node((id, name): (u64, &str), kind: NodeType, deps: Vec<u64>, attr: Vec<Attribute>) -> Node {
+    Node {
+        id,
+        name: name.to_owned(),
+        kind: kind as i32,
+        data_deps: deps,
+        attr,
+        ..Node::default()
+    }
+}
+
+/// One collective of `bytes` per rank on every one of `ranks` ranks.
+pub fn collective(comm: CommType, bytes: u64, ranks: usize) -> Vec<RawTrace> {
+    let name = super::world::comm_name(comm);
+    (0..ranks)
+        .map(|_| trace(vec![collective_node((0, name), comm, bytes, None, Vec::new())]))
+        .collect()
+}
+
+/// The collective called `name` (`all_reduce`, `all_gather`, ...).
+pub fn comm_type(name: &str) -> Result<CommType, String> {
+    const ALL: [CommType; 9] = [
+        CommType::AllReduce,
+        CommType::Reduce,
+        CommType::AllGather,
+        CommType::Gather,
+        CommType::Scatter,
+        CommType::Broadcast,
+        CommType::AllToAll,
+        CommType::ReduceScatter,
+        CommType::Barrier,
+    ];
+    ALL.into_iter()
+        .find(|&c| super::world::comm_name(c) == name)
+        .ok_or_else(|| {
+            let names: Vec<_> = ALL.iter().map(|&c| super::world::comm_name(c)).collect();
+            format!("--collective {name}: expected one of {}", names.join(", "))
+        })
+}

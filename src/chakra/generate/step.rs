@@ -1,0 +1,1 @@
+//! The generated transformer training step.

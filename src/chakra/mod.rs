@@ -1,0 +1,185 @@
+//! Chakra execution traces (MLCommons Chakra, the input ASTRA-sim and
+//! SimAI read): the protobuf messages ([`schema`]), the file format
+//! ([`io`]), one rank's typed, checked graph ([`graph`]), the ranks checked
+//! against each other ([`world`]) and the traces `kernbench chakra-gen`
+//! writes ([`generate`]). Running them on the machine is
+//! `workloads::et` (`kernbench run --bench chakra --et PREFIX`).
+//!
+//! A set of traces is the files `PREFIX.0.et … PREFIX.{N-1}.et`, one per
+//! rank (rank = SIP), and optionally `PREFIX.comm_groups.json`, ASTRA-sim's
+//! process-group file: an object mapping each `pg_name` to its ranks.
+//!
+//! Knows files and graphs; nothing of the machine, the runtime or time.
+
+pub mod generate;
+pub mod graph;
+pub mod io;
+pub mod schema;
+pub mod world;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub use graph::{EtNode, Op, RankGraph, Warnings};
+pub use schema::CommType;
+pub use world::World;
+
+/// The most bytes a comm-groups file may hold (16 MiB).
+pub const MAX_GROUPS_BYTES: u64 = 16 << 20;
+
+/// A set of traces, read and checked.
+#[derive(Debug, Clone)]
+pub struct TraceSet {
+    /// Each rank's file, as named in messages.
+    pub files: Vec<String>,
+    /// Each rank's graph.
+    pub graphs: Vec<RankGraph>,
+    /// What the cross-rank checks resolved.
+    pub world: World,
+    /// Everything skipped, all ranks together.
+    pub warnings: Warnings,
+}
+
+/// `PREFIX.{rank}.et`.
+pub fn rank_file(prefix: &Path, rank: usize) -> PathBuf {
+    let mut name = prefix.as_os_str().to_owned();
+    name.push(format!(".{rank}.et"));
+    PathBuf::from(name)
+}
+
+/// `PREFIX.comm_groups.json`.
+pub fn groups_file(prefix: &Path) -> PathBuf {
+    let mut name = prefix.as_os_str().to_owned();
+    name.push(".comm_groups.json");
+    PathBuf::from(name)
+}
+
+/// The number of rank files of `prefix`: `PREFIX.0.et` to the highest
+/// `PREFIX.{r}.et` in its directory, every one of them present.
+pub fn rank_count(prefix: &Path) -> Result<usize, String> {
+    let dir = match prefix.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let stem = prefix
+        .file_name()
+        .and_then(|s| s.to_str())
+        .ok_or_else(|| format!("--et {}: not a file prefix", prefix.display()))?;
+    let entries = std::fs::read_dir(&dir)
+        .map_err(|e| format!("--et {}: cannot list {}: {e}", prefix.display(), dir.display()))?;
+    let mut highest = None;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rank) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(stem)?.strip_prefix('.')?.strip_suffix(".et"))
+            .and_then(|r| r.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        highest = highest.max(Some(rank));
+    }
+    let Some(highest) = highest else {
+        return Err(format!(
+            "{}: missing (no rank files {}.N.et)",
+            rank_file(prefix, 0).display(),
+            prefix.display()
+        ));
+    };
+    if let Some(missing) = (0..=highest).find(|&r| !rank_file(prefix, r).is_file()) {
+        return Err(format!(
+            "{}: missing (rank {missing} of {} ranks: {} is the highest)",
+            rank_file(prefix, missing).display(),
+            highest + 1,
+            rank_file(prefix, highest).display()
+        ));
+    }
+    Ok(highest + 1)
+}
+
+/// Reads the comm-groups file at `path`: `{"name": [ranks...], ...}`.
+pub fn read_groups(path: &Path) -> Result<BTreeMap<String, Vec<usize>>, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut text = String::new();
+    file.take(MAX_GROUPS_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if text.len() as u64 > MAX_GROUPS_BYTES {
+        return Err(format!(
+            "{}: larger than the {MAX_GROUPS_BYTES} B cap on a comm-groups file",
+            path.display()
+        ));
+    }
+    let groups: BTreeMap<String, Vec<usize>> = serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "{}: {e} (expected an object of process-group names to rank lists)",
+            path.display()
+        )
+    })?;
+    for (name, ranks) in &groups {
+        let mut sorted = ranks.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if ranks.is_empty() || sorted.len() != ranks.len() {
+            return Err(format!(
+                "{}: group `{name}` must list distinct ranks, at least one",
+                path.display()
+            ));
+        }
+    }
+    Ok(groups)
+}
+
+/// Reads and checks every rank file of `prefix` and the comm groups
+/// (`groups`, or `PREFIX.comm_groups.json` if it exists). Errors are one
+/// line naming the file.
+pub fn load(prefix: &Path, groups: Option<&Path>) -> Result<TraceSet, String> {
+    let n = rank_count(prefix)?;
+    let comm_groups = match groups {
+        Some(path) => read_groups(path)?,
+        None if groups_file(prefix).is_file() => read_groups(&groups_file(prefix))?,
+        None => BTreeMap::new(),
+    };
+    let mut files = Vec::with_capacity(n);
+    let mut graphs = Vec::with_capacity(n);
+    let mut warnings = Warnings::default();
+    for rank in 0..n {
+        let path = rank_file(prefix, rank);
+        let name = path.display().to_string();
+        let raw = io::read(&path).map_err(|e| format!("{name}: {e}"))?;
+        let graph = graph::build(&raw).map_err(|e| format!("{name}: {e}"))?;
+        warnings.merge(&graph.warnings);
+        files.push(name);
+        graphs.push(graph);
+    }
+    let world = world::check(&files, &graphs, &comm_groups)?;
+    Ok(TraceSet {
+        files,
+        graphs,
+        world,
+        warnings,
+    })
+}
+
+/// Writes `traces` (rank `r`'s at index `r`) as `PREFIX.{r}.et`, and
+/// `groups` (if any) as `PREFIX.comm_groups.json`; the files written.
+pub fn write(
+    prefix: &Path,
+    traces: &[io::RawTrace],
+    groups: &BTreeMap<String, Vec<usize>>,
+) -> std::io::Result<Vec<PathBuf>> {
+    let mut written = Vec::new();
+    for (rank, trace) in traces.iter().enumerate() {
+        let path = rank_file(prefix, rank);
+        io::write(&path, trace)?;
+        written.push(path);
+    }
+    if !groups.is_empty() {
+        let path = groups_file(prefix);
+        let text = serde_json::to_string_pretty(groups).expect("names and ranks serialise");
+        std::fs::write(&path, text + "\n")?;
+        written.push(path);
+    }
+    Ok(written)
+}
