@@ -15,8 +15,9 @@
 //! 4. ring all-gather along the row.
 //!
 //! Every sum is formed once and copied (`helpers::Ring`), so every endpoint
-//! ends with the same bits. Requires a tile of at least `grid width`
-//! elements, and a row piece of at least `grid height` elements.
+//! ends with the same bits. Any tile of at least one element: pieces may
+//! be empty (their steps send nothing) or larger than an IPCQ slot (sent
+//! as several messages, `helpers::exchange`).
 //!
 //! Cost ([`MeshAllreduce::model`]): an endpoint sends `2 (W − 1)` pieces of
 //! `S/W` east and `2 (H − 1)` of `S/(W H)` south, one after the other:
@@ -24,7 +25,9 @@
 //! the largest over the endpoints.
 
 use kernbench::ccl::cost::{CostError, Network, sequence};
-use kernbench::ccl::helpers::{GridPos, Ring, chunked, finish_in_place, piece};
+use kernbench::ccl::helpers::{
+    ChunkDefault, GridPos, MAX_CHUNK, Ring, chunked, finish_in_place, message_bytes, piece,
+};
 use kernbench::ccl::topology::{Dir, NeighborMap, TopologyError};
 use kernbench::ccl::{CclAlgorithm, Collective, Endpoints, KernelArgs, WorldShape};
 use kernbench::sim::SimDuration;
@@ -32,6 +35,10 @@ use kernbench::tl::{Kernel, KernelError, Tl};
 use kernbench::topology::SipGrid;
 
 struct MeshAllreduce;
+
+/// The largest message: one default IPCQ slot (at most the configured
+/// one); a larger piece goes as several.
+const MESSAGE: ChunkDefault = ChunkDefault::Fixed(MAX_CHUNK);
 
 /// Registers the algorithm (ADR-0009).
 pub fn algorithm() -> Box<dyn CclAlgorithm> {
@@ -158,12 +165,7 @@ async fn mesh_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let p = layout.position(args.endpoint(cube) as u32);
     let n = args.tile.n_elem;
     let (w, h) = (p.w as usize, p.h as usize);
-    if n < w || n / w < h {
-        return Err(KernelError::failed(format!(
-            "mesh_allreduce: a tile of {n} elements cannot be cut into {w} row pieces of at \
-             least {h} elements (a {w}x{h} grid)"
-        )));
-    }
+    let max_message = message_bytes(&args, MESSAGE);
     let tile = args.tile_addr(cube)?;
     let acc = tl.load(tile, &[n], args.dtype).await?;
     let row = Ring {
@@ -171,12 +173,14 @@ async fn mesh_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
         len: w,
         send: Dir::E,
         recv: Dir::W,
+        max_message,
     };
     let column = Ring {
         pos: p.y as usize,
         len: h,
         send: Dir::S,
         recv: Dir::N,
+        max_message,
     };
     let row_pieces = chunked(0, w as u64, n as u64, args.dtype);
     row.reduce_scatter(&tl, args.op, &acc, &row_pieces).await?;
@@ -185,7 +189,10 @@ async fn mesh_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     column
         .reduce_scatter(&tl, args.op, &acc, &column_pieces)
         .await?;
-    finish_in_place(&tl, &args, &piece(&tl, &acc, column.owned(&column_pieces))?).await?;
+    let owned = column.owned(&column_pieces);
+    if owned.n_elem > 0 {
+        finish_in_place(&tl, &args, &piece(&tl, &acc, owned)?).await?;
+    }
     column.all_gather(&tl, &acc, &column_pieces).await?;
     row.all_gather(&tl, &acc, &row_pieces).await?;
     tl.store(tile, &acc).await

@@ -13,20 +13,30 @@
 //! `neighbors` hook), one direction per step.
 //!
 //! Requires at most 256 endpoints (128 for a non-power of two): one IPCQ
-//! direction per step.
+//! direction per step. Chunked: the tile goes through all of this chunk by
+//! chunk, each at most ccl.yaml `params.chunk` (default one IPCQ slot, so
+//! a tile that fits a slot is one chunk); a tile larger than half the TCM
+//! streams through it chunk by chunk (`helpers::own_tile`).
 //!
-//! Cost ([`RdAllreduce::model`]): the slowest endpoint's chain of sends,
-//! `[α + S/β]_fold-in + Σ_k (α_k + S/β_k) + [α + S/β]_fold-out`, with `S`
-//! the tile and the α, β of each partner's route.
+//! Cost ([`RdAllreduce::model`]): the slowest endpoint's chain of sends per
+//! chunk, `[α + C/β]_fold-in + Σ_k (α_k + C/β_k) + [α + C/β]_fold-out`,
+//! times the chunks, with `C` the smallest chunk and the α, β of each
+//! partner's route.
 
 use kernbench::ccl::cost::{CostError, Network, sequence};
-use kernbench::ccl::helpers::{Doubling, Fold, finish_in_place};
+use kernbench::ccl::helpers::{
+    ChunkDefault, Doubling, Fold, MAX_CHUNK, finish_in_place, own_tile, tile_chunks,
+};
 use kernbench::ccl::topology::NeighborMap;
 use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, Params, WorldShape, reduce_received};
 use kernbench::sim::SimDuration;
-use kernbench::tl::{Kernel, KernelError, Tl};
+use kernbench::tl::{Kernel, KernelError, TensorHandle, Tl};
 
 struct RdAllreduce;
+
+/// The chunk when ccl.yaml gives none: one default IPCQ slot (at most the
+/// configured one), so a tile that fits a slot is one chunk.
+const CHUNKS: ChunkDefault = ChunkDefault::Fixed(MAX_CHUNK);
 
 /// Registers the algorithm (ADR-0009).
 pub fn algorithm() -> Box<dyn CclAlgorithm> {
@@ -42,6 +52,10 @@ impl CclAlgorithm for RdAllreduce {
         Kernel::new("rd_allreduce", rd_allreduce)
     }
 
+    fn chunking(&self) -> Option<ChunkDefault> {
+        Some(CHUNKS)
+    }
+
     fn supports(&self, shape: &WorldShape, _: &Params) -> Result<(), String> {
         Doubling::new(0, shape.endpoints()).map(|_| ())
     }
@@ -52,7 +66,7 @@ impl CclAlgorithm for RdAllreduce {
 
     fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
         let n = args.endpoints();
-        let bytes = args.tile.n_elem as u64 * args.dtype.size();
+        let (chunks, bytes) = tile_chunks(args, CHUNKS);
         let mut worst = SimDuration::ZERO;
         for rank in 0..n {
             let Ok(d) = Doubling::new(rank, n) else {
@@ -69,7 +83,8 @@ impl CclAlgorithm for RdAllreduce {
                 sends.push(net.message(extra, rank, bytes)?);
                 sends.push(net.message(rank, extra, bytes)?);
             }
-            worst = worst.max(sequence(sends));
+            let chunk = sequence(sends);
+            worst = worst.max(SimDuration::from_ps(chunk.as_ps() * chunks));
         }
         Ok(Some(worst))
     }
@@ -79,32 +94,49 @@ async fn rd_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let cube = tl.program_id(1);
     let doubling = Doubling::new(args.endpoint(cube), args.endpoints())
         .map_err(|e| KernelError::failed(format!("rd_allreduce: {e}")))?;
-    let tile = args.tile_addr(cube)?;
-    let shape = [args.tile.n_elem];
-    let acc = tl.load(tile, &shape, args.dtype).await?;
+    let (chunks, _) = tile_chunks(&args, CHUNKS);
+    let (tile, pieces) = own_tile(&tl, &args, chunks).await?;
+    for chunk in &pieces {
+        let part = tile.chunk(&tl, chunk, args.dtype).await?;
+        all_reduce_chunk(&tl, &args, &doubling, &part, tile.addr() + chunk.addr).await?;
+        tile.done(&tl, &part)?;
+    }
+    Ok(())
+}
+
+/// The whole algorithm on one chunk `part` (in TCM, at most a slot),
+/// whose result is stored at `dst`.
+async fn all_reduce_chunk(
+    tl: &Tl,
+    args: &KernelArgs,
+    doubling: &Doubling,
+    part: &TensorHandle,
+    dst: u64,
+) -> Result<(), KernelError> {
     match doubling.fold() {
         Fold::Extra(dir) => {
-            tl.send(dir, &acc).await?;
-            let result = tl.recv(dir, &shape, args.dtype).await?;
-            return tl.store(tile, &result).await;
+            tl.send(dir, part).await?;
+            let result = tl.recv(dir, part.shape(), args.dtype).await?;
+            tl.store(dst, &result).await?;
+            return tl.release(&result);
         }
         Fold::Host(dir) => {
-            let extra = tl.recv(dir, &shape, args.dtype).await?;
-            reduce_received(&tl, args.op, &acc, &extra).await?;
+            let extra = tl.recv(dir, part.shape(), args.dtype).await?;
+            reduce_received(tl, args.op, part, &extra).await?;
             tl.release(&extra)?;
         }
         Fold::None => {}
     }
     for k in 0..doubling.steps {
         let (_, dir) = doubling.partner(k);
-        tl.send(dir, &acc).await?;
-        let received = tl.recv(dir, &shape, args.dtype).await?;
-        reduce_received(&tl, args.op, &acc, &received).await?;
+        tl.send(dir, part).await?;
+        let received = tl.recv(dir, part.shape(), args.dtype).await?;
+        reduce_received(tl, args.op, part, &received).await?;
         tl.release(&received)?;
     }
-    finish_in_place(&tl, &args, &acc).await?;
+    finish_in_place(tl, args, part).await?;
     if let Fold::Host(dir) = doubling.fold() {
-        tl.send(dir, &acc).await?;
+        tl.send(dir, part).await?;
     }
-    tl.store(tile, &acc).await
+    tl.store(dst, part).await
 }

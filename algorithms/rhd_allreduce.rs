@@ -12,8 +12,12 @@
 //! endpoint ends with the owners' bytes. Extras fold in and out as in
 //! `rd_allreduce`. Wiring: the algorithm's own tables (`neighbors`).
 //!
-//! Requires at most 256 endpoints (128 for a non-power of two) and a tile
-//! of at least `P` elements (one per piece).
+//! Requires at most 256 endpoints (128 for a non-power of two). Any tile of
+//! at least one element: with fewer elements than `P` some pieces are
+//! empty and their exchanges send nothing. A tile larger than
+//! [`SEGMENT`] goes through the algorithm one segment at a time, and a
+//! message larger than ccl.yaml `params.chunk` (default one IPCQ slot) as
+//! several (`helpers::exchange`).
 //!
 //! Cost ([`RhdAllreduce::model`]): the slowest core endpoint's chain of
 //! sends: fold-in and fold-out of the tile `S`, and `S/2, S/4, …, S/P`
@@ -22,7 +26,11 @@
 //! S/β`.
 
 use kernbench::ccl::cost::{CostError, Network, sequence};
-use kernbench::ccl::helpers::{Chunk, Doubling, Fold, chunked, finish_in_place, piece, span};
+use kernbench::ccl::helpers::{
+    Chunk, ChunkDefault, Doubling, Exchange, Fold, MAX_CHUNK, chunked, exchange, finish_in_place,
+    message_bytes, messages, piece, span,
+};
+use kernbench::ccl::topology::Dir;
 use kernbench::ccl::topology::NeighborMap;
 use kernbench::ccl::{
     CclAlgorithm, Collective, KernelArgs, Params, ReduceOp, WorldShape, reduce_received,
@@ -31,6 +39,15 @@ use kernbench::sim::SimDuration;
 use kernbench::tl::{Kernel, KernelError, TensorHandle, Tl};
 
 struct RhdAllreduce;
+
+/// The largest message when ccl.yaml gives no `params.chunk`: one default
+/// IPCQ slot (at most the configured one), so a half, quarter, … of a tile
+/// that fits a slot is one message, as before chunking.
+const MESSAGE: ChunkDefault = ChunkDefault::Fixed(MAX_CHUNK);
+
+/// The largest segment of the tile run through the algorithm at once (in
+/// TCM): a quarter of the default 8 MiB TCM.
+const SEGMENT: u64 = 2 << 20;
 
 /// Registers the algorithm (ADR-0009).
 pub fn algorithm() -> Box<dyn CclAlgorithm> {
@@ -44,6 +61,16 @@ impl CclAlgorithm for RhdAllreduce {
 
     fn kernel(&self) -> Kernel<KernelArgs, ()> {
         Kernel::new("rhd_allreduce", rhd_allreduce)
+    }
+
+    fn chunking(&self) -> Option<ChunkDefault> {
+        Some(MESSAGE)
+    }
+
+    /// A segment in TCM and, for `Avg`, the finished copy of the piece it
+    /// owns (at most the segment).
+    fn tcm_bytes(&self, tile_bytes: u64, _: &Params) -> u64 {
+        2 * tile_bytes.min(SEGMENT)
     }
 
     fn supports(&self, shape: &WorldShape, _: &Params) -> Result<(), String> {
@@ -87,90 +114,158 @@ async fn rhd_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let cube = tl.program_id(1);
     let fail = |e: String| KernelError::failed(format!("rhd_allreduce: {e}"));
     let doubling = Doubling::new(args.endpoint(cube), args.endpoints()).map_err(fail)?;
-    let n = args.tile.n_elem;
-    if n < doubling.core {
-        return Err(fail(format!(
-            "a tile of {n} elements cannot be cut into {} pieces (one per core endpoint)",
-            doubling.core
-        )));
-    }
+    let (n, dtype) = (args.tile.n_elem as u64, args.dtype);
     let tile = args.tile_addr(cube)?;
-    let shape = [n];
-    let acc = tl.load(tile, &shape, args.dtype).await?;
-    match doubling.fold() {
-        Fold::Extra(dir) => {
-            tl.send(dir, &acc).await?;
-            let result = tl.recv(dir, &shape, args.dtype).await?;
-            return tl.store(tile, &result).await;
-        }
-        Fold::Host(dir) => {
-            let extra = tl.recv(dir, &shape, args.dtype).await?;
-            reduce_received(&tl, args.op, &acc, &extra).await?;
-            tl.release(&extra)?;
-        }
-        Fold::None => {}
-    }
-    let pieces = chunked(0, doubling.core as u64, n as u64, args.dtype);
-    let owned = reduce_scatter(&tl, args.op, &doubling, &acc, &pieces).await?;
-    let mine = piece(&tl, &acc, &span(&pieces, owned.clone()))?;
-    finish_in_place(&tl, &args, &mine).await?;
-    all_gather(&tl, &doubling, &acc, &pieces, owned).await?;
-    if let Fold::Host(dir) = doubling.fold() {
-        tl.send(dir, &acc).await?;
-    }
-    tl.store(tile, &acc).await
-}
-
-/// Recursive halving; returns the range of pieces this endpoint owns.
-async fn reduce_scatter(
-    tl: &Tl,
-    op: ReduceOp,
-    d: &Doubling,
-    acc: &TensorHandle,
-    pieces: &[Chunk],
-) -> Result<std::ops::Range<usize>, KernelError> {
-    let mut range = 0..pieces.len();
-    for k in (0..d.steps).rev() {
-        let (partner, dir) = d.partner(k);
-        let mid = (range.start + range.end) / 2;
-        let (keep, give) = if d.rank < partner {
-            (range.start..mid, mid..range.end)
-        } else {
-            (mid..range.end, range.start..mid)
+    let max_message = message_bytes(&args, MESSAGE);
+    let segment = (SEGMENT / dtype.size()).max(1);
+    for part in chunked(0, n.div_ceil(segment), n, dtype) {
+        let addr = tile + part.addr;
+        let acc = tl.load(addr, &[part.n_elem as usize], dtype).await?;
+        let segment = Segment {
+            acc: &acc,
+            addr,
+            max_message,
         };
-        tl.send(dir, &piece(tl, acc, &span(pieces, give))?).await?;
-        let kept = piece(tl, acc, &span(pieces, keep.clone()))?;
-        let received = tl.recv(dir, kept.shape(), kept.dtype()).await?;
-        reduce_received(tl, op, &kept, &received).await?;
-        tl.release(&received)?;
-        range = keep;
-    }
-    Ok(range)
-}
-
-/// Recursive doubling of the owned pieces back to the whole tile.
-async fn all_gather(
-    tl: &Tl,
-    d: &Doubling,
-    acc: &TensorHandle,
-    pieces: &[Chunk],
-    mut owned: std::ops::Range<usize>,
-) -> Result<(), KernelError> {
-    for k in 0..d.steps {
-        let (partner, dir) = d.partner(k);
-        let len = owned.len();
-        let theirs = if d.rank < partner {
-            owned.end..owned.end + len
-        } else {
-            owned.start - len..owned.start
-        };
-        tl.send(dir, &piece(tl, acc, &span(pieces, owned.clone()))?)
-            .await?;
-        let slot = piece(tl, acc, &span(pieces, theirs.clone()))?;
-        let received = tl.recv(dir, slot.shape(), slot.dtype()).await?;
-        tl.store(&slot, &received).await?;
-        tl.release(&received)?;
-        owned = owned.start.min(theirs.start)..owned.end.max(theirs.end);
+        segment.all_reduce(&tl, &args, &doubling).await?;
+        tl.free(&acc)?;
     }
     Ok(())
+}
+
+/// One segment of the tile, loaded into TCM at `acc`, from and back to
+/// device address `addr`; messages of at most `max_message` bytes.
+struct Segment<'a> {
+    acc: &'a TensorHandle,
+    addr: u64,
+    max_message: u64,
+}
+
+impl Segment<'_> {
+    /// The whole segment as a chunk of itself.
+    fn whole(&self) -> Chunk {
+        let n_elem = self.acc.shape().iter().product::<usize>() as u64;
+        Chunk {
+            addr: 0,
+            n_elem,
+            nbytes: n_elem * self.acc.dtype().size(),
+        }
+    }
+
+    /// [`exchange`] with the partner in `dir`.
+    async fn exchange<F, Fut>(
+        &self,
+        tl: &Tl,
+        dir: Dir,
+        (out, into): (Chunk, Chunk),
+        merge: F,
+    ) -> Result<(), KernelError>
+    where
+        F: Fn(TensorHandle, TensorHandle) -> Fut,
+        Fut: std::future::Future<Output = Result<(), KernelError>>,
+    {
+        let how = Exchange {
+            send: dir,
+            recv: dir,
+            max_message: self.max_message,
+        };
+        exchange(tl, self.acc, how, out, into, merge).await
+    }
+
+    /// Fold in, reduce-scatter, finish, all-gather, fold out, store.
+    async fn all_reduce(
+        &self,
+        tl: &Tl,
+        args: &KernelArgs,
+        doubling: &Doubling,
+    ) -> Result<(), KernelError> {
+        let (op, whole, none) = (args.op, self.whole(), Chunk::default());
+        let reduce = |part: TensorHandle, received: TensorHandle| async move {
+            reduce_received(tl, op, &part, &received).await
+        };
+        match doubling.fold() {
+            Fold::Extra(dir) => return self.as_extra(tl, dir).await,
+            Fold::Host(dir) => self.exchange(tl, dir, (none, whole), reduce).await?,
+            Fold::None => {}
+        }
+        let pieces = chunked(0, doubling.core as u64, whole.n_elem, args.dtype);
+        let owned = self.reduce_scatter(tl, op, doubling, &pieces).await?;
+        let mine = span(&pieces, owned.clone());
+        if mine.n_elem > 0 {
+            finish_in_place(tl, args, &piece(tl, self.acc, &mine)?).await?;
+        }
+        self.all_gather(tl, doubling, &pieces, owned).await?;
+        if let Fold::Host(dir) = doubling.fold() {
+            let store = |_: TensorHandle, _: TensorHandle| async { Ok(()) };
+            self.exchange(tl, dir, (whole, none), store).await?;
+        }
+        tl.store(self.addr, self.acc).await
+    }
+
+    /// An extra's part: its segment to the host, the result back, each
+    /// message stored straight from its slot.
+    async fn as_extra(&self, tl: &Tl, dir: Dir) -> Result<(), KernelError> {
+        let none = |_: TensorHandle, _: TensorHandle| async { Ok(()) };
+        self.exchange(tl, dir, (self.whole(), Chunk::default()), none)
+            .await?;
+        let dtype = self.acc.dtype();
+        for message in messages(self.whole(), self.max_message, dtype) {
+            let result = tl.recv(dir, &[message.n_elem as usize], dtype).await?;
+            tl.store(self.addr + message.addr, &result).await?;
+            tl.release(&result)?;
+        }
+        Ok(())
+    }
+
+    /// Recursive halving; returns the range of pieces this endpoint owns.
+    async fn reduce_scatter(
+        &self,
+        tl: &Tl,
+        op: ReduceOp,
+        d: &Doubling,
+        pieces: &[Chunk],
+    ) -> Result<std::ops::Range<usize>, KernelError> {
+        let mut range = 0..pieces.len();
+        for k in (0..d.steps).rev() {
+            let (partner, dir) = d.partner(k);
+            let mid = (range.start + range.end) / 2;
+            let (keep, give) = if d.rank < partner {
+                (range.start..mid, mid..range.end)
+            } else {
+                (mid..range.end, range.start..mid)
+            };
+            let parts = (span(pieces, give), span(pieces, keep.clone()));
+            let reduce = |part: TensorHandle, received: TensorHandle| async move {
+                reduce_received(tl, op, &part, &received).await
+            };
+            self.exchange(tl, dir, parts, reduce).await?;
+            range = keep;
+        }
+        Ok(range)
+    }
+
+    /// Recursive doubling of the owned pieces back to the whole segment.
+    async fn all_gather(
+        &self,
+        tl: &Tl,
+        d: &Doubling,
+        pieces: &[Chunk],
+        mut owned: std::ops::Range<usize>,
+    ) -> Result<(), KernelError> {
+        for k in 0..d.steps {
+            let (partner, dir) = d.partner(k);
+            let len = owned.len();
+            let theirs = if d.rank < partner {
+                owned.end..owned.end + len
+            } else {
+                owned.start - len..owned.start
+            };
+            let parts = (span(pieces, owned.clone()), span(pieces, theirs.clone()));
+            let store = |slot: TensorHandle, received: TensorHandle| async move {
+                tl.store(&slot, &received).await
+            };
+            self.exchange(tl, dir, parts, store).await?;
+            owned = owned.start.min(theirs.start)..owned.end.max(theirs.end);
+        }
+        Ok(())
+    }
 }

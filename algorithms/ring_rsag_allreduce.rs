@@ -9,20 +9,29 @@
 //! `n − 1` steps passing the owned sums round the ring, stored as they
 //! arrive, so every endpoint ends with the owners' bits.
 //!
-//! Requires a tile of at least `n` elements (one per piece).
+//! Any tile of at least one element: with fewer elements than endpoints
+//! some pieces are empty and their steps send nothing; a piece larger than
+//! an IPCQ slot goes as several messages (`helpers::exchange`). The whole
+//! tile is held in TCM (refused at load when it does not fit).
 //!
 //! Cost ([`RingRsagAllreduce::model`]): each endpoint sends `2 (n − 1)`
 //! pieces of `S/n` to its east neighbour, one after the other:
 //! `2 (n − 1) · (α + S / (n β))`, the largest over the endpoints.
 
 use kernbench::ccl::cost::{CostError, Network};
-use kernbench::ccl::helpers::{Ring, chunked, finish_in_place, piece};
+use kernbench::ccl::helpers::{
+    ChunkDefault, MAX_CHUNK, Ring, chunked, finish_in_place, message_bytes, piece,
+};
 use kernbench::ccl::topology::Dir;
 use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs};
 use kernbench::sim::SimDuration;
 use kernbench::tl::{Kernel, KernelError, Tl};
 
 struct RingRsagAllreduce;
+
+/// The largest message: one default IPCQ slot (at most the configured
+/// one); a larger piece goes as several.
+const MESSAGE: ChunkDefault = ChunkDefault::Fixed(MAX_CHUNK);
 
 /// Registers the algorithm (ADR-0009).
 pub fn algorithm() -> Box<dyn CclAlgorithm> {
@@ -56,12 +65,6 @@ impl CclAlgorithm for RingRsagAllreduce {
 async fn ring_rsag_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let cube = tl.program_id(1);
     let (n, len) = (args.tile.n_elem, args.endpoints());
-    if n < len {
-        return Err(KernelError::failed(format!(
-            "ring_rsag_allreduce: a tile of {n} elements cannot be cut into {len} pieces \
-             (one per endpoint)"
-        )));
-    }
     let tile = args.tile_addr(cube)?;
     let acc = tl.load(tile, &[n], args.dtype).await?;
     let ring = Ring {
@@ -69,10 +72,14 @@ async fn ring_rsag_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError
         len,
         send: Dir::E,
         recv: Dir::W,
+        max_message: message_bytes(&args, MESSAGE),
     };
     let pieces = chunked(0, len as u64, n as u64, args.dtype);
     ring.reduce_scatter(&tl, args.op, &acc, &pieces).await?;
-    finish_in_place(&tl, &args, &piece(&tl, &acc, ring.owned(&pieces))?).await?;
+    let mine = ring.owned(&pieces);
+    if mine.n_elem > 0 {
+        finish_in_place(&tl, &args, &piece(&tl, &acc, mine)?).await?;
+    }
     ring.all_gather(&tl, &acc, &pieces).await?;
     tl.store(tile, &acc).await
 }

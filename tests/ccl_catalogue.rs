@@ -4,11 +4,14 @@
 //! tile, that it is within the rounding bound of the f64 sum, and that the
 //! algorithm's α-β model is present and not above the simulated time.
 //!
-//! `cargo test` runs every algorithm on two small machines; the whole
-//! acceptance matrix (8 algorithms × 6 machines × 2 dtypes, 196608 B per
-//! rank) is `catalogue_matrix`, ignored in the debug run and run in release
-//! mode by `.ci/run` (`cargo test --release --test ccl_catalogue --
-//! --ignored`).
+//! `cargo test` runs every algorithm on two small machines, and at odd
+//! element counts (1 element, fewer elements than endpoints, messages
+//! larger than a tiny IPCQ slot); the whole acceptance matrix
+//! (8 algorithms × 6 machines × 2 dtypes, 196608 B per rank) is
+//! `catalogue_matrix`, and every algorithm at 2 MiB, 3 MiB and 64 MiB per
+//! rank (and odd counts beside them) is `large_tiles_matrix` (issue 26),
+//! both ignored in the debug run and run in release mode by `.ci/run`
+//! (`cargo test --release --test ccl_catalogue -- --ignored`).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -111,7 +114,7 @@ fn run<T: Value>(sets: &[&str], algorithm: &str, n: usize) -> Outcome {
     let machine = Arc::new(Machine::build(&spec).unwrap());
     let cubes = machine.cubes_per_sip() as usize;
     let device = kernbench::device::Device::from_machine(machine, DataMode::On).unwrap();
-    let ccl = CclConfig::load(&CclConfig::default_source(), &[]).unwrap();
+    let ccl = CclConfig::load(&CclConfig::default_source(), &overrides.ccl).unwrap();
     let torch = Torch::with_ccl(device, ccl);
     let results = Rc::new(RefCell::new(Vec::new()));
     let (shared, host, name) = (results.clone(), torch.clone(), algorithm.to_owned());
@@ -232,5 +235,82 @@ fn catalogue_matrix() {
                 );
             }
         }
+    }
+}
+
+/// 3 SIPs of 2 × 1 cubes (6 endpoints: recursive doubling folds 2 of
+/// them) with 64 B IPCQ slots, so that every tile below of more than 16
+/// f32 elements goes as several messages.
+const SMALL_SLOTS: &[&str] = &[
+    "system.sips.count=3",
+    "sip.cube_mesh.w=2",
+    "sip.cube_mesh.h=1",
+    "ccl.defaults.ipcq.slot_size=64 B",
+];
+
+#[test]
+fn every_algorithm_takes_any_element_count() {
+    for algorithm in ALGORITHMS {
+        // One element; fewer elements than endpoints (empty pieces); a
+        // prime count cut into uneven messages of at most a slot.
+        for n in [1, 5, 37] {
+            let outcome = run::<f32>(SMALL_SLOTS, algorithm, n);
+            check_model(&format!("{algorithm} f32 n={n}"), &outcome);
+        }
+        // 16 endpoints on one SIP, 5 elements each (issue 26's
+        // `--set system.sips.count=1 ... --size 160`).
+        run::<f16>(&["system.sips.count=1"], algorithm, 5);
+    }
+}
+
+/// Issue 26's sizes: every algorithm at 2 MiB, 3 MiB and 64 MiB per rank
+/// (16 cubes: 128 KiB, 192 KiB and 4 MiB tiles, larger than an IPCQ slot)
+/// and at odd counts beside them, in flow fidelity (release mode,
+/// `.ci/run`).
+#[test]
+#[ignore = "release-mode matrix, run by .ci/run"]
+fn large_tiles_matrix() {
+    const MIB: usize = 1 << 20;
+    let machines: [&[&str]; 5] = [
+        &["system.sips.count=2"],
+        &["system.sips.count=3"],
+        &["system.sips.count=4"],
+        &["system.sips.count=8"],
+        &[
+            "system.sips.count=9",
+            "system.sips.topology=mesh_2d_no_wrap",
+        ],
+    ];
+    let cubes = 16;
+    for algorithm in ALGORITHMS {
+        for machine in machines {
+            let sets = [machine, &["simulation.fidelity=flow"]].concat();
+            for (bytes, odd) in [(2 * MIB, 0), (3 * MIB, 0), (2 * MIB, 3)] {
+                let n = bytes / 4 / cubes + odd;
+                let outcome = run::<f32>(&sets, algorithm, n);
+                let what = format!("{algorithm} f32 {n} per tile {machine:?}");
+                check_model(&what, &outcome);
+                println!(
+                    "{algorithm:28} f32 {n:>8} per tile {:50} sim {:>12} ps",
+                    machine.join(" "),
+                    outcome.time.as_ps()
+                );
+            }
+        }
+        let flow = ["system.sips.count=2", "simulation.fidelity=flow"];
+        for (n, name) in [
+            (64 * MIB / 4 / cubes, "64 MiB"),
+            (64 * MIB / 4 / cubes - 1, "odd"),
+        ] {
+            let outcome = run::<f32>(&flow, algorithm, n);
+            check_model(&format!("{algorithm} f32 {name} 2 SIPs"), &outcome);
+            println!(
+                "{algorithm:28} f32 {n:>8} per tile ({name}) 2 SIPs sim {:>12} ps",
+                outcome.time.as_ps()
+            );
+        }
+        // f16 on the 3-SIP fold at 3 MiB.
+        let fold = ["system.sips.count=3", "simulation.fidelity=flow"];
+        run::<f16>(&fold, algorithm, 3 * MIB / 2 / cubes);
     }
 }

@@ -5,8 +5,9 @@
 //! algorithm's α-β cost model `model_ps` when it states one). With
 //! `--verify-data`, every endpoint's tile ends holding the reduction of all
 //! tiles (seed ADR-0032: each cube's tile is one contribution), within the
-//! dtype's bound of an f64 reference and bitwise the same on every
-//! endpoint.
+//! dtype's bound of an f64 reference (`collective::bound`; a `prod` allows
+//! one subnormal spacing per combine, ADR-0031) and bitwise the same on
+//! every endpoint.
 //!
 //! [`pattern`] is the small-integer f16 input of the tests that drive
 //! `all_reduce` themselves.

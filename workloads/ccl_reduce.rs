@@ -3,8 +3,9 @@
 //! `--algorithm`, `--dtype`, `--op`, `--size`, checks and nccl-tests
 //! bandwidths). With `--verify-data`, the root endpoint's tile (cube
 //! `root_cube`, default 0, of rank 0) ends holding the reduction (`--op`)
-//! of every tile, within the dtype's bound of an f64 reference; the others
-//! keep theirs.
+//! of every tile, within the dtype's bound of an f64 reference
+//! (`collective::bound`; a `prod` allows one subnormal spacing per
+//! combine, ADR-0031); the others keep theirs.
 
 use kernbench::ccl::Collective;
 use kernbench::workloads::Definition;

@@ -4,7 +4,8 @@
 //! `--size`, checks and nccl-tests bandwidths). With `--verify-data`, every
 //! endpoint's input holds one block per endpoint; endpoint `e`'s output
 //! ends holding the reduction (`--op`) of block `e` of every input, within
-//! the dtype's bound of an f64 reference.
+//! the dtype's bound of an f64 reference (`collective::bound`; a `prod`
+//! allows one subnormal spacing per combine, ADR-0031).
 
 use kernbench::ccl::Collective;
 use kernbench::workloads::Definition;

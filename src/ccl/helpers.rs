@@ -35,8 +35,8 @@ use super::collective::{ParamKind, ParamSpec, Params, ReduceOp};
 use super::cost::{CostError, Network};
 use super::topology::NeighborMap;
 
-/// A view of part of a tile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A view of part of a tile (the default: an empty one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Chunk {
     /// Address of the first element.
     pub addr: u64,
@@ -147,9 +147,7 @@ pub fn check_chunk(params: &Params) -> Result<(), String> {
 /// chunk's bytes (what a cost model charges per piece, a lower bound).
 pub fn tile_chunks(args: &KernelArgs, default: ChunkDefault) -> (u64, u64) {
     let (n, dtype) = (args.tile.n_elem as u64, args.dtype);
-    let chunk = (args.params.size("chunk"))
-        .unwrap_or_else(|| default.bytes(n * dtype.size()).min(args.slot_bytes / 4 * 4));
-    let chunks = chunk_count(n, dtype, Some(chunk));
+    let chunks = chunk_count(n, dtype, Some(message_bytes(args, default)));
     (chunks, n / chunks * dtype.size())
 }
 
@@ -376,14 +374,14 @@ pub enum Tile {
 
 impl Tile {
     /// The tile's device address (where results are stored).
-    fn addr(&self) -> u64 {
+    pub fn addr(&self) -> u64 {
         match *self {
             Tile::Loaded { addr, .. } | Tile::Streamed(addr) => addr,
         }
     }
 
     /// `chunk` of the tile in TCM.
-    async fn chunk(
+    pub async fn chunk(
         &self,
         tl: &Tl,
         chunk: &Chunk,
@@ -399,7 +397,7 @@ impl Tile {
     }
 
     /// Frees what [`Tile::chunk`] loaded.
-    fn done(&self, tl: &Tl, part: &TensorHandle) -> Result<(), KernelError> {
+    pub fn done(&self, tl: &Tl, part: &TensorHandle) -> Result<(), KernelError> {
         match self {
             Tile::Loaded { .. } => Ok(()),
             Tile::Streamed(_) => tl.free(part),
@@ -519,6 +517,9 @@ pub struct Ring {
     pub send: Dir,
     /// The ring from `pos − 1`.
     pub recv: Dir,
+    /// The largest message in bytes (e.g. [`KernelArgs::slot_bytes`]): a
+    /// piece larger than this goes as several ([`exchange`]).
+    pub max_message: u64,
 }
 
 impl Ring {
@@ -573,16 +574,86 @@ impl Ring {
         F: Fn(TensorHandle, TensorHandle) -> Fut,
         Fut: Future<Output = Result<(), KernelError>>,
     {
+        let how = Exchange {
+            send: self.send,
+            recv: self.recv,
+            max_message: self.max_message,
+        };
         for step in 0..self.len.saturating_sub(1) {
             let (send, recv) = ring_step(at, step, self.len);
-            tl.send(self.send, &piece(tl, acc, &pieces[send])?).await?;
-            let part = piece(tl, acc, &pieces[recv])?;
-            let received = tl.recv(self.recv, part.shape(), part.dtype()).await?;
-            merge(part, received.clone()).await?;
-            tl.release(&received)?;
+            exchange(tl, acc, how, pieces[send], pieces[recv], &merge).await?;
         }
         Ok(())
     }
+}
+
+/// Where an [`exchange`] sends and receives, and its largest message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exchange {
+    /// The direction the outgoing part goes.
+    pub send: Dir,
+    /// The direction the incoming part comes from.
+    pub recv: Dir,
+    /// The largest message in bytes (at most one IPCQ slot).
+    pub max_message: u64,
+}
+
+/// `part` cut into messages of at most `max_message` bytes (at least one
+/// element each, a whole number of elements; uneven as [`chunked`] cuts):
+/// none for an empty part.
+pub fn messages(part: Chunk, max_message: u64, dtype: DType) -> Vec<Chunk> {
+    if part.n_elem == 0 {
+        return Vec::new();
+    }
+    let count = chunk_count(part.n_elem, dtype, Some(max_message));
+    chunked(part.addr, count, part.n_elem, dtype)
+}
+
+/// Sends `out` (an offset view of `acc`) in `how.send` and receives a
+/// part of `into`'s size from `how.recv`, each as [`messages`] of at most
+/// `how.max_message` bytes, interleaved: message `i` out, then message `i`
+/// in, `merge`d (`merge(destination, received)`) into its place in `into`
+/// and released. Two partners exchanging with each other, or a ring all
+/// sending at once, thus never wait on a full ring, and a part larger than
+/// an IPCQ slot passes in several. An empty part sends (receives) nothing:
+/// both ends cut the same part the same way.
+pub async fn exchange<F, Fut>(
+    tl: &Tl,
+    acc: &TensorHandle,
+    how: Exchange,
+    out: Chunk,
+    into: Chunk,
+    merge: F,
+) -> Result<(), KernelError>
+where
+    F: Fn(TensorHandle, TensorHandle) -> Fut,
+    Fut: Future<Output = Result<(), KernelError>>,
+{
+    let dtype = acc.dtype();
+    let (outs, ins) = (
+        messages(out, how.max_message, dtype),
+        messages(into, how.max_message, dtype),
+    );
+    for i in 0..outs.len().max(ins.len()) {
+        if let Some(message) = outs.get(i) {
+            tl.send(how.send, &piece(tl, acc, message)?).await?;
+        }
+        if let Some(message) = ins.get(i) {
+            let part = piece(tl, acc, message)?;
+            let received = tl.recv(how.recv, part.shape(), part.dtype()).await?;
+            merge(part, received.clone()).await?;
+            tl.release(&received)?;
+        }
+    }
+    Ok(())
+}
+
+/// The largest message of `args`' algorithm: ccl.yaml `params.chunk` if
+/// set (refused at load when larger than a slot), else `default`'s for the
+/// tile, at most one IPCQ slot.
+pub fn message_bytes(args: &KernelArgs, default: ChunkDefault) -> u64 {
+    let tile = args.tile.n_elem as u64 * args.dtype.size();
+    (args.params.size("chunk")).unwrap_or_else(|| default.bytes(tile).min(args.slot_bytes / 4 * 4))
 }
 
 /// How a line picks its root: [`Line::to_end`] or [`Line::to_middle`].
@@ -655,7 +726,7 @@ pub async fn tile_reduce(
 
 /// This program's tile (loaded whole when it fits in half the TCM,
 /// streamed otherwise) and its `chunks` pieces.
-async fn own_tile(
+pub async fn own_tile(
     tl: &Tl,
     args: &KernelArgs,
     chunks: u64,

@@ -13,7 +13,9 @@
 //! ccl.yaml entry; default: the `defaults` entry of the collective),
 //! `--dtype f16|bf16|f32` (default f16), `--op sum|prod|min|max|avg` for
 //! the reducing calls (default sum) and `--size`, the input bytes per rank
-//! (default: ccl.yaml's `n_elem` per block).
+//! (default: ccl.yaml's `n_elem` per block): a whole number of elements
+//! that splits into equal blocks, of any length of at least one element
+//! (ADR-0031 D4).
 //!
 //! Tensors: every rank places a `(cubes, tile)` tensor of the dtype with
 //! `DPPolicy(cube=row_wise, pe=replicate, num_cubes=cubes, num_pes=1)`
@@ -51,7 +53,9 @@
 //! `--verify-data`: inputs are seeded pseudo-random values in `[-1, 1)`
 //! (`[0.5, 1.5)` for `prod`), rounded to the dtype, and the check costs
 //! O(bytes): copies must be exact; a reduction must be within [`bound`] of
-//! an f64 reference, and overflow (a non-finite result, or a reference
+//! an f64 reference (relative to the dtype's unit roundoff, plus, for
+//! `prod` and `avg`, the absolute error of roundings below the normal
+//! range: ADR-0031 D3), and overflow (a non-finite result, or a reference
 //! beyond the dtype's range) is a failure, never `inf == inf`; the calls
 //! whose result every endpoint holds must leave the same bits on every
 //! endpoint.
@@ -234,17 +238,38 @@ fn check_ranks(dist: &Distributed, collective: Collective) -> Result<(), Workloa
     Ok(())
 }
 
-/// Elements per block for `--size` bytes of input per rank.
+/// Elements per block for `--size` bytes of input per rank: a whole
+/// number of elements of the dtype, split into equal blocks (every
+/// endpoint contributes a block of the same length; any length of at least
+/// one element). A refusal names the element size, or the nearest sizes
+/// that split.
 fn block_elements(ByteSize(size): ByteSize, shape: &Shape) -> Result<usize, WorkloadError> {
-    let blocks = shape.cubes * shape.blocks().0;
-    let per_block = blocks as u64 * shape.dtype.size();
-    if size == 0 || size % per_block != 0 {
+    let (dtype, elem) = (shape.dtype, shape.dtype.size());
+    if size == 0 || size % elem != 0 {
         return Err(WorkloadError::BadOption(format!(
-            "--size {size}: must be a positive multiple of {per_block} B ({blocks} blocks of {})",
-            shape.dtype
+            "--size {size}: must be a positive whole number of {dtype} elements ({elem} B each)"
         )));
     }
-    Ok((size / per_block) as usize)
+    let count = size / elem;
+    let blocks = (shape.cubes * shape.blocks().0) as u64;
+    if count % blocks != 0 {
+        let below = count / blocks * blocks * elem;
+        let above = count.div_ceil(blocks) * blocks * elem;
+        let nearest = match below {
+            0 => format!("the smallest is {above} B"),
+            _ => format!("the nearest are {below} B and {above} B"),
+        };
+        let per_cube = match shape.blocks().0 {
+            1 => "one per cube".to_owned(),
+            b => format!("{b} per cube"),
+        };
+        return Err(WorkloadError::BadOption(format!(
+            "--size {size}: {count} {dtype} elements per rank do not split into {blocks} equal \
+             blocks ({per_cube}; every block has the same length, of any number of elements); \
+             {nearest}"
+        )));
+    }
+    Ok((count / blocks) as usize)
 }
 
 /// A cube's tiles fit its HBM and what the algorithm keeps of a block in
@@ -496,25 +521,46 @@ fn max_finite(dtype: DType) -> f64 {
     }
 }
 
-/// The error bound of a reduction of `k` dtype values `xs` (each hop
-/// computes in f32 and rounds once to the dtype, so every one of the
-/// `k − 1` combines adds a relative error of at most `u`, the dtype's unit
-/// roundoff; `γ_m = m u / (1 − m u)`, Higham, *Accuracy and Stability of
-/// Numerical Algorithms*, §3.1 and §4.2):
-/// - sum: `γ_{k−1} Σ|x|` (any order of recursive summation);
+/// The spacing of `dtype`'s subnormal numbers (its smallest positive
+/// value): below the smallest normal number a rounded result keeps this
+/// absolute precision, not `unit_roundoff`'s relative one.
+fn subnormal_spacing(dtype: DType) -> f64 {
+    match dtype {
+        DType::F16 => 2f64.powi(-24),
+        DType::BF16 => 2f64.powi(-133),
+        DType::F32 => 2f64.powi(-149),
+    }
+}
+
+/// The error bound of a reduction of `k` dtype values `xs`. Each hop
+/// computes in f32 and rounds once to the dtype: a rounding adds a
+/// relative error of at most `u`, the dtype's unit roundoff, or, when its
+/// result is subnormal, an absolute error of at most `σ/2`, half the
+/// subnormal spacing `σ` (the standard model with underflow,
+/// `fl(a ∘ b) = (a ∘ b)(1 + δ) + η`, Higham, *Accuracy and Stability of
+/// Numerical Algorithms*, §2.1; `γ_m = m u / (1 − m u)`, §3.1 and §4.2):
+/// - sum: `γ_{k−1} Σ|x|` (any order of recursive summation; an addition
+///   whose result is subnormal is exact, so `σ` does not enter);
 /// - avg: the sum's bound scaled by `1/k`, plus the scaling's two roundings
-///   (the f32 factor and the dtype result): `γ_{k+1} Σ|x| / k`;
-/// - prod: `γ_{k−1} |Π x|`;
+///   (the f32 factor and the dtype result, which may be subnormal):
+///   `γ_{k+1} Σ|x| / k + σ/2`;
+/// - prod: `γ_{k−1} |Π x| + (k − 1) σ`: one subnormal spacing per combine,
+///   twice its rounding error, so that an early partial product that
+///   rounded below the normal range may still be scaled up by the later
+///   factors (the f16 product of 144 values in `[0.5, 1.5)` is often
+///   below 6.1e-5, f16's smallest normal number, where the relative
+///   bound alone fails a correct result);
 /// - min, max: 0 (exact in every dtype).
 pub fn bound(op: ReduceOp, dtype: DType, xs: &[f64]) -> f64 {
-    let u = unit_roundoff(dtype);
+    let (u, sigma) = (unit_roundoff(dtype), subnormal_spacing(dtype));
     let gamma = |m: usize| m as f64 * u / (1.0 - m as f64 * u);
     let k = xs.len();
     let abs_sum: f64 = xs.iter().map(|x| x.abs()).sum();
+    let combines = k.saturating_sub(1);
     match op {
-        ReduceOp::Sum => gamma(k.saturating_sub(1)) * abs_sum,
-        ReduceOp::Avg => gamma(k + 1) * abs_sum / k as f64,
-        ReduceOp::Product => gamma(k.saturating_sub(1)) * reference(op, xs).abs(),
+        ReduceOp::Sum => gamma(combines) * abs_sum,
+        ReduceOp::Avg => gamma(k + 1) * abs_sum / k as f64 + sigma / 2.0,
+        ReduceOp::Product => gamma(combines) * reference(op, xs).abs() + combines as f64 * sigma,
         ReduceOp::Min | ReduceOp::Max => 0.0,
     }
 }
@@ -816,6 +862,61 @@ mod tests {
         assert_eq!(reference(ReduceOp::Min, &xs), -0.25);
         assert_eq!(reference(ReduceOp::Avg, &xs), 0.5);
         assert_eq!(reference(ReduceOp::Product, &xs), -0.09375);
+    }
+
+    #[test]
+    fn products_that_round_below_the_normal_range_stay_within_the_bound() {
+        // PE_MATH's combine: an f32 product rounded once to f16. 144
+        // factors in [0.5, 1.5) (9 SIPs × 16 cubes), chained as
+        // ring_allreduce does and paired as a tree does.
+        let mul = |a: f64, b: f64| f16::from_f32((a * b) as f32).to_f64();
+        let (mut state, mut below_normal, mut beyond_relative) = (1u64, 0, 0);
+        for _ in 0..2000 {
+            let xs: Vec<f64> = (0..144)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    f16::from_f64(0.5 + (state >> 11) as f64 / (1u64 << 53) as f64).to_f64()
+                })
+                .collect();
+            let exact = reference(ReduceOp::Product, &xs);
+            let chain = xs[1..].iter().fold(xs[0], |p, &x| mul(p, x));
+            let mut level = xs.clone();
+            while level.len() > 1 {
+                let pairs = level.chunks(2);
+                level = pairs
+                    .map(|p| p.iter().skip(1).fold(p[0], |a, &b| mul(a, b)))
+                    .collect();
+            }
+            let bound = bound(ReduceOp::Product, DType::F16, &xs);
+            let relative = bound - 143.0 * 2f64.powi(-24);
+            for got in [chain, level[0]] {
+                let error = (got - exact).abs();
+                assert!(error <= bound, "{got} vs {exact}: {error} > {bound}");
+                beyond_relative += usize::from(error > relative);
+            }
+            below_normal += usize::from(exact < f16::MIN_POSITIVE.to_f64());
+        }
+        // The case the subnormal term is for occurs, and the relative
+        // bound alone would fail a correct result.
+        assert!(
+            below_normal > 50 && beyond_relative > 0,
+            "{below_normal} {beyond_relative}"
+        );
+        // The term is the dtype's subnormal spacing per combine.
+        let xs = [0.5, 0.75, 1.25];
+        let sigma_f32 = 2f64.powi(-149);
+        let relative = 2.0 * 2f64.powi(-24) / (1.0 - 2.0 * 2f64.powi(-24)) * 0.46875;
+        assert_eq!(
+            bound(ReduceOp::Product, DType::F32, &xs),
+            relative + 2.0 * sigma_f32
+        );
+        let avg = bound(ReduceOp::Avg, DType::F16, &xs) - bound(ReduceOp::Avg, DType::F32, &xs);
+        assert!(
+            avg > 2f64.powi(-25),
+            "avg's last rounding may be subnormal: {avg}"
+        );
     }
 
     #[test]
