@@ -1,9 +1,9 @@
 //! The collective scale benchmark and the fidelity cross-check.
 //!
 //! ```sh
-//! cargo run --release --example scale -- --json              # the scale matrix
-//! cargo run --release --example scale -- --compare           # packet vs flow table
-//! cargo run --release --example scale -- --one 16 65536 flow ring_allreduce
+//! cargo run --profile perf --example scale -- --json              # the scale matrix
+//! cargo run --profile perf --example scale -- --compare           # packet vs flow table
+//! cargo run --profile perf --example scale -- --one 16 65536 flow ring_allreduce
 //! ```
 //!
 //! Every point is `ccl_allreduce` timing-only (no `--verify-data`) on a fresh

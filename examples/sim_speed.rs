@@ -1,6 +1,6 @@
 //! Measures the simulation core's speed on the W1 and W2 workloads.
 //!
-//! `cargo run --release --example sim_speed -- --json` prints one JSON object
+//! `cargo run --profile perf --example sim_speed -- --json` prints one JSON object
 //! per workload (workload, events, wall_s, events_per_s, final_time_ps,
 //! order_hash); without `--json`, one readable line each.
 

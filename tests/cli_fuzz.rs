@@ -2,11 +2,10 @@
 //! keys and values (units, exponents, separators, signs, extremes, YAML
 //! aliases and nesting) and random `--size` arguments. Whatever the input,
 //! `kernbench` exits 0, 1 or 2, a failure prints exactly one non-empty
-//! `error:` line, and every case ends quickly (no abort, hang or balloon).
+//! `error:` line (no abort; a hang shows as a test that does not end, and
+//! the harness names it after 60 s — no wall-clock assertion here).
 
 mod cli_common;
-
-use std::time::{Duration, Instant};
 
 use cli_common::{TempDir, kernbench, stderr};
 use proptest::prelude::*;
@@ -121,7 +120,6 @@ proptest! {
             .collect();
         args.extend(command);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let started = Instant::now();
         let output = kernbench(dir.path(), &args);
         let code = output.status.code();
         let message = stderr(&output);
@@ -133,6 +131,5 @@ proptest! {
             prop_assert_eq!(errors.len(), 1, "{:?}: {}", args, message);
             prop_assert!(errors[0].len() > "error: ".len(), "{args:?}: {message}");
         }
-        prop_assert!(started.elapsed() < Duration::from_secs(30), "{args:?} took too long");
     }
 }

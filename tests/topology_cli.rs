@@ -1,7 +1,10 @@
 //! `kernbench topo --view`: the compiled graph as text, DOT and JSON.
 //!
 //! The DOT output is checked for shape here; where Graphviz's `dot` is
-//! installed it is also rendered to SVG (the test says so when it is not).
+//! installed it is also rendered to SVG (the test says so when it is not;
+//! under CI, `CI=true`, a missing Graphviz fails the test).
+
+mod cli_common;
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
@@ -67,7 +70,7 @@ fn render(dot: &str) {
         .stderr(Stdio::piped())
         .spawn();
     let Ok(mut child) = child else {
-        eprintln!("note: graphviz `dot` is not installed; DOT rendering not checked");
+        cli_common::tool_missing("Graphviz (`dot`)", "DOT rendering is not checked");
         return;
     };
     child

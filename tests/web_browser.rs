@@ -3,8 +3,11 @@
 //! from the form's URL (table and figures, no console errors, a
 //! screenshot under `target/`), the trace download and a bad request.
 //!
-//! Skipped, with the reason printed, where no Chromium is installed
-//! (`.ci/run` installs it from the Debian packages).
+//! Skipped, with the reason printed, where no Chromium is installed; under
+//! CI (`CI=true`) a missing Chromium fails the test instead (`.ci/run`
+//! installs it from the Debian packages and fails when it cannot).
+
+mod cli_common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -150,7 +153,7 @@ fn results_folder() -> PathBuf {
 #[test]
 fn a_browser_loads_the_report_runs_an_allreduce_from_the_form_and_sees_no_errors() {
     let Some(chromium) = chromium() else {
-        println!("skipped: no chromium on PATH (.ci/run installs the Debian package)");
+        cli_common::tool_missing("Chromium", "the web UI is not driven by a browser");
         return;
     };
     let server = WebServer::start(&results_folder());

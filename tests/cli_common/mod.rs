@@ -49,3 +49,20 @@ pub fn stdout(output: &Output) -> String {
 pub fn stderr(output: &Output) -> String {
     String::from_utf8(output.stderr.clone()).unwrap()
 }
+
+/// Whether the tests run under CI: `CI` set to anything but empty, `0` or
+/// `false` (as CI services and `.ci/run` set it).
+pub fn under_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"))
+}
+
+/// A tool a test needs is not installed. Under CI that is a failure naming
+/// the tool (CI must not be green without the test having run); elsewhere
+/// the test skips and prints why.
+pub fn tool_missing(tool: &str, what_is_not_checked: &str) {
+    let reason = format!("{tool} is not installed (not on PATH): {what_is_not_checked}");
+    if under_ci() {
+        panic!("{reason}; CI=true, so this is a failure (.ci/run installs {tool})");
+    }
+    println!("skipped: {reason}");
+}
