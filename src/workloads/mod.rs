@@ -19,6 +19,7 @@
 //! Knows the runtime and kernel APIs; nothing below uses it.
 
 pub mod collective;
+pub mod et;
 pub mod gemm_check;
 pub mod megatron;
 mod options;
