@@ -91,15 +91,7 @@ impl Plan {
         collective: Collective,
         entry: &str,
     ) -> Result<Plan, DistError> {
-        let (config, algorithm, params) = Plan::check_entry(ccl, entry)?;
-        let implements = algorithm.collective();
-        if implements != collective {
-            return Err(DistError::WrongCollective {
-                entry: entry.to_owned(),
-                implements,
-                call: collective,
-            });
-        }
+        let (config, mut algorithm, params) = Plan::check_entry(ccl, entry)?;
         let world_size = world_size(machine, &config)?;
         let shape = WorldShape::new(
             machine.spec(),
@@ -108,6 +100,20 @@ impl Plan {
             config.root_cube,
         )
         .map_err(|e| refusal(entry, e.to_string()))?;
+        if let Some(configured) = algorithm
+            .configure(collective, &shape, &params)
+            .map_err(|reason| refusal(entry, reason))?
+        {
+            algorithm = configured;
+        }
+        let implements = algorithm.collective();
+        if implements != collective {
+            return Err(DistError::WrongCollective {
+                entry: entry.to_owned(),
+                implements,
+                call: collective,
+            });
+        }
         check_requirements(entry, algorithm.as_ref(), &config, &shape)?;
         algorithm
             .supports(&shape, &params)
