@@ -170,6 +170,21 @@ pub trait CclAlgorithm {
         Ok(())
     }
 
+    /// An algorithm whose schedule comes from its `params` (`msccl`'s
+    /// XML file) reads it here, once, when its entry is resolved to serve
+    /// `collective` in the world `shape` (before any other hook but
+    /// [`params`](Self::params) is asked): `Ok(Some(configured))` replaces
+    /// this instance for everything after; `Err(what is wrong)` refuses
+    /// the entry. The default: `Ok(None)`, nothing to read.
+    fn configure(
+        &self,
+        _collective: Collective,
+        _shape: &WorldShape,
+        _params: &Params,
+    ) -> Result<Option<Box<dyn CclAlgorithm>>, String> {
+        Ok(None)
+    }
+
     /// How it cuts a tile into pipelined pieces: `Some(default)` for an
     /// algorithm that moves its tile chunk by chunk (`helpers::tile_chunks`
     /// with this default). It then reads ccl.yaml `params.chunk` (checked

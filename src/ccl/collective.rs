@@ -207,6 +207,8 @@ pub enum ParamKind {
     Size,
     /// `true` or `false`.
     Bool,
+    /// A string (e.g. a file name).
+    Text,
 }
 
 impl ParamKind {
@@ -215,6 +217,7 @@ impl ParamKind {
             ParamKind::Count => "a positive integer",
             ParamKind::Size => "a positive size (bytes, or a quantity such as \"4 KiB\")",
             ParamKind::Bool => "true or false",
+            ParamKind::Text => "a string",
         }
     }
 }
@@ -254,11 +257,12 @@ pub enum ParamError {
 }
 
 /// A checked `params` value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Param {
     Count(u64),
     Size(u64),
     Bool(bool),
+    Text(String),
 }
 
 /// An algorithm's checked ccl.yaml `params`: only keys it declared, each of
@@ -315,6 +319,14 @@ impl Params {
         }
     }
 
+    /// A `Text` parameter, if set.
+    pub fn text(&self, name: &str) -> Option<&str> {
+        match self.values.get(name)? {
+            Param::Text(text) => Some(text),
+            _ => None,
+        }
+    }
+
     /// A `Bool` parameter, if set.
     pub fn flag(&self, name: &str) -> Option<bool> {
         match self.values.get(name)? {
@@ -333,6 +345,7 @@ fn parse(kind: ParamKind, value: &ParamValue) -> Option<Param> {
             Some(Param::Size(size.get().bytes()))
         }
         (ParamKind::Bool, ParamValue::Bool(b)) => Some(Param::Bool(*b)),
+        (ParamKind::Text, ParamValue::Text(text)) => Some(Param::Text(text.clone())),
         _ => None,
     }
 }

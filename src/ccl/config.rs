@@ -400,6 +400,13 @@ impl CclConfig {
         config
     }
 
+    /// This configuration with the entry `name` added (or replaced).
+    pub fn with_algorithm(&self, name: &str, entry: AlgorithmEntry) -> CclConfig {
+        let mut config = self.clone();
+        config.algorithms.insert(name.to_owned(), entry);
+        config
+    }
+
     /// The names of all algorithms, in order.
     pub fn algorithm_names(&self) -> impl Iterator<Item = &str> {
         self.algorithms.keys().map(String::as_str)

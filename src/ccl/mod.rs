@@ -28,6 +28,7 @@ pub mod cost;
 mod endpoints;
 pub mod helpers;
 pub mod install;
+pub mod msccl;
 pub mod registry;
 pub mod topology;
 

@@ -97,15 +97,7 @@ impl Plan {
         (collective, entry): (Collective, &str),
         members: Option<&[u32]>,
     ) -> Result<Plan, DistError> {
-        let (config, algorithm, params) = Plan::check_entry(ccl, entry)?;
-        let implements = algorithm.collective();
-        if implements != collective {
-            return Err(DistError::WrongCollective {
-                entry: entry.to_owned(),
-                implements,
-                call: collective,
-            });
-        }
+        let (config, mut algorithm, params) = Plan::check_entry(ccl, entry)?;
         let world_size = match members {
             Some(members) => members.len(),
             None => world_size(machine, &config)?,
@@ -125,6 +117,20 @@ impl Plan {
             ),
         }
         .map_err(|e| refusal(entry, e.to_string()))?;
+        if let Some(configured) = algorithm
+            .configure(collective, &shape, &params)
+            .map_err(|reason| refusal(entry, reason))?
+        {
+            algorithm = configured;
+        }
+        let implements = algorithm.collective();
+        if implements != collective {
+            return Err(DistError::WrongCollective {
+                entry: entry.to_owned(),
+                implements,
+                call: collective,
+            });
+        }
         check_requirements(entry, algorithm.as_ref(), &config, &shape)?;
         algorithm
             .supports(&shape, &params)

@@ -64,7 +64,8 @@ use half::{bf16, f16};
 use ndarray::Array2;
 
 use super::{ByteSize, Check, Figure, Options, Outcome, Param, WorkloadError};
-use crate::ccl::{Collective, ReduceOp};
+use crate::ccl::topology::Builtin;
+use crate::ccl::{AlgorithmEntry, CclConfig, Collective, IpcqSettings, ParamValue, ReduceOp};
 use crate::mem::{DType, DataMode};
 use crate::runtime::{DPPolicy, Distributed, Split, Tensor, Torch, get_rank, spawn};
 use crate::sim::{self, SimDuration};
@@ -93,14 +94,59 @@ const SIZE: Param = Param {
     help: "Input bytes per rank, K/M/G suffixes allowed (default: ccl.yaml's n_elem per block)",
 };
 
+const MSCCL_XML: Param = Param {
+    name: "msccl-xml",
+    value_name: "FILE",
+    help: "Run the MSCCL algorithm file FILE (its coll must be this collective; ADR-0035)",
+};
+
+/// The ccl.yaml entry `--msccl-xml` adds (see [`with_msccl_entry`]).
+pub const MSCCL_ENTRY: &str = "msccl_xml";
+
 /// The rank a rooted call (`broadcast`, `reduce`) names as `src` / `dst`.
 const ROOT_RANK: usize = 0;
 
 /// The parameters of a collective that reduces nothing.
-pub const PARAMS: &[Param] = &[ALGORITHM, DTYPE, SIZE];
+pub const PARAMS: &[Param] = &[ALGORITHM, DTYPE, SIZE, MSCCL_XML];
 
 /// The parameters of a reducing collective (`--op` added).
-pub const REDUCING_PARAMS: &[Param] = &[ALGORITHM, DTYPE, OP, SIZE];
+pub const REDUCING_PARAMS: &[Param] = &[ALGORITHM, DTYPE, OP, SIZE, MSCCL_XML];
+
+/// `--msccl-xml FILE` as ccl.yaml: `options` with the entry
+/// [`MSCCL_ENTRY`] (`module: msccl`, `topology: none`, `params: {xml:
+/// FILE}`) added to its ccl.yaml and chosen as `--algorithm`; `options`
+/// unchanged without the flag. Naming the algorithm twice is a usage
+/// error.
+pub fn with_msccl_entry(options: &Options) -> Result<Options, WorkloadError> {
+    let Some(file) = options.params.get(MSCCL_XML.name) else {
+        return Ok(options.clone());
+    };
+    if let Some(name) = options.params.get(ALGORITHM.name) {
+        return Err(WorkloadError::BadOption(format!(
+            "--msccl-xml {file} and --algorithm {name} both choose the algorithm: give one"
+        )));
+    }
+    let ccl = match &options.ccl {
+        Some(ccl) => ccl.clone(),
+        None => CclConfig::load(&CclConfig::default_source(), &[])
+            .map_err(|e| WorkloadError::BadOption(e.to_string()))?,
+    };
+    let params = [("xml".to_owned(), ParamValue::Text(file.clone()))].into();
+    let entry = AlgorithmEntry {
+        module: "msccl".to_owned(),
+        topology: Builtin::None,
+        buffer_kind: None,
+        n_elem: None,
+        world_size: None,
+        root_cube: None,
+        ipcq: IpcqSettings::default(),
+        params,
+    };
+    let mut options = options.clone().with(ALGORITHM.name, MSCCL_ENTRY);
+    options.params.remove(MSCCL_XML.name);
+    options.ccl = Some(ccl.with_algorithm(MSCCL_ENTRY, entry));
+    Ok(options)
+}
 
 /// What one rank's call needs and returns.
 #[derive(Debug, Clone, Copy)]

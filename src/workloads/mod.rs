@@ -231,6 +231,7 @@ impl Workload {
     /// simulation; see the module docs.
     pub fn run(&self, machine: Arc<Machine>, options: &Options) -> Result<Report, WorkloadError> {
         self.check_params(options)?;
+        let options = &collective::with_msccl_entry(options)?;
         let data = if options.verify_data {
             DataMode::On
         } else {
