@@ -108,6 +108,7 @@ fn cube_ring_of(tl: &Tl, args: &KernelArgs) -> Ring {
         len: args.cubes() as usize,
         send: Dir::E,
         recv: Dir::W,
+        max_message: args.slot_bytes / 4 * 4,
     }
 }
 
