@@ -9,17 +9,21 @@
 //! Every point is `ccl_allreduce` timing-only (no `--verify-data`) on a fresh
 //! machine of `S` SIPs (a non-square grid is `S/2 × 2`) × the default 16 cubes,
 //! run in a child process of this example so that its wall time and peak
-//! RSS are its own, and stopped after `--timeout` seconds (default 120).
+//! RSS are its own, and stopped after `--timeout` seconds (default 300).
 //!
 //! - the **scale matrix** (default): 4, 16, 64 SIPs × 1 MiB, 64 MiB, 1 GiB per
-//!   rank × both fidelities (packet only up to 64 MiB: beyond, it runs for
+//!   rank × both fidelities (packet only up to 64 MiB, and at 64 MiB up to
+//!   16 SIPs: 64 SIPs takes longer than the timeout; beyond, it runs for
 //!   hours); one JSON object per run with `--json`: wall time, peak RSS,
 //!   simulated events, IPCQ messages, wall µs per message, events per wall
 //!   second and the simulated all-reduce time;
 //! - **`--compare`**: the all-reduce catalogue in both fidelities, a table of
 //!   machine, algorithm, size, packet time, flow time and their difference;
-//!   exits 1 if any difference exceeds 5 % (`--quick` keeps the cases that
-//!   take seconds, for CI).
+//!   a row outside 5 % says so and why, and the run exits 1 (`--quick`
+//!   keeps the cases that take seconds and are all inside: the CI gate).
+//!
+//! A case that fails or reaches its timeout is a failure: the table says
+//! so and the example exits 1, with `--json` too.
 
 use std::error::Error;
 use std::process::{Command, ExitCode, Stdio};
@@ -105,7 +109,9 @@ fn matrix() -> Vec<Point> {
     for sips in [4, 16, 64] {
         for bytes in [MIB, 64 * MIB, GIB] {
             let point = Point::new(sips, "torus_2d", "intercube_allreduce", bytes);
-            if bytes <= 64 * MIB {
+            // Packet mode is the reference up to 64 MiB, but 64 SIPs x
+            // 64 MiB takes longer than the default timeout on a laptop.
+            if bytes < 64 * MIB || (bytes == 64 * MIB && sips <= 16) {
                 points.push(point.with("packet"));
             }
             points.push(point.with("flow"));
@@ -240,7 +246,7 @@ fn failed(point: &Point, reason: &str) -> Value {
     })
 }
 
-fn scale(points: &[Point], timeout: Duration, as_json: bool) -> Result<bool, Box<dyn Error>> {
+fn scale(points: &[Point], timeout: Duration, as_json: bool) -> Result<Outcome, Box<dyn Error>> {
     if !as_json {
         println!(
             "{:<18} {:<20} {:>11} {:>7} {:>9} {:>9} {:>12} {:>10} {:>9} {:>9}",
@@ -256,8 +262,10 @@ fn scale(points: &[Point], timeout: Duration, as_json: bool) -> Result<bool, Box
             "Mev/s"
         );
     }
+    let mut failed = 0;
     for point in points {
         let line = run_child(point, timeout)?;
+        failed += usize::from(line["error"].is_string());
         if as_json {
             println!("{line}");
             continue;
@@ -282,50 +290,79 @@ fn scale(points: &[Point], timeout: Duration, as_json: bool) -> Result<bool, Box
             line["events_per_s"].as_f64().unwrap_or(0.0) / 1e6,
         );
     }
-    Ok(true)
+    Ok(match failed {
+        0 => None,
+        n => Some(format!("{n} of {} case(s) failed or timed out", points.len())),
+    })
+}
+
+/// `None` when every case held; else what did not.
+type Outcome = Option<String>;
+
+/// The rows known to be outside the 5 % bound, with the reason the table
+/// prints beside them (docs/performance.md, "Packet vs flow"; issue 24
+/// item 5 is to bring them inside).
+fn known_gap(point: &Point) -> Option<&'static str> {
+    let saturated = point.algorithm == "intercube_allreduce" && point.bytes >= 16 * MIB;
+    saturated.then_some(
+        "every link saturated: flow serves one-packet flows between booked flows' packets \
+         without delaying their computed ends, so it is optimistic (issue 24 item 5)",
+    )
 }
 
 /// Packet vs flow on the catalogue; false if a case differs by more than
 /// 5 % or fails.
-fn compare(points: &[Point], timeout: Duration) -> Result<bool, Box<dyn Error>> {
+fn compare(points: &[Point], timeout: Duration) -> Result<Outcome, Box<dyn Error>> {
     println!(
-        "{:<22} {:<20} {:>10} {:>14} {:>14} {:>8}",
+        "{:<22} {:<20} {:>10} {:>14} {:>14} {:>8}  note",
         "machine", "algorithm", "bytes/rank", "packet(us)", "flow(us)", "diff"
     );
-    let mut all_close = true;
+    let (mut outside, mut failed) = (0, 0);
     for point in points {
         let time = |fidelity| -> Result<Option<f64>, Box<dyn Error>> {
             let line = run_child(&point.with(fidelity), timeout)?;
             Ok(line["allreduce_ps"].as_u64().map(|ps| ps as f64 / 1e6))
         };
         let (packet, flow) = (time("packet")?, time("flow")?);
-        let (packet_text, flow_text, diff) = match (packet, flow) {
+        let (packet_text, flow_text, diff, note) = match (packet, flow) {
             (Some(p), Some(f)) => {
                 let diff = (f - p) / p * 100.0;
-                all_close &= diff.abs() <= 5.0;
-                (format!("{p:.3}"), format!("{f:.3}"), format!("{diff:+.2}%"))
+                let note = if diff.abs() <= 5.0 {
+                    String::new()
+                } else {
+                    outside += 1;
+                    let why = known_gap(point).unwrap_or("not a known gap: a regression?");
+                    format!("OUTSIDE 5 %: {why}")
+                };
+                (format!("{p:.3}"), format!("{f:.3}"), format!("{diff:+.2}%"), note)
             }
             (p, f) => {
-                all_close = false;
+                failed += 1;
                 let show = |t: Option<f64>| t.map_or("failed".to_owned(), |t| format!("{t:.3}"));
-                (show(p), show(f), "-".to_owned())
+                (show(p), show(f), "-".to_owned(), "FAILED".to_owned())
             }
         };
         println!(
-            "{:<22} {:<20} {:>10} {packet_text:>14} {flow_text:>14} {diff:>8}",
+            "{:<22} {:<20} {:>10} {packet_text:>14} {flow_text:>14} {diff:>8}  {note}",
             point.machine(),
             point.algorithm,
             point.bytes,
         );
     }
-    Ok(all_close)
+    Ok(match (outside, failed) {
+        (0, 0) => None,
+        _ => Some(format!(
+            "{outside} of {} row(s) outside the 5 % bound and {failed} failed or timed out",
+            points.len()
+        )),
+    })
 }
 
 fn main() -> ExitCode {
     match run() {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("error: packet and flow differ by more than 5 % (or a case failed)");
+        Ok(None) => ExitCode::SUCCESS,
+        Ok(Some(what)) => {
+            eprintln!("error: {what}");
             ExitCode::FAILURE
         }
         Err(error) => {
@@ -338,14 +375,14 @@ fn main() -> ExitCode {
 const USAGE: &str = "usage: scale [--json] [--compare [--quick]] [--timeout SECONDS] \
                      | --one SIPS TOPOLOGY ALGORITHM BYTES FIDELITY";
 
-fn run() -> Result<bool, Box<dyn Error>> {
+fn run() -> Result<Outcome, Box<dyn Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--one") {
         run_one(&Point::parse(&args[1..])?)?;
-        return Ok(true);
+        return Ok(None);
     }
     let (mut as_json, mut comparing, mut quick) = (false, false, false);
-    let mut timeout = Duration::from_secs(120);
+    let mut timeout = Duration::from_secs(300);
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {

@@ -99,3 +99,129 @@ fn a_config_that_is_not_a_small_text_file_is_refused_quickly() {
     assert!(line.len() < 300, "a short excerpt only: {line}");
     assert!(line.contains("user0:x:0:0"), "{line}");
 }
+
+/// A sweep folder `name` in `dir` of two all-reduce sizes.
+fn sweep_folder(dir: &std::path::Path, name: &str, bench: &[&str]) -> std::path::PathBuf {
+    let out = dir.join(name);
+    let mut args = vec!["sweep"];
+    args.extend_from_slice(bench);
+    args.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    let output = kernbench(dir, &args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    out
+}
+
+/// `folder/results.json` with `edit` applied to its JSON, in a new folder.
+fn edited(folder: &std::path::Path, name: &str, edit: impl Fn(&mut serde_json::Value)) -> String {
+    let text = std::fs::read_to_string(folder.join("results.json")).unwrap();
+    let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    edit(&mut json);
+    let out = folder.parent().unwrap().join(name);
+    std::fs::create_dir_all(&out).unwrap();
+    // Figures too large or small for JSON numbers are written as text.
+    let text = serde_json::to_string(&json)
+        .unwrap()
+        .replace("\"HUGE\"", "1e308")
+        .replace("\"TINY\"", "1e-320");
+    std::fs::write(out.join("results.json"), text).unwrap();
+    out.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_bad_results_file_is_refused_on_load_naming_row_and_field() {
+    let dir = TempDir::new("hard-results");
+    let d = dir.path();
+    let good = sweep_folder(d, "W", &["--bench", "ccl_allreduce", "--size", "1K,2K"]);
+    let cases: [(&str, fn(&mut serde_json::Value), &str); 5] = [
+        ("S", |j| j["rows"][0]["source"] = 99.into(), "rows[0].source: 99 names no source"),
+        ("E", |j| j["sources"] = serde_json::json!([]), "rows[0].source: 0 names no source"),
+        ("H", |j| j["rows"][1]["figures"]["busbw_gbps"] = "HUGE".into(), "rows[1].figures.busbw_gbps"),
+        ("T", |j| j["rows"][0]["figures"]["bytes_per_rank"] = "TINY".into(), "rows[0].figures.bytes_per_rank"),
+        ("N", |j| j["rows"][0]["point"]["size"] = "NaN".into(), "rows[0].point.size: `NaN` is not a size"),
+    ];
+    for (name, edit, expected) in cases {
+        let folder = edited(&good, name, edit);
+        for args in [
+            vec!["report", folder.as_str(), "--out", "R"],
+            vec!["web", "--port", "0", "--results", folder.as_str()],
+        ] {
+            let (code, line) = refusal(&kernbench(d, &args));
+            assert_eq!(code, 2, "{line}");
+            assert!(line.contains(expected) && line.contains(&folder), "{expected}: {line}");
+        }
+    }
+    let zero = d.join("Z");
+    std::fs::create_dir(&zero).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", zero.join("results.json")).unwrap();
+    let (code, line) = refusal(&kernbench(d, &["report", "Z", "--out", "R"]));
+    assert_eq!(code, 2);
+    assert!(line.contains("Z/results.json: not a text file"), "{line}");
+}
+
+#[test]
+fn the_figures_draw_what_they_can_of_extreme_finite_values() {
+    use kernbench::harness::figures::{Axes, Curve, Style, chart};
+    for extreme in [1e308, 1e-320, f64::MAX, f64::MIN_POSITIVE] {
+        for (log_x, log_y) in [(true, true), (false, false), (true, false)] {
+            let curve = |points| Curve {
+                label: "c".to_owned(),
+                points,
+                style: Style::Line,
+                color: 0,
+            };
+            let axes = Axes {
+                title: "t",
+                x: "x",
+                y: "y",
+                log_x,
+                log_y,
+            };
+            let drawn = chart("f.svg", axes, vec![curve(vec![(1.0, 2.0), (extreme, extreme)])]);
+            assert!(drawn.is_some(), "the finite, ordinary point is drawn");
+            let alone = chart("f.svg", axes, vec![curve(vec![(extreme, extreme)])]);
+            assert!(alone.is_none(), "{extreme:e}: nothing drawable, no chart");
+        }
+    }
+}
+
+/// An nccl-tests log of `collective` in `dtype`, with NCCL's INFO lines and
+/// `N/A` in place, over 1 KiB and 2 KiB.
+fn nccl_log(collective: &str, dtype: &str) -> String {
+    format!(
+        "# Collective test starting: {collective}_perf\n\
+         # nThread 1 nGpus 2 minBytes 1024 maxBytes 2048 step: 2(factor) warmup iters: 5 iters: 20\n\
+         node01:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n\
+         #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n\
+         1024 256 {dtype} sum -1 18.41 0.06 0.10 0 N/A N/A N/A N/A\n\
+         node01:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 2 - Init COMPLETE\n\
+         2048 512 {dtype} sum -1 18.77 0.11 0.19 0 18.35 0.11 0.20 0\n\
+         # Avg bus bandwidth    : 0.14\n"
+    )
+}
+
+#[test]
+fn a_real_nccl_tests_log_is_compared_and_a_mismatch_refused() {
+    let dir = TempDir::new("hard-reference");
+    let d = dir.path();
+    sweep_folder(d, "W", &["--bench", "ccl_allreduce", "--size", "1K,2K", "--dtype", "f32"]);
+    std::fs::write(d.join("ar.txt"), nccl_log("all_reduce", "float")).unwrap();
+    let output = kernbench(d, &["report", "W", "--reference", "ar.txt", "--out", "R"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("      1024        18.410"), "{}", stdout(&output));
+    assert!(stderr(&output).is_empty(), "{}", stderr(&output));
+    std::fs::write(d.join("ag.txt"), nccl_log("all_gather", "float")).unwrap();
+    let (code, line) = refusal(&kernbench(d, &["report", "W", "--reference", "ag.txt", "--out", "R"]));
+    assert_eq!(code, 2);
+    assert!(line.contains("ag.txt: the log measured ccl_allgather but the results are ccl_allreduce"), "{line}");
+    std::fs::write(d.join("half.txt"), nccl_log("all_reduce", "half")).unwrap();
+    let output = kernbench(d, &["report", "W", "--reference", "half.txt", "--out", "R"]);
+    assert!(output.status.success());
+    assert!(stderr(&output).contains("warning: --reference half.txt: the log measured f16 but the results are f32"), "{}", stderr(&output));
+    sweep_folder(d, "G", &["--bench", "gemm_single_pe", "--shape", "16x16x16"]);
+    let (code, line) = refusal(&kernbench(d, &["report", "G", "--reference", "ar.txt", "--out", "R"]));
+    assert_eq!(code, 2);
+    assert!(line.contains("no result row is a collective"), "{line}");
+    let (code, line) = refusal(&kernbench(d, &["report", "W", "--reference", "/dev/zero", "--out", "R"]));
+    assert_eq!(code, 2);
+    assert!(line.contains("/dev/zero: not a text file"), "{line}");
+}

@@ -6,7 +6,8 @@
 //! check of at most [`MAX_DATA_BYTES`] (estimated before anything runs),
 //! and [`Limits::run_time`] of wall time, after which the simulation is
 //! cancelled through [`crate::sim::cancel`] and the page says so. A `/run`
-//! page is streamed: a progress line as points finish, then the results.
+//! page is streamed (flushed piece by piece): a progress line as points
+//! finish and every few seconds, then the results.
 //!
 //! - `/`: the machine summary and drawing, a form that runs a workload or
 //!   a small sweep, and the report of a result folder if one was given
@@ -31,7 +32,7 @@
 
 use std::fmt::Write;
 use std::fs::File;
-use std::io::Read;
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -270,30 +271,27 @@ impl Server {
         plan: &Plan,
         query: &str,
     ) -> std::io::Result<()> {
-        let (sender, receiver) = mpsc::channel::<Vec<u8>>();
-        let body = ChannelReader {
-            receiver,
-            pending: Vec::new(),
-            at: 0,
-        };
-        let response = Response::new(
-            tiny_http::StatusCode(200),
-            vec![content_type("text/html; charset=utf-8")],
-            body,
-            None,
-            None,
-        );
-        std::thread::scope(|scope| {
-            scope.spawn(move || self.run_page(plan, query, &sender));
-            request.respond(response)
-        })
+        // Written by hand so that each piece is flushed as it is made
+        // (tiny_http's chunked bodies are buffered 8 KiB at a time); the
+        // body ends when the connection closes.
+        let mut writer = request.into_writer();
+        writer.write_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n\
+              Cache-Control: no-store\r\nConnection: close\r\n\r\n",
+        )?;
+        let mut outcome = Ok(());
+        self.run_page(plan, query, &mut |text: String| {
+            if outcome.is_ok() {
+                outcome = writer
+                    .write_all(text.as_bytes())
+                    .and_then(|()| writer.flush());
+            }
+        });
+        outcome
     }
 
     /// The page of `/run`, sent in pieces to `out` as the run goes.
-    fn run_page(&self, plan: &Plan, query: &str, out: &mpsc::Sender<Vec<u8>>) {
-        let send = |text: String| {
-            let _ = out.send(text.into_bytes());
-        };
+    fn run_page(&self, plan: &Plan, query: &str, send: &mut dyn FnMut(String)) {
         let name = plan.workload.name;
         let (head, tail) = with_nav(name, "\u{0}")
             .split_once('\u{0}')
@@ -307,7 +305,7 @@ impl Server {
             points.len(),
             limit.as_secs()
         ));
-        let outcome = bounded_sweep(plan, &points, limit, &|done, elapsed| {
+        let outcome = bounded_sweep(plan, &points, limit, &mut |done, elapsed| {
             send(format!(
                 "<p class=\"progress\">{done} of {} point(s) done ({:.1} s)</p>\n",
                 points.len(),
@@ -423,7 +421,7 @@ fn bounded_sweep(
     plan: &Plan,
     points: &[sweep::Point],
     limit: Duration,
-    progress: &dyn Fn(usize, Duration),
+    progress: &mut dyn FnMut(usize, Duration),
 ) -> Bounded {
     let jobs = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
     let cancel = Arc::new(AtomicBool::new(false));
@@ -468,31 +466,6 @@ fn bounded_sweep(
 
 /// How often a long run reports progress.
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
-
-/// A response body fed by a channel: what the run sends, as it sends it.
-struct ChannelReader {
-    receiver: mpsc::Receiver<Vec<u8>>,
-    pending: Vec<u8>,
-    at: usize,
-}
-
-impl Read for ChannelReader {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        while self.at == self.pending.len() {
-            match self.receiver.recv() {
-                Ok(bytes) => {
-                    self.pending = bytes;
-                    self.at = 0;
-                }
-                Err(_) => return Ok(0),
-            }
-        }
-        let n = buf.len().min(self.pending.len() - self.at);
-        buf[..n].copy_from_slice(&self.pending[self.at..self.at + n]);
-        self.at += n;
-        Ok(n)
-    }
-}
 
 /// What the data check of `points` keeps, roughly: each point's size ×
 /// `ranks` × 4 (inputs, outputs, references, slots), summed.

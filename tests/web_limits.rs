@@ -1,0 +1,81 @@
+//! `kernbench web` under a long run (issue 26 item 13): requests are
+//! answered while a run is in flight, and a run stops at its wall-time
+//! limit with a page saying so.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+const KERNBENCH: &str = env!("CARGO_BIN_EXE_kernbench");
+
+/// The server, killed when the test ends.
+struct WebServer(Child, String);
+
+impl Drop for WebServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start(limit_secs: &str) -> WebServer {
+    let mut child = Command::new(KERNBENCH)
+        .args(["web", "--port", "0", "--run-limit", limit_secs])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("kernbench starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let host = line
+        .trim()
+        .trim_start_matches("listening on http://")
+        .trim_end_matches('/')
+        .to_owned();
+    WebServer(child, host)
+}
+
+fn request(host: &str, path: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(host).expect("the server accepts");
+    write!(stream, "GET /{path} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
+    stream
+}
+
+#[test]
+fn a_long_run_neither_blocks_other_requests_nor_outlives_its_limit() {
+    let server = start("3");
+    let started = Instant::now();
+    // 21 sizes up to 1 GiB: minutes of simulation in a debug build.
+    let mut run = BufReader::new(request(&server.1, "run?bench=ccl_allreduce&b=1K&e=1G"));
+    let mut page = String::new();
+    while !page.contains("running 21 point(s)") {
+        assert!(run.read_line(&mut page).unwrap() > 0, "{page}");
+    }
+    let mut svg = String::new();
+    request(&server.1, "topology.svg")
+        .read_to_string(&mut svg)
+        .unwrap();
+    assert!(svg.starts_with("HTTP/1.") && svg.contains("<svg"), "{svg}");
+    assert!(
+        started.elapsed().as_secs() < 3,
+        "the drawing waited for the run: {:?}",
+        started.elapsed()
+    );
+    run.read_to_string(&mut page).unwrap();
+    assert!(page.contains("stopped at the limit of 3 s"), "{page}");
+    assert!(page.contains("not run: the sweep was stopped at its limit"));
+    assert!(page.trim_end().ends_with("</html>"), "the page is whole");
+}
+
+#[test]
+fn a_data_check_too_big_for_the_form_is_refused_up_front() {
+    let server = start("60");
+    let mut reply = String::new();
+    request(&server.1, "run?bench=ccl_allreduce&size=1G&verify_data=1")
+        .read_to_string(&mut reply)
+        .unwrap();
+    assert!(reply.starts_with("HTTP/1.0 400") || reply.starts_with("HTTP/1.1 400"), "{reply}");
+    assert!(reply.contains("the data check of these points would keep about"), "{reply}");
+}
