@@ -20,7 +20,7 @@ use tracing_subscriber::{EnvFilter, Layer};
 use kernbench::ccl::CclConfig;
 use kernbench::config::units::parse_positive_bytes;
 use kernbench::config::{ConfigError, ConfigSource, Overrides};
-use kernbench::harness::{figures, reference, report, results, sweep, table, web};
+use kernbench::harness::{figures, progress, reference, report, results, sweep, table, web};
 use kernbench::topology::{
     Fidelity, GraphView, Machine, Scope, TopologyError, TopologySpec, ViewError,
 };
@@ -495,7 +495,13 @@ fn bench(
         params,
         ccl: Some(ccl),
     };
-    let report = workload.run(machine, &options)?;
+    if let Some(hint) = progress::packet_hint(topology.simulation.fidelity, &options) {
+        eprintln!("{hint}");
+    }
+    let shown = progress::RunProgress::start();
+    let report = workload.run(machine, &options);
+    drop(shown);
+    let report = report?;
     let text = if args.json {
         serde_json::to_string_pretty(&report)? + "\n"
     } else {
