@@ -104,7 +104,7 @@ impl Plan {
         let shape = WorldShape::new(
             machine.spec(),
             world_size as u32,
-            config.topology,
+            config.wiring,
             config.root_cube,
         )
         .map_err(|e| refusal(entry, e.to_string()))?;
