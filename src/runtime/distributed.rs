@@ -1,5 +1,5 @@
-//! `torch.distributed` on the AHBM machine: the `ahbm` process group (seed
-//! seed ADR-0047 D1–D8, seed ADR-0024 D1–D5).
+//! `torch.distributed` on the AHBM machine: the `ahbm` process group
+//! (seed ADR-0047 D1–D8, seed ADR-0024 D1–D5).
 //!
 //! [`Distributed`] hangs off the facade as `torch.distributed`; every clone
 //! of a [`Torch`](super::Torch), so every rank worker, shares one. It starts
