@@ -5,7 +5,7 @@
 //! `(file stem, item)` in name order, so adding an algorithm or a workload
 //! is one file with no edit under `src/`. `src/ccl/registry.rs` includes
 //! the algorithms' table (each file defines `pub fn algorithm() -> Box<dyn
-//! CclAlgorithm>`), `src/workloads/registry.rs` the workloads' (each file
+//! CclAlgorithm>`), `src/workloads/mod.rs` the workloads' (each file
 //! defines `pub const WORKLOAD: Definition`).
 
 use std::env;

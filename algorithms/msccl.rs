@@ -1,5 +1,5 @@
 //! `msccl`: runs an MSCCL algorithm file (issue 23, ADR-0035). The
-//! ccl.yaml entry names the file: `module: msccl`, `topology: none`,
+//! ccl.yaml entry names the file: `module: msccl`, `wiring: none`,
 //! `params: {xml: FILE}` (or `run --bench ccl_allreduce --msccl-xml
 //! FILE`); the reader, the wiring and the PE programs are
 //! `kernbench::ccl::msccl`.

@@ -20,7 +20,7 @@ use tracing_subscriber::{EnvFilter, Layer};
 use kernbench::ccl::CclConfig;
 use kernbench::config::units::parse_positive_bytes;
 use kernbench::config::{ConfigError, ConfigSource, Overrides};
-use kernbench::harness::{figures, reference, report, results, sweep, table, web};
+use kernbench::harness::{figures, progress, reference, report, results, sweep, table, web};
 use kernbench::topology::{
     Fidelity, GraphView, Machine, Scope, TopologyError, TopologySpec, ViewError,
 };
@@ -177,7 +177,13 @@ struct SweepArgs {
     max_bytes: Option<workloads::ByteSize>,
 
     /// Size multiplier between points (nccl-tests -f).
-    #[arg(short = 'f', long, value_name = "FACTOR", default_value_t = 2, allow_negative_numbers = true)]
+    #[arg(
+        short = 'f',
+        long,
+        value_name = "FACTOR",
+        default_value_t = 2,
+        allow_negative_numbers = true
+    )]
     step_factor: u64,
 
     /// Keep and move real bytes and check the results (#wrong).
@@ -527,7 +533,13 @@ fn bench(
         params,
         ccl: Some(ccl),
     };
-    let report = workload.run(machine, &options)?;
+    if let Some(hint) = progress::packet_hint(topology.simulation.fidelity, &options) {
+        eprintln!("{hint}");
+    }
+    let shown = progress::RunProgress::start();
+    let report = workload.run(machine, &options);
+    drop(shown);
+    let report = report?;
     let text = if args.json {
         serde_json::to_string_pretty(&report)? + "\n"
     } else {
@@ -626,7 +638,10 @@ fn prepare_out(dir: &Path) -> Result<(), CliError> {
     };
     std::fs::create_dir_all(dir).map_err(error)?;
     if !dir.is_dir() {
-        let source = io::Error::new(io::ErrorKind::AlreadyExists, "exists and is not a directory");
+        let source = io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "exists and is not a directory",
+        );
         return Err(error(source));
     }
     let check = dir.join(".kernbench-write-check");
@@ -719,7 +734,9 @@ fn run_report(args: &ReportArgs) -> Result<(), CliError> {
         let rows: Vec<_> = set.rows().collect();
         let path = path.clone();
         match reference.check(&rows) {
-            Err(message) => return Err(reference::ReferenceError::Mismatch { path, message }.into()),
+            Err(message) => {
+                return Err(reference::ReferenceError::Mismatch { path, message }.into());
+            }
             Ok(Some(warning)) => eprintln!("warning: --reference {}: {warning}", path.display()),
             Ok(None) => {}
         }

@@ -19,8 +19,8 @@ use kernbench::workloads::ccl_allreduce::pattern;
 use ndarray::{Array2, ArrayD};
 
 const CCL: &str = "defaults: {algorithm: ring, buffer_kind: hbm, n_elem: 8}\n\
-                   algorithms:\n  ring: {module: ring_allreduce, topology: ring_1d}\n  \
-                   test_double_send: {module: test_double_send, topology: ring_1d}\n";
+                   algorithms:\n  ring: {module: ring_allreduce, wiring: ring_1d}\n  \
+                   test_double_send: {module: test_double_send, wiring: ring_1d}\n";
 
 #[test]
 fn one_file_and_one_entry_make_an_algorithm() {

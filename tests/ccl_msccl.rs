@@ -114,7 +114,7 @@ fn a_ccl_yaml_entry_runs_the_same_as_the_flag_and_twice_the_same() {
     let xml = file("ring_4_entry.xml", &generate::ring(4));
     let text = format!(
         "defaults: {{algorithm: mine, buffer_kind: tcm, n_elem: 8}}\n\
-         algorithms:\n  mine:\n    module: msccl\n    topology: none\n    params: {{xml: \"{}\"}}\n",
+         algorithms:\n  mine:\n    module: msccl\n    wiring: none\n    params: {{xml: \"{}\"}}\n",
         xml.display()
     );
     let source = ConfigSource::Text {

@@ -153,7 +153,7 @@ fn a_bad_algorithm_or_topology_leaves_nothing_installed() {
     };
     let device = torch().device().clone();
     let unknown = ccl("defaults: {algorithm: a, buffer_kind: tcm, n_elem: 8}\n\
-                       algorithms:\n  a: {module: no_such_file, topology: ring_1d}\n");
+                       algorithms:\n  a: {module: no_such_file, wiring: ring_1d}\n");
     let dist = Torch::with_ccl(device.clone(), unknown).distributed;
     let message = dist.init_process_group("ahbm").unwrap_err().to_string();
     assert!(
@@ -163,7 +163,7 @@ fn a_bad_algorithm_or_topology_leaves_nothing_installed() {
     assert!(!dist.is_initialized());
     let too_many = ccl(
         "defaults: {algorithm: a, buffer_kind: tcm, n_elem: 8, world_size: 3}\n\
-                        algorithms:\n  a: {module: ring_allreduce, topology: ring_1d}\n",
+                        algorithms:\n  a: {module: ring_allreduce, wiring: ring_1d}\n",
     );
     let dist = Torch::with_ccl(Rc::clone(&device), too_many).distributed;
     let message = dist.init_process_group("ahbm").unwrap_err().to_string();
@@ -212,8 +212,8 @@ fn an_algorithm_runs_only_for_the_collective_it_declares() {
 #[test]
 fn requirements_are_checked_at_init_not_by_a_deadlock() {
     let one_slot = "defaults: {algorithm: b, buffer_kind: tcm, n_elem: 8, ipcq: {slots: 1}}\n\
-                    algorithms:\n  a: {module: test_double_send, topology: ring_1d}\n  \
-                    b: {module: ring_allreduce, topology: ring_1d}\n";
+                    algorithms:\n  a: {module: test_double_send, wiring: ring_1d}\n  \
+                    b: {module: ring_allreduce, wiring: ring_1d}\n";
     let device = torch().device().clone();
     let dist = Torch::with_ccl(device, ccl(one_slot)).distributed;
     let error = dist.init_process_group_with("ahbm", Collective::Custom, "a");
@@ -224,7 +224,7 @@ fn requirements_are_checked_at_init_not_by_a_deadlock() {
     );
     let torus = ["system.sips.count=4", "system.sips.topology=torus_2d"];
     let three = "defaults: {algorithm: a, buffer_kind: tcm, n_elem: 8, world_size: 3}\n\
-                 algorithms:\n  a: {module: intercube_allreduce, topology: none}\n";
+                 algorithms:\n  a: {module: intercube_allreduce, wiring: none}\n";
     assert!(
         init_error(&torus, three).starts_with(
             "ccl.yaml entry `a`: world_size 3 cannot run on the SIP grid torus_2d 2x2"
@@ -235,14 +235,14 @@ fn requirements_are_checked_at_init_not_by_a_deadlock() {
 #[test]
 fn root_cube_and_params_reach_the_algorithm() {
     let root = "defaults: {algorithm: a, buffer_kind: tcm, n_elem: 8}\n\
-                algorithms:\n  a: {module: intercube_allreduce, topology: none, root_cube: 3}\n";
+                algorithms:\n  a: {module: intercube_allreduce, wiring: none, root_cube: 3}\n";
     assert_eq!(
         init_error(&[], root),
         "ccl.yaml entry `a`: `intercube_allreduce` requires: its root cube is the south-east \
          corner of the cube mesh (root_cube: 15), not 3"
     );
     let params = "defaults: {algorithm: a, buffer_kind: tcm, n_elem: 8}\n\
-                  algorithms:\n  a: {module: ring_allreduce, topology: ring_1d, \
+                  algorithms:\n  a: {module: ring_allreduce, wiring: ring_1d, \
                   params: {chunks: 4}}\n";
     assert_eq!(
         init_error(&[], params),

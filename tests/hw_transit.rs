@@ -1,6 +1,6 @@
 //! Transfers over paths of links, in both fidelities: the simulated time
 //! equals the closed form to the picosecond, contention never pushes a link
-//! past 100 %; packets share a link fairly, flows queue FIFO (ADR-0011).
+//! past 100 %; packets share a link fairly, flows queue FIFO (ADR-0012).
 
 use std::num::NonZeroU64;
 use std::rc::Rc;

@@ -1,4 +1,4 @@
-//! Placement (record 0026): the resolvers cover the tensor, the SIP comes
+//! Placement (seed ADR-0026): the resolvers cover the tensor, the SIP comes
 //! from the caller's device (one registry behind `torch.ahbm` and
 //! `torch.accelerator`), the removed fields are refused with what replaced
 //! them, and missing hardware is named.

@@ -76,6 +76,12 @@ fn a_data_check_too_big_for_the_form_is_refused_up_front() {
     request(&server.1, "run?bench=ccl_allreduce&size=1G&verify_data=1")
         .read_to_string(&mut reply)
         .unwrap();
-    assert!(reply.starts_with("HTTP/1.0 400") || reply.starts_with("HTTP/1.1 400"), "{reply}");
-    assert!(reply.contains("the data check of these points would keep about"), "{reply}");
+    assert!(
+        reply.starts_with("HTTP/1.0 400") || reply.starts_with("HTTP/1.1 400"),
+        "{reply}"
+    );
+    assert!(
+        reply.contains("the data check of these points would keep about"),
+        "{reply}"
+    );
 }

@@ -154,6 +154,26 @@ fn overlap_hides_communication_with_identical_results_on_four_sips() {
 }
 
 #[test]
+fn chunks_is_a_deprecated_alias_of_micro_batches() {
+    let timing = |flag: &str| {
+        let options = Options::default()
+            .with("shape", "32x64x256")
+            .with(flag, "4");
+        let report = megatron_mlp(2, &options);
+        (report.simulated_ps, number(&report, "comm_ps"))
+    };
+    let (layer, comm) = timing("micro-batches");
+    assert_eq!(timing("chunks"), (layer, comm));
+    // Four all-reduces, not two: the flag took effect under either name.
+    let (_, two) = {
+        let options = Options::default().with("shape", "32x64x256");
+        let report = megatron_mlp(2, &options);
+        (report.simulated_ps, number(&report, "comm_ps"))
+    };
+    assert_ne!(comm, two);
+}
+
+#[test]
 fn megatron_flags_are_checked() {
     refused(
         "megatron_mlp",
@@ -164,8 +184,15 @@ fn megatron_flags_are_checked() {
         "megatron_mlp",
         Options::default()
             .with("shape", "30x64x256")
-            .with("chunks", "4"),
-        "--chunks 4: must divide the 30 tokens",
+            .with("micro-batches", "4"),
+        "--micro-batches 4: must divide the 30 tokens",
+    );
+    refused(
+        "megatron_mlp",
+        Options::default()
+            .with("micro-batches", "2")
+            .with("chunks", "2"),
+        "--chunks is the deprecated name of --micro-batches",
     );
     // 16 FFN features: 8 per SIP, fewer than the 16 cubes to split over.
     refused(

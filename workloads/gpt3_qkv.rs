@@ -11,16 +11,17 @@
 //! 2020, table 2.1): small 768, medium 1024, large 1536, xl 2048, 2.7b
 //! 2560, 6.7b 4096, 13b 5140, 175b 12288. Tokens are `--batch × --seq`
 //! (default 1 × 64 of `small`, checked with `--verify-data` in seconds);
-//! the full 175B layer is `--model 175b --seq 2048 --chunks 16`, run
+//! the full 175B layer is `--model 175b --seq 2048 --micro-batches 16`, run
 //! timing-only (with `--fidelity flow` it takes seconds): each micro-batch's
-//! all-reduce tile, `tokens / chunks × d_model × 2` bytes per cube, must
-//! fit PE 0's TCM beside the GEMM tiles, so the default 2 chunks of 1024
+//! all-reduce tile, `tokens / micro_batches × d_model × 2` bytes per cube, must
+//! fit PE 0's TCM beside the GEMM tiles, so the default 2 micro-batches of 1024
 //! tokens (24 MiB) are refused by the algorithm as out of TCM.
-//! `--chunks` and `--overlap` as in `megatron_mlp`.
+//! `--micro-batches` (deprecated alias `--chunks`) and `--overlap` as in
+//! `megatron_mlp`.
 
 use std::num::NonZeroUsize;
 
-use kernbench::workloads::tensor_parallel::{Block, CHUNKS, OVERLAP, run, schedule};
+use kernbench::workloads::tensor_parallel::{Block, CHUNKS, MICRO_BATCHES, OVERLAP, run, schedule};
 use kernbench::workloads::tiled_gemm::Activation;
 use kernbench::workloads::{Definition, Param, WorkloadError};
 
@@ -43,6 +44,7 @@ pub const WORKLOAD: Definition = Definition {
             value_name: "N",
             help: "Tokens per sequence (default 64; GPT-3 trains at 2048)",
         },
+        MICRO_BATCHES,
         CHUNKS,
         OVERLAP,
     ],
@@ -56,13 +58,13 @@ pub const WORKLOAD: Definition = Definition {
             let seq = options
                 .get::<NonZeroUsize>("seq")?
                 .map_or(64, NonZeroUsize::get);
-            let (chunks, overlap) = schedule(&options)?;
+            let (micro_batches, overlap) = schedule(&options)?;
             let block = Block {
                 tokens: batch * seq,
                 hidden,
                 inner: 3 * hidden,
                 activation: Activation::Identity,
-                chunks,
+                micro_batches,
                 overlap,
             };
             run(torch, block).await

@@ -2,7 +2,8 @@
 //! (seed ADR-0032 D6, seed ADR-0050 D6).
 //!
 //! `defaults` says which algorithm runs and with what; `algorithms` maps a
-//! name to its registry module, IPCQ neighbour wiring and optional
+//! name to its registry module (by default the entry's name), IPCQ
+//! neighbour wiring (`wiring:`) and optional
 //! overrides of the defaults. Algorithm-specific extras live in a typed
 //! `params` map (integers, booleans, strings) that the algorithm itself
 //! reads and checks. Maps are `BTreeMap`s, so iteration order is the name
@@ -238,13 +239,19 @@ impl CclDefaults {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "an algorithm mapping (module, topology, optional buffer_kind, n_elem, world_size, root_cube, ipcq, params)"
+    expecting = "an algorithm mapping (wiring, optional module, buffer_kind, n_elem, world_size, root_cube, ipcq, params)"
 )]
 pub struct AlgorithmEntry {
-    /// The algorithm's name in the algorithm registry.
-    pub module: String,
-    /// IPCQ neighbour wiring installed before the kernel runs.
-    pub topology: Builtin,
+    /// The algorithm's name in the algorithm registry; `None`: the entry's
+    /// own name.
+    pub module: Option<String>,
+    /// IPCQ neighbour wiring installed before the kernel runs (required;
+    /// `Option` only so that a file with the retired `topology:` key gets
+    /// the error naming `wiring:` instead of "missing field").
+    pub wiring: Option<Builtin>,
+    /// The key `wiring` had before issue 25, kept only to refuse it by name.
+    #[serde(default, rename = "topology")]
+    retired_topology: Option<Retired>,
     /// Overrides `defaults.buffer_kind`.
     pub buffer_kind: Option<BufferKind>,
     /// Overrides `defaults.n_elem`.
@@ -261,6 +268,34 @@ pub struct AlgorithmEntry {
     pub params: BTreeMap<String, ParamValue>,
 }
 
+impl AlgorithmEntry {
+    /// An entry as a program would write it: `module`, `wiring` and
+    /// `params`, every other key left to `defaults`.
+    pub fn new(module: &str, wiring: Builtin, params: BTreeMap<String, ParamValue>) -> Self {
+        AlgorithmEntry {
+            module: Some(module.to_owned()),
+            wiring: Some(wiring),
+            retired_topology: None,
+            buffer_kind: None,
+            n_elem: None,
+            world_size: None,
+            root_cube: None,
+            ipcq: IpcqSettings::default(),
+            params,
+        }
+    }
+}
+
+/// A key that is read only to be refused by its new name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Retired;
+
+impl<'de> Deserialize<'de> for Retired {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        de::IgnoredAny::deserialize(deserializer).map(|_| Retired)
+    }
+}
+
 /// One algorithm with the defaults filled in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Algorithm<'a> {
@@ -269,7 +304,7 @@ pub struct Algorithm<'a> {
     /// The algorithm's name in the algorithm registry.
     pub module: &'a str,
     /// IPCQ neighbour wiring.
-    pub topology: Builtin,
+    pub wiring: Builtin,
     /// Where IPCQ receive slots live.
     pub buffer_kind: BufferKind,
     /// Elements per tile.
@@ -332,9 +367,22 @@ impl CclConfig {
             if name.trim().is_empty() {
                 return Err(document.error_at("algorithms", "an algorithm name is empty"));
             }
-            if entry.module.trim().is_empty() {
+            if entry.module.as_deref().is_some_and(|m| m.trim().is_empty()) {
                 let path = format!("algorithms.{name}.module");
                 return Err(document.error_at(&path, "must name an algorithm module"));
+            }
+            if entry.retired_topology.is_some() {
+                let path = format!("algorithms.{name}.topology");
+                let message = "`topology` is now called `wiring` (the IPCQ neighbour table; \
+                               same values: none, ring_1d, ring_1d_unidir, mesh_2d, torus_2d, \
+                               tree_binary)";
+                return Err(document.error_at(&path, message));
+            }
+            if entry.wiring.is_none() {
+                let path = format!("algorithms.{name}");
+                let message = "missing `wiring` (none, ring_1d, ring_1d_unidir, mesh_2d, \
+                               torus_2d or tree_binary)";
+                return Err(document.error_at(&path, message));
             }
         }
         for collective in Collective::ALL {
@@ -371,8 +419,8 @@ impl CclConfig {
         let (name, entry) = self.algorithms.get_key_value(name)?;
         Some(Algorithm {
             name,
-            module: &entry.module,
-            topology: entry.topology,
+            module: entry.module.as_deref().unwrap_or(name),
+            wiring: entry.wiring.expect("checked when the config is built"),
             buffer_kind: entry.buffer_kind.unwrap_or(self.defaults.buffer_kind),
             n_elem: entry.n_elem.unwrap_or(self.defaults.n_elem),
             world_size: entry.world_size.or(self.defaults.world_size),
@@ -430,7 +478,8 @@ mod tests {
         let config = CclConfig::load(&CclConfig::default_source(), &[]).unwrap();
         let algorithm = config.default_algorithm();
         assert_eq!(algorithm.name, "intercube_allreduce");
-        assert_eq!(algorithm.topology, Builtin::None);
+        assert_eq!(algorithm.wiring, Builtin::None);
+        assert_eq!(algorithm.module, "intercube_allreduce");
         assert_eq!(algorithm.root_cube, None);
         assert_eq!(algorithm.n_elem.get(), 8);
         let names: Vec<&str> = config.algorithm_names().collect();
@@ -471,8 +520,8 @@ mod tests {
     fn entries_override_defaults_and_world_size_falls_back() {
         let config = load(
             "defaults: {algorithm: a, buffer_kind: hbm, n_elem: 4, world_size: 3}\n\
-             algorithms:\n  a: {module: m, topology: ring_1d, n_elem: 16}\n  \
-             b: {module: m, topology: mesh_2d, world_size: 8, params: {chunks: 4, tag: x}}\n",
+             algorithms:\n  a: {module: m, wiring: ring_1d, n_elem: 16}\n  \
+             b: {module: m, wiring: mesh_2d, world_size: 8, params: {chunks: 4, tag: x}}\n",
         )
         .unwrap();
         let a = config.algorithm("a").unwrap();
@@ -489,7 +538,7 @@ mod tests {
     fn default_algorithm_must_exist() {
         let error = load(
             "defaults:\n  algorithm: tree\n  buffer_kind: tcm\n  n_elem: 8\n\
-             algorithms:\n  ring: {module: ring, topology: ring_1d}\n",
+             algorithms:\n  ring: {module: ring, wiring: ring_1d}\n",
         )
         .unwrap_err()
         .to_string();
@@ -503,11 +552,11 @@ mod tests {
     #[test]
     fn bad_values_are_positioned() {
         let text = "defaults: {algorithm: r, buffer_kind: l2, n_elem: 8}\n\
-                    algorithms:\n  r: {module: r, topology: ring_1d}\n";
+                    algorithms:\n  r: {module: r, wiring: ring_1d}\n";
         let error = load(text).unwrap_err().to_string();
         assert!(error.starts_with("ccl.yaml:1:26: defaults.buffer_kind: unknown value `l2`"));
         let text = "defaults: {algorithm: r, buffer_kind: tcm, n_elem: 8}\n\
-                    algorithms:\n  r: {module: \"\", topology: ring_1d, params: {f: 1.5}}\n";
+                    algorithms:\n  r: {module: \"\", wiring: ring_1d, params: {f: 1.5}}\n";
         let error = load(text).unwrap_err().to_string();
         assert!(
             error.contains("algorithms.r.params.f: expected an integer"),
@@ -520,8 +569,8 @@ mod tests {
         let config = load(
             "defaults:\n  algorithm: a\n  buffer_kind: tcm\n  n_elem: 8\n  \
              ipcq: {slots: 2, backpressure: poll, poll_interval: \"50 ns\"}\n\
-             algorithms:\n  a: {module: m, topology: ring_1d, ipcq: {slots: 8, strict_validation: true}}\n  \
-             b: {module: m, topology: ring_1d}\n",
+             algorithms:\n  a: {module: m, wiring: ring_1d, ipcq: {slots: 8, strict_validation: true}}\n  \
+             b: {module: m, wiring: ring_1d}\n",
         )
         .unwrap();
         let a = config.algorithm("a").unwrap().ipcq;
@@ -537,9 +586,44 @@ mod tests {
     }
 
     #[test]
+    fn module_defaults_to_the_entry_name() {
+        let config = load(
+            "defaults: {algorithm: ring, buffer_kind: tcm, n_elem: 8}\n\
+             algorithms:\n  ring: {wiring: ring_1d}\n  two: {module: ring, wiring: none}\n",
+        )
+        .unwrap();
+        assert_eq!(config.algorithm("ring").unwrap().module, "ring");
+        assert_eq!(config.algorithm("two").unwrap().module, "ring");
+    }
+
+    #[test]
+    fn the_retired_topology_key_is_refused_naming_wiring() {
+        let text = "defaults: {algorithm: r, buffer_kind: tcm, n_elem: 8}\n\
+                    algorithms:\n  r: {module: r, topology: ring_1d}\n";
+        let error = load(text).unwrap_err().to_string();
+        assert!(
+            error.starts_with(
+                "ccl.yaml:3:18: algorithms.r.topology: `topology` is now called `wiring`"
+            ),
+            "{error}"
+        );
+        let text = "defaults: {algorithm: r, buffer_kind: tcm, n_elem: 8}\n\
+                    algorithms:\n  r: {module: r}\n";
+        let error = load(text).unwrap_err().to_string();
+        assert!(error.contains("algorithms.r: missing `wiring`"), "{error}");
+        let text = "defaults: {algorithm: r, buffer_kind: tcm, n_elem: 8}\n\
+                    algorithms:\n  r: {wiring: mesh_2d_no_wrap}\n";
+        let error = load(text).unwrap_err().to_string();
+        assert!(
+            error.contains("algorithms.r.wiring: unknown value `mesh_2d_no_wrap`"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn bad_ipcq_settings_are_positioned() {
         let text = "defaults: {algorithm: r, buffer_kind: tcm, n_elem: 8, ipcq: {backpressure: spin}}\n\
-                    algorithms:\n  r: {module: r, topology: ring_1d}\n";
+                    algorithms:\n  r: {module: r, wiring: ring_1d}\n";
         let error = load(text).unwrap_err().to_string();
         assert!(error.contains("defaults.ipcq.backpressure"), "{error}");
         assert!(error.contains("`poll`, `sleep`"), "{error}");

@@ -144,9 +144,7 @@ impl WorldShape {
         match self.sip_grid {
             SipGrid::Ring => Builtin::Ring1d.tables(n, None),
             SipGrid::Torus { w, h } => Builtin::Torus2d.tables(n, Some((w as usize, h as usize))),
-            SipGrid::Mesh { w, h } => {
-                Builtin::Mesh2dNoWrap.tables(n, Some((w as usize, h as usize)))
-            }
+            SipGrid::Mesh { w, h } => Builtin::Mesh2d.tables(n, Some((w as usize, h as usize))),
         }
     }
 }
@@ -175,7 +173,7 @@ impl Endpoints {
     pub fn intercube(shape: &WorldShape) -> Result<Endpoints, TopologyError> {
         let (w, h) = (shape.cube_w as usize, shape.cube_h as usize);
         let cubes = w * h;
-        let cube_tables = Builtin::Mesh2dNoWrap.tables(cubes, Some((w, h)))?;
+        let cube_tables = Builtin::Mesh2d.tables(cubes, Some((w, h)))?;
         let sip_tables = shape.sip_tables()?;
         let mut tables = Vec::with_capacity(shape.endpoints());
         for (sip, sip_table) in sip_tables.iter().enumerate() {

@@ -1,4 +1,4 @@
-//! Installing IPCQ networks (seed author guide §1 "install_ipcq", seed
+//! Installing IPCQ networks (seed author guide §1 "install_ipcq",
 //! seed ADR-0032 D3): an algorithm's [`Endpoints`] (tables already edited by
 //! its `neighbors` hook) → [`Wiring`] → one ring per (sender, direction)
 //! on a [`Device`], slots allocated in the configured [`BufferKind`]

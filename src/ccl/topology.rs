@@ -1,7 +1,7 @@
 //! Neighbour tables for collectives: which rank sits in which direction.
 //!
 //! An algorithm names directions (`E`, `W`, `N`, `S` inside a SIP's cube
-//! mesh, `global_E` ... between SIPs, seed ADR-0032 D3); the `topology` field of
+//! mesh, `global_E` ... between SIPs, seed ADR-0032 D3); the `wiring` field of
 //! its ccl.yaml entry picks a builtin table, and the algorithm's optional
 //! `neighbors` hook may keep, edit or replace it (author guide §3). From the
 //! tables of all ranks, [`Wiring::install`] derives the IPCQ rings: a send
@@ -30,11 +30,11 @@ impl Dir {
 /// One rank's table: direction → peer rank.
 pub type NeighborMap = BTreeMap<Dir, usize>;
 
-/// A builtin table (the `topology` field of a ccl.yaml algorithm entry).
+/// A builtin table (the `wiring` field of a ccl.yaml algorithm entry).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize)]
 #[serde(
     rename_all = "snake_case",
-    expecting = "none, ring_1d, ring_1d_unidir, mesh_2d, torus_2d, mesh_2d_no_wrap or tree_binary"
+    expecting = "none, ring_1d, ring_1d_unidir, mesh_2d, torus_2d or tree_binary"
 )]
 pub enum Builtin {
     /// No neighbours (algorithms that install their own with `neighbors`).
@@ -51,9 +51,6 @@ pub enum Builtin {
     /// A `w × h` grid with wrap: E/W/N/S always present.
     #[serde(rename = "torus_2d")]
     Torus2d,
-    /// Like `Mesh2d`, named for SIP grids (seed ADR-0032).
-    #[serde(rename = "mesh_2d_no_wrap")]
-    Mesh2dNoWrap,
     /// A binary tree: N → parent, W → left child, E → right child.
     TreeBinary,
 }
@@ -61,10 +58,10 @@ pub enum Builtin {
 /// A neighbour table that cannot be built or installed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TopologyError {
-    /// A ccl.yaml `topology` name that is not builtin.
+    /// A ccl.yaml `wiring` name that is not builtin.
     #[error(
-        "unknown collective topology \"{0}\" (expected none, ring_1d, ring_1d_unidir, mesh_2d, \
-         torus_2d, mesh_2d_no_wrap or tree_binary)"
+        "unknown wiring \"{0}\" (expected none, ring_1d, ring_1d_unidir, mesh_2d, torus_2d or \
+         tree_binary)"
     )]
     UnknownTopology(String),
     /// A direction name that does not exist.
@@ -109,7 +106,7 @@ pub enum TopologyError {
 }
 
 impl Builtin {
-    /// Parses a ccl.yaml `topology` name.
+    /// Parses a ccl.yaml `wiring` name.
     pub fn parse(name: &str) -> Result<Builtin, TopologyError> {
         Ok(match name {
             "none" => Builtin::None,
@@ -117,7 +114,6 @@ impl Builtin {
             "ring_1d_unidir" => Builtin::Ring1dUnidir,
             "mesh_2d" => Builtin::Mesh2d,
             "torus_2d" => Builtin::Torus2d,
-            "mesh_2d_no_wrap" => Builtin::Mesh2dNoWrap,
             "tree_binary" => Builtin::TreeBinary,
             other => return Err(TopologyError::UnknownTopology(other.to_owned())),
         })
@@ -131,7 +127,6 @@ impl Builtin {
             Builtin::Ring1dUnidir => "ring_1d_unidir",
             Builtin::Mesh2d => "mesh_2d",
             Builtin::Torus2d => "torus_2d",
-            Builtin::Mesh2dNoWrap => "mesh_2d_no_wrap",
             Builtin::TreeBinary => "tree_binary",
         }
     }
@@ -150,7 +145,7 @@ impl Builtin {
             Builtin::Ring1d => ranks.map(|r| ring(r, world_size, true)).collect(),
             Builtin::Ring1dUnidir => ranks.map(|r| ring(r, world_size, false)).collect(),
             Builtin::TreeBinary => ranks.map(|r| tree(r, world_size)).collect(),
-            Builtin::Mesh2d | Builtin::Mesh2dNoWrap | Builtin::Torus2d => {
+            Builtin::Mesh2d | Builtin::Torus2d => {
                 let (w, h) = self.grid(world_size, grid)?;
                 let wrap = self == Builtin::Torus2d;
                 ranks.map(|r| grid_map(r, w, h, wrap)).collect()

@@ -65,8 +65,13 @@ pub fn rank_count(prefix: &Path) -> Result<usize, String> {
         .file_name()
         .and_then(|s| s.to_str())
         .ok_or_else(|| format!("--et {}: not a file prefix", prefix.display()))?;
-    let entries = std::fs::read_dir(&dir)
-        .map_err(|e| format!("--et {}: cannot list {}: {e}", prefix.display(), dir.display()))?;
+    let entries = std::fs::read_dir(&dir).map_err(|e| {
+        format!(
+            "--et {}: cannot list {}: {e}",
+            prefix.display(),
+            dir.display()
+        )
+    })?;
     let mut highest = None;
     for entry in entries.flatten() {
         let name = entry.file_name();

@@ -3,12 +3,14 @@
 //! nccl-tests tables ([`table`]) and SVG figures ([`figures`],
 //! [`gemm_figures`]), and reports merging result folders and comparing
 //! them with measurements ([`report`], [`reference`](mod@reference)), and the local web
-//! UI over all of it ([`web`]).
+//! UI over all of it ([`web`]); a long run's progress line on stderr
+//! ([`progress`]).
 //!
 //! A client of `workloads`; nothing of the CLI.
 
 pub mod figures;
 pub mod gemm_figures;
+pub mod progress;
 pub mod reference;
 pub mod report;
 pub mod results;

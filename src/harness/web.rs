@@ -174,23 +174,23 @@ impl Server {
         let reply = self.reply(request.url());
         // A browser that went away is not the server's problem.
         let _ = match reply {
-                Reply::Html(status, html) => request.respond(
-                    Response::from_string(html)
-                        .with_status_code(status)
-                        .with_header(content_type("text/html; charset=utf-8")),
-                ),
-                Reply::Svg(svg) => request
-                    .respond(Response::from_string(svg).with_header(content_type("image/svg+xml"))),
-                Reply::Trace(file) => request.respond(
-                    Response::from_file(file)
-                        .with_header(content_type("application/json"))
-                        .with_header(header(
-                            "Content-Disposition",
-                            "attachment; filename=\"kernbench-trace.json\"",
-                        )),
-                ),
-                Reply::Run(plan, query) => self.stream_run(request, &plan, &query),
-            };
+            Reply::Html(status, html) => request.respond(
+                Response::from_string(html)
+                    .with_status_code(status)
+                    .with_header(content_type("text/html; charset=utf-8")),
+            ),
+            Reply::Svg(svg) => request
+                .respond(Response::from_string(svg).with_header(content_type("image/svg+xml"))),
+            Reply::Trace(file) => request.respond(
+                Response::from_file(file)
+                    .with_header(content_type("application/json"))
+                    .with_header(header(
+                        "Content-Disposition",
+                        "attachment; filename=\"kernbench-trace.json\"",
+                    )),
+            ),
+            Reply::Run(plan, query) => self.stream_run(request, &plan, &query),
+        };
     }
 
     /// The reply to `url` (path and query).
@@ -198,7 +198,9 @@ impl Server {
         let (path, query) = url.split_once('?').unwrap_or((url, ""));
         let outcome = match path {
             "/" => Ok(Reply::Html(200, self.home())),
-            "/run" => self.checked_plan(query).map(|plan| Reply::Run(plan, query.to_owned())),
+            "/run" => self
+                .checked_plan(query)
+                .map(|plan| Reply::Run(plan, query.to_owned())),
             "/trace" => self.trace(query).map(Reply::Trace),
             "/topology.svg" => Ok(Reply::Svg(self.topology_svg.clone())),
             "/cube.svg" => Ok(Reply::Svg(self.cube_svg.clone())),

@@ -1,7 +1,7 @@
 //! A PE's compute units and their timing: [`GemmEngine`] (PE_GEMM, the
 //! `rows × cols` MAC array) and [`MathEngine`] (PE_MATH, the vector unit),
 //! and the pipeline that streams a GEMM's output tiles through an epilogue
-//! on PE_MATH (record 0014's TileToken stages).
+//! on PE_MATH (seed ADR-0014's TileToken stages).
 //!
 //! Both units are FIFO [`SerialServer`]s (counted, traced on the tracks
 //! `sip{s}.cube{c}.pe{p}.gemm` and `.math`). Timing, with `cyc(n)` the

@@ -1,4 +1,4 @@
-//! First-fit allocation over one memory (record 0048's `PEMemAllocator`).
+//! First-fit allocation over one memory (seed ADR-0048's `PEMemAllocator`).
 //!
 //! [`FirstFitAllocator`] hands out offsets inside a window `[0, capacity)`
 //! (the VA space's window starts at its first page instead).

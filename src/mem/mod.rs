@@ -1,7 +1,7 @@
 //! Memory: who owns which bytes, what the bytes are, and what happened to
 //! them.
 //!
-//! - [`FirstFitAllocator`] (record 0048's `PEMemAllocator`): first-fit with
+//! - [`FirstFitAllocator`] (seed ADR-0048's `PEMemAllocator`): first-fit with
 //!   coalescing over one memory; [`DeviceAllocators`] holds one per
 //!   [`MemSpace`](crate::topology::MemSpace) of a machine and speaks device
 //!   addresses.
@@ -9,7 +9,7 @@
 //!   runs of physical pages ([`Extent`]) in any memories.
 //! - [`MemoryStore`]: the bytes, one contiguous buffer per mapped region;
 //!   with data off it keeps extents only.
-//! - [`Op`] and [`OpLog`] (record 0052): typed operations on memory, logged
+//! - [`Op`] and [`OpLog`] (seed ADR-0052): typed operations on memory, logged
 //!   in the order they took effect, and the replay that verifies the final
 //!   memory.
 //!
@@ -17,7 +17,8 @@
 //! This module knows nothing of latency models, routing, links, kernels or
 //! torch: callers decide *when* an op happens and which unit runs it; this
 //! module only says what it does to memory. Everything is deterministic
-//! (`BTreeMap`s, no hashing, no clocks).
+//! (`BTreeMap`s where anything is iterated, no clocks; the store's
+//! per-memory extents are a hash map that is only looked up).
 
 mod alloc;
 mod compute;

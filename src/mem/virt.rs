@@ -1,4 +1,4 @@
-//! Virtual address ranges backed by physical pages (record 0048's
+//! Virtual address ranges backed by physical pages (seed ADR-0048's
 //! `VirtualAllocator`).
 //!
 //! A VA range is what a tensor's pointer (`t_ptr`) holds: one contiguous

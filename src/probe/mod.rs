@@ -1,4 +1,4 @@
-//! `kernbench probe`: the traffic-pattern catalogue (record 0049).
+//! `kernbench probe`: the traffic-pattern catalogue (seed ADR-0049).
 //!
 //! Each case moves data the way the machine does — H2D (host writes a
 //! device HBM), D2H (host reads it back) and PE DMA (a PE reads an HBM into

@@ -1,5 +1,5 @@
-//! `torch.distributed` on the AHBM machine: the `ahbm` process group (seed
-//! seed ADR-0047 D1–D8, seed ADR-0024 D1–D5).
+//! `torch.distributed` on the AHBM machine: the `ahbm` process group
+//! (seed ADR-0047 D1–D8, seed ADR-0024 D1–D5).
 //!
 //! [`Distributed`] hangs off the facade as `torch.distributed`; every clone
 //! of a [`Torch`](super::Torch), so every rank worker, shares one. It starts
@@ -1232,12 +1232,10 @@ impl Group {
                 plans.insert(collective, plan);
             }
         }
-        let world_size = plans
-            .values()
-            .next()
-            .map_or(members.map_or(machine.sip_count() as usize, <[u32]>::len), |p| {
-                p.world_size
-            });
+        let world_size = plans.values().next().map_or(
+            members.map_or(machine.sip_count() as usize, <[u32]>::len),
+            |p| p.world_size,
+        );
         if let Some((&call, plan)) = plans.iter().find(|(_, p)| p.world_size != world_size) {
             return Err(DistError::WorldSizeDiffers {
                 call,

@@ -1,6 +1,6 @@
 //! Kernel launch: one named [`Kernel`] over a [`Grid`] of one SIP, one
 //! program (a sim task with its own [`Tl`]) per PE, dispatched the way the
-//! machine does it (record 0046's dispatch-overhead model):
+//! machine does it (seed ADR-0046's dispatch-overhead model):
 //!
 //! ```text
 //! host     kernel_launch_overhead, then a 64 B command over PCIe (host → PCIe EP → IO_CPU)

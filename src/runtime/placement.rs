@@ -1,9 +1,9 @@
-//! Where a tensor's pieces live (seed record 0026): a [`DPPolicy`] describes
+//! Where a tensor's pieces live (seed ADR-0026): a [`DPPolicy`] describes
 //! the cube × PE layout inside **one** SIP, and [`DPPolicy::resolve`] turns
 //! it into [`ShardSpec`]s in structural `(sip, cube, pe)` coordinates.
 //!
 //! The SIP is not part of the policy: it is the caller's device, chosen with
-//! `torch.ahbm.set_device(rank)` (record 0024 D3; see [`super::torch`]).
+//! `torch.ahbm.set_device(rank)` (seed ADR-0024 D3; see [`super::torch`]).
 //! Fields of the older API (`sip`, `num_sips`, a flat `pe_index`) are
 //! rejected when a policy is read from YAML or JSON, with a message naming
 //! what replaced them.
@@ -390,7 +390,7 @@ impl ShardSpec {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlacementError {
     /// A field of the pre-0026 API.
-    #[error("`{field}` is not a placement field any more (record 0026): {}", legacy_replacement(.field))]
+    #[error("`{field}` is not a placement field any more (seed ADR-0026): {}", legacy_replacement(.field))]
     LegacyField {
         /// The removed field.
         field: &'static str,

@@ -106,13 +106,13 @@ impl Plan {
             Some(_) => WorldShape::ring(
                 machine.spec(),
                 world_size as u32,
-                config.topology,
+                config.wiring,
                 config.root_cube,
             ),
             None => WorldShape::new(
                 machine.spec(),
                 world_size as u32,
-                config.topology,
+                config.wiring,
                 config.root_cube,
             ),
         }

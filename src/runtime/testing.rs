@@ -147,7 +147,7 @@ pub enum MockError {
 }
 
 /// Runs `algorithm`'s kernel on `world_size` ranks connected by the
-/// builtin `topology` (`"ring_1d"`, `"mesh_2d"`, ...; 2-D tables on the
+/// builtin `wiring` (`"ring_1d"`, `"mesh_2d"`, ...; 2-D tables on the
 /// square grid), rank `r` starting from `inputs[r]`; returns every rank's
 /// tile after the kernel, by rank. See the module docs.
 ///
@@ -311,7 +311,7 @@ fn sip_grid_of(builtin: Builtin, world_size: usize) -> SipGrid {
     let side = world_size.isqrt() as u32;
     match builtin {
         Builtin::Torus2d => SipGrid::Torus { w: side, h: side },
-        Builtin::Mesh2d | Builtin::Mesh2dNoWrap => SipGrid::Mesh { w: side, h: side },
+        Builtin::Mesh2d => SipGrid::Mesh { w: side, h: side },
         Builtin::None | Builtin::Ring1d | Builtin::Ring1dUnidir | Builtin::TreeBinary => {
             SipGrid::Ring
         }

@@ -18,7 +18,7 @@
 //! The SIP a tensor lands on is the caller's device: the one bound with
 //! `torch.ahbm.set_device` / `torch.accelerator.set_device_index` (one shared
 //! task-local registry, [`super::worker`]), or SIP 0 when none is bound
-//! (single driver, record 0024 D4).
+//! (single driver, seed ADR-0024 D4).
 //!
 //! The facade also owns the virtual address space tensors live in
 //! ([`VirtualAllocator`], pages of [`TENSOR_PAGE_SIZE`]): each tensor is one
@@ -37,8 +37,8 @@ use crate::ccl::CclConfig;
 use crate::device::Device;
 use crate::mem::{DType, DataMode, Segment, VaError, VirtualAllocator};
 
-/// Bytes per page of the tensors' virtual address space: 4 KiB, record
-/// 0048's runtime page.
+/// Bytes per page of the tensors' virtual address space: 4 KiB, seed
+/// ADR-0048's runtime page.
 pub const TENSOR_PAGE_SIZE: u64 = 4 << 10;
 
 /// `torch.ahbm`: binds the calling worker to a SIP.

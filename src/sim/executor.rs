@@ -364,7 +364,11 @@ impl Core {
             hash = (hash ^ word).wrapping_mul(FNV_PRIME);
         }
         self.order_hash.set(hash);
-        self.polls.set(self.polls.get() + 1);
+        let polls = self.polls.get() + 1;
+        self.polls.set(polls);
+        if polls % super::observe::EVERY_POLLS == 0 {
+            super::observe::notify(&self.stats());
+        }
     }
 
     /// Frees a finished task's slot for reuse under a new generation.

@@ -14,6 +14,7 @@ mod channel;
 mod error;
 mod event;
 mod executor;
+pub mod observe;
 mod resource;
 pub mod speed;
 mod task;

@@ -154,7 +154,7 @@ impl Tl {
     }
 
     /// A handle on a tensor already in memory at `addr`, without moving it
-    /// (record 0046's `ref`). Errors if the address is not on the machine.
+    /// (seed ADR-0046's `ref`). Errors if the address is not on the machine.
     pub fn view(
         &self,
         addr: impl Address,

@@ -1,6 +1,6 @@
 //! PE_GEMM: `dot`, `dot_acc` and `composite`, a GEMM whose output tiles
 //! stream through an epilogue of math ops on PE_MATH as one pipeline job
-//! (record 0014's TileToken stages; timing in [`crate::hw::pe`]).
+//! (seed ADR-0014's TileToken stages; timing in [`crate::hw::pe`]).
 //!
 //! Operands are row-major and in the PE's TCM; `a` is `[M, K]`, `b` is
 //! `[K, N]`, both `f16`, `bf16` or `f32` (the same); the product is

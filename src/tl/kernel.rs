@@ -1,5 +1,5 @@
 //! [`Kernel`]: a named PE program, and [`KernelRegistry`]: kernels by name
-//! (record 0046's kernel registry), so workloads and the CLI find them.
+//! (seed ADR-0046's kernel registry), so workloads and the CLI find them.
 //!
 //! A kernel is an `async` function of its program's [`Tl`] and a typed
 //! argument (a tuple or struct; each program gets a clone) returning

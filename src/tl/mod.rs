@@ -1,4 +1,4 @@
-//! The kernel-side API (record 0046): what one PE program calls.
+//! The kernel-side API (seed ADR-0046): what one PE program calls.
 //!
 //! A kernel ([`Kernel`]) is an `async` function of a [`Tl`] and typed
 //! arguments, returning `Result<T, KernelError>`; a launch

@@ -1,4 +1,4 @@
-//! [`Scratch`]: a program's TCM temporaries (record 0046's scratch
+//! [`Scratch`]: a program's TCM temporaries (seed ADR-0046's scratch
 //! allocator). Every tensor a `tl` call creates is allocated from the PE's
 //! TCM allocator and remembered here; `free` returns one early, and all
 //! that are left are freed when the kernel ends (or its launch is

@@ -1,7 +1,7 @@
 //! Compile stage 2: the router grid of a cube's NoC and where everything
 //! attaches to it. One layout serves every cube of the machine.
 //!
-//! The algorithm (record 0053's auto-layout, made exact):
+//! The algorithm (seed ADR-0053's auto-layout, made exact):
 //!
 //! 1. **Endpoints** needing a router of their own, in placement order: the
 //!    PEs, then M_CPU, M_CPU.DMA, SRAM, IO_CPU and the PCIe endpoint. The last

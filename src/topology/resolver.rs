@@ -1,4 +1,4 @@
-//! [`AddressResolver`] (record 0051): which node holds an address, and the
+//! [`AddressResolver`] (seed ADR-0051): which node holds an address, and the
 //! SIP-level nodes a launch or a copy starts from.
 //!
 //! It combines the address map (`address`) with the compiled machine; it

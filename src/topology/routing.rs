@@ -1,4 +1,4 @@
-//! Routing (record 0051): [`PathRouter`] turns a pair of nodes into a
+//! Routing (seed ADR-0051): [`PathRouter`] turns a pair of nodes into a
 //! [`Path`], the ordered edges a transfer crosses — what the latency model
 //! turns into a sequence of serial hops.
 //!

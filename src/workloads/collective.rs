@@ -65,7 +65,7 @@ use ndarray::Array2;
 
 use super::{ByteSize, Check, Figure, Options, Outcome, Param, WorkloadError};
 use crate::ccl::topology::Builtin;
-use crate::ccl::{AlgorithmEntry, CclConfig, Collective, IpcqSettings, ParamValue, ReduceOp};
+use crate::ccl::{AlgorithmEntry, CclConfig, Collective, ParamValue, ReduceOp};
 use crate::mem::{DType, DataMode};
 use crate::runtime::{DPPolicy, Distributed, Split, Tensor, Torch, get_rank, spawn};
 use crate::sim::{self, SimDuration};
@@ -113,7 +113,7 @@ pub const PARAMS: &[Param] = &[ALGORITHM, DTYPE, SIZE, MSCCL_XML];
 pub const REDUCING_PARAMS: &[Param] = &[ALGORITHM, DTYPE, OP, SIZE, MSCCL_XML];
 
 /// `--msccl-xml FILE` as ccl.yaml: `options` with the entry
-/// [`MSCCL_ENTRY`] (`module: msccl`, `topology: none`, `params: {xml:
+/// [`MSCCL_ENTRY`] (`module: msccl`, `wiring: none`, `params: {xml:
 /// FILE}`) added to its ccl.yaml and chosen as `--algorithm`; `options`
 /// unchanged without the flag. Naming the algorithm twice is a usage
 /// error.
@@ -132,16 +132,7 @@ pub fn with_msccl_entry(options: &Options) -> Result<Options, WorkloadError> {
             .map_err(|e| WorkloadError::BadOption(e.to_string()))?,
     };
     let params = [("xml".to_owned(), ParamValue::Text(file.clone()))].into();
-    let entry = AlgorithmEntry {
-        module: "msccl".to_owned(),
-        topology: Builtin::None,
-        buffer_kind: None,
-        n_elem: None,
-        world_size: None,
-        root_cube: None,
-        ipcq: IpcqSettings::default(),
-        params,
-    };
+    let entry = AlgorithmEntry::new("msccl", Builtin::None, params);
     let mut options = options.clone().with(ALGORITHM.name, MSCCL_ENTRY);
     options.params.remove(MSCCL_XML.name);
     options.ccl = Some(ccl.with_algorithm(MSCCL_ENTRY, entry));

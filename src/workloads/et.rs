@@ -137,7 +137,11 @@ struct RankContext {
 
 /// Runs `set` on the machine of `torch` (see the module docs); every rank
 /// must have a SIP (the caller checks).
-pub async fn run(torch: Torch, set: Rc<TraceSet>, mode: ComputeMode) -> Result<EtResult, WorkloadError> {
+pub async fn run(
+    torch: Torch,
+    set: Rc<TraceSet>,
+    mode: ComputeMode,
+) -> Result<EtResult, WorkloadError> {
     let dist = torch.distributed.clone();
     dist.init_process_group("ahbm")?;
     let n = set.graphs.len();
@@ -282,7 +286,11 @@ impl RankContext {
         mode: ComputeMode,
     ) -> Rc<RankContext> {
         let graph = &set.graphs[rank];
-        let done = graph.nodes.iter().map(|n| Event::new(&format!("rank{rank}.et.node{}", n.id))).collect();
+        let done = graph
+            .nodes
+            .iter()
+            .map(|n| Event::new(&format!("rank{rank}.et.node{}", n.id)))
+            .collect();
         let mut last: BTreeMap<String, usize> = BTreeMap::new();
         let previous = graph
             .nodes
@@ -316,8 +324,14 @@ impl RankContext {
         let handles: Vec<_> = (0..count)
             .map(|i| {
                 let context = self.clone();
-                let name = format!("rank{}.et.node{}", self.rank, self.set.graphs[self.rank].nodes[i].id);
-                sim::spawn(&name, scope_rank(self.rank, async move { context.node(i).await }))
+                let name = format!(
+                    "rank{}.et.node{}",
+                    self.rank, self.set.graphs[self.rank].nodes[i].id
+                );
+                sim::spawn(
+                    &name,
+                    scope_rank(self.rank, async move { context.node(i).await }),
+                )
             })
             .collect();
         let mut spans = Vec::with_capacity(count);
@@ -418,7 +432,12 @@ impl RankContext {
             .named(name))
     }
 
-    async fn collective(&self, dist: &Distributed, comm: CommType, bytes: u64) -> Result<(), WorkloadError> {
+    async fn collective(
+        &self,
+        dist: &Distributed,
+        comm: CommType,
+        bytes: u64,
+    ) -> Result<(), WorkloadError> {
         let Some(collective) = collective_of(comm) else {
             dist.barrier().await?;
             return Ok(());
@@ -439,7 +458,9 @@ impl RankContext {
             (CommType::Broadcast, _) => dist.broadcast(&input, root).await?,
             (CommType::AllGather, Some(out)) => dist.all_gather(out, &input).await?,
             (CommType::AllToAll, Some(out)) => dist.all_to_all(out, &input).await?,
-            (CommType::Gather, Some(out)) => dist.gather(&input, is_root.then_some(out), root).await?,
+            (CommType::Gather, Some(out)) => {
+                dist.gather(&input, is_root.then_some(out), root).await?
+            }
             (CommType::Scatter, Some(out)) => {
                 dist.scatter(out, is_root.then_some(&input), root).await?
             }
@@ -455,7 +476,10 @@ impl RankContext {
 
     async fn p2p(&self, send: bool, peer: usize, bytes: u64) -> Result<(), WorkloadError> {
         let cubes = self.torch.device().fabric().machine().cubes_per_sip() as usize;
-        let elements = bytes.div_ceil(DType::F16.size()).div_ceil(cubes as u64).max(1) as usize;
+        let elements = bytes
+            .div_ceil(DType::F16.size())
+            .div_ceil(cubes as u64)
+            .max(1) as usize;
         let dist = &self.torch.distributed;
         let tensor = self.tensor("et.p2p", elements)?;
         let work = match send {
@@ -475,7 +499,10 @@ impl RankContext {
         let lane = {
             let mut lanes = self.lanes.borrow_mut();
             let lanes = lanes.entry(stream).or_default();
-            let lane = lanes.iter().position(|&free| free <= span.start).unwrap_or(lanes.len());
+            let lane = lanes
+                .iter()
+                .position(|&free| free <= span.start)
+                .unwrap_or(lanes.len());
             if lane == lanes.len() {
                 lanes.push(span.end);
             }
@@ -527,7 +554,9 @@ fn union(mut spans: Vec<(SimTime, SimTime)>) -> Vec<(SimTime, SimTime)> {
 }
 
 fn measure(spans: &[(SimTime, SimTime)]) -> SimDuration {
-    spans.iter().fold(SimDuration::ZERO, |sum, &(s, e)| sum + (e - s))
+    spans
+        .iter()
+        .fold(SimDuration::ZERO, |sum, &(s, e)| sum + (e - s))
 }
 
 /// The part of `a` (a union) that `b` (a union) does not cover.
@@ -566,7 +595,10 @@ pub fn split(set: &TraceSet, result: &EtResult, rank: usize) -> RankSplit {
     let nodes = &set.graphs[rank].nodes;
     let spans = &result.spans[rank];
     let pick = |want: Stream| {
-        let chosen = nodes.iter().zip(spans).filter(|(n, _)| Stream::of(&n.op) == want);
+        let chosen = nodes
+            .iter()
+            .zip(spans)
+            .filter(|(n, _)| Stream::of(&n.op) == want);
         union(chosen.map(|(_, s)| (s.start, s.end)).collect())
     };
     let (compute, comm) = (pick(Stream::Compute), pick(Stream::Comm));
@@ -590,7 +622,10 @@ pub fn figures(set: &TraceSet, result: &EtResult) -> Vec<Figure> {
     let largest = |f: fn(&RankSplit) -> SimDuration| splits.iter().map(f).max().unwrap_or_default();
     let mut figures = vec![
         Figure::int("ranks", n as u64),
-        Figure::int("nodes", set.graphs.iter().map(|g| g.nodes.len() as u64).sum()),
+        Figure::int(
+            "nodes",
+            set.graphs.iter().map(|g| g.nodes.len() as u64).sum(),
+        ),
         Figure::time("et_ps", et),
         Figure::time("compute_ps", largest(|s| s.compute)),
         Figure::time("comm_ps", largest(|s| s.comm)),
@@ -598,7 +633,10 @@ pub fn figures(set: &TraceSet, result: &EtResult) -> Vec<Figure> {
     ];
     figures.extend(collective_figures(set, result));
     figures.push(Figure::int("skipped_nodes", set.warnings.skipped_nodes()));
-    figures.push(Figure::int("ignored_attributes", set.warnings.ignored_attributes()));
+    figures.push(Figure::int(
+        "ignored_attributes",
+        set.warnings.ignored_attributes(),
+    ));
     for (r, s) in splits.iter().enumerate() {
         figures.extend([
             Figure::time(figure_name(format!("rank{r}_ps")), s.span),
@@ -623,7 +661,9 @@ fn collective_figures(set: &TraceSet, result: &EtResult) -> Vec<Figure> {
             };
             let key = group_key(set, group.as_deref());
             let k = seq.entry(key.clone()).or_default();
-            let entry = calls.entry((key, *k)).or_insert((*comm, *bytes, span.start, span.end));
+            let entry = calls
+                .entry((key, *k))
+                .or_insert((*comm, *bytes, span.start, span.end));
             entry.2 = entry.2.min(span.start);
             entry.3 = entry.3.max(span.end);
             *k += 1;
@@ -671,7 +711,14 @@ mod tests {
     fn layouts_follow_the_ccl_workloads() {
         // 1 MiB per rank, 16 cubes, 8 ranks: 32768 f16 per cube tile.
         let all_reduce = Layout::new(CommType::AllReduce, 1 << 20, 16, 128);
-        assert_eq!((all_reduce.in_blocks, all_reduce.out_blocks, all_reduce.n_elem), (1, 0, 32768));
+        assert_eq!(
+            (
+                all_reduce.in_blocks,
+                all_reduce.out_blocks,
+                all_reduce.n_elem
+            ),
+            (1, 0, 32768)
+        );
         let rs = Layout::new(CommType::ReduceScatter, 1 << 20, 16, 128);
         assert_eq!((rs.in_blocks, rs.out_blocks, rs.n_elem), (128, 1, 256));
         // Rounded up to a whole element per block.

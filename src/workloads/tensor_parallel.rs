@@ -5,7 +5,7 @@
 //! projection back to the hidden size whose partials Megatron all-reduces).
 //!
 //! Every rank (a worker per SIP) holds its slices of both weights
-//! ([`super::megatron`]) and runs the tokens in `chunks` micro-batches.
+//! ([`super::megatron`]) and runs the tokens in `micro_batches` micro-batches.
 //! Per chunk: the column-parallel GEMM (activation in its epilogue), the
 //! row-parallel GEMM into a `[cubes, …]` partial, and `all_reduce` of the
 //! partial. Without overlap each all-reduce blocks; with overlap it is
@@ -42,11 +42,20 @@ use crate::mem::{DType, DataMode};
 use crate::runtime::{ReduceOp, Tensor, Torch, Work, get_rank, spawn};
 use crate::sim::{self, SimDuration, SimTime};
 
-/// `--chunks N`: the micro-batches the tokens run in (default 2).
+/// `--micro-batches N`: the micro-batches the tokens run in (default 2).
+pub const MICRO_BATCHES: Param = Param {
+    name: "micro-batches",
+    value_name: "N",
+    help: "Micro-batches the tokens run in, each with its all-reduce (default 2)",
+};
+
+/// `--chunks N`: the old name of `--micro-batches` ("chunk" is the
+/// collectives' pipelining unit; see the glossary in ARCHITECTURE.md).
+/// Still accepted, with a warning on stderr.
 pub const CHUNKS: Param = Param {
     name: "chunks",
     value_name: "N",
-    help: "Micro-batches the tokens run in, each with its all-reduce (default 2)",
+    help: "Deprecated alias of --micro-batches (warns when used)",
 };
 
 /// `--overlap on|off`: hide each all-reduce behind the next GEMMs.
@@ -88,11 +97,22 @@ impl FromStr for Overlap {
     }
 }
 
-/// The schedule flags of a block's run: `--chunks` and `--overlap`.
+/// The schedule flags of a block's run: `--micro-batches` (or its
+/// deprecated alias `--chunks`, which warns) and `--overlap`.
 pub fn schedule(options: &Options) -> Result<(usize, Overlap), WorkloadError> {
-    let chunks = options.get::<usize>(CHUNKS.name)?.unwrap_or(2);
+    let micro_batches = options.get::<usize>(MICRO_BATCHES.name)?;
+    let chunks = options.get::<usize>(CHUNKS.name)?;
+    if chunks.is_some() {
+        if micro_batches.is_some() {
+            return Err(WorkloadError::BadOption(
+                "--chunks is the deprecated name of --micro-batches: give only --micro-batches"
+                    .to_owned(),
+            ));
+        }
+        tracing::warn!("--chunks is deprecated: use --micro-batches (same meaning)");
+    }
     let overlap = options.get::<Overlap>(OVERLAP.name)?.unwrap_or_default();
-    Ok((chunks, overlap))
+    Ok((micro_batches.or(chunks).unwrap_or(2), overlap))
 }
 
 /// The block's dimensions and schedule.
@@ -107,7 +127,7 @@ pub struct Block {
     /// The column-parallel layer's activation.
     pub activation: Activation,
     /// Micro-batches the tokens are run in.
-    pub chunks: usize,
+    pub micro_batches: usize,
     /// Whether each all-reduce overlaps the next micro-batch's GEMMs.
     pub overlap: Overlap,
 }
@@ -324,13 +344,13 @@ fn rows(blocks: impl Iterator<Item = Vec<f16>>) -> Array2<f16> {
 
 /// Tokens per micro-batch.
 fn chunk_tokens(block: &Block) -> Result<usize, WorkloadError> {
-    if block.chunks == 0 || block.tokens % block.chunks != 0 {
+    if block.micro_batches == 0 || block.tokens % block.micro_batches != 0 {
         return Err(WorkloadError::BadOption(format!(
-            "--chunks {}: must divide the {} tokens",
-            block.chunks, block.tokens
+            "--micro-batches {}: must divide the {} tokens",
+            block.micro_batches, block.tokens
         )));
     }
-    Ok(block.tokens / block.chunks)
+    Ok(block.tokens / block.micro_batches)
 }
 
 /// One rank's block: allocate, upload (data on), meet, run, read back.
@@ -339,7 +359,7 @@ pub async fn worker(torch: Torch, block: Block) -> Result<RankResult, WorkloadEr
     dist.init_process_group("ahbm")?;
     let (rank, world) = (get_rank() as u32, dist.get_world_size()? as u32);
     let plan = Plan::new(&torch, &block, (world, rank))?;
-    let tensors = plan.allocate(&torch, block.chunks)?;
+    let tensors = plan.allocate(&torch, block.micro_batches)?;
     match torch.data_mode() {
         DataMode::On => plan.upload(&block, &tensors).await?,
         DataMode::Off => tensors.upload_timing_only().await?,
@@ -348,7 +368,7 @@ pub async fn worker(torch: Torch, block: Block) -> Result<RankResult, WorkloadEr
     let start = sim::now();
     let (mut compute, mut comm) = (SimDuration::ZERO, SimDuration::ZERO);
     let mut pending: Option<(Work, SimTime)> = None;
-    for c in 0..block.chunks {
+    for c in 0..block.micro_batches {
         compute += plan.gemms(&torch, (&tensors, block.activation), c).await?;
         if let Some((work, issued)) = pending.take() {
             comm += work.wait().await? - issued;
@@ -442,7 +462,7 @@ fn outcome(block: &Block, results: &[RankResult]) -> Outcome {
                 block.tokens, block.hidden, block.inner
             ),
         ),
-        Figure::int("chunks", block.chunks as u64),
+        Figure::int("chunks", block.micro_batches as u64),
         Figure::text("overlap", block.overlap.to_string()),
         Figure::int("flops", flops),
         Figure::time("layer_ps", layer),
