@@ -20,7 +20,7 @@ use tracing_subscriber::{EnvFilter, Layer};
 use kernbench::ccl::CclConfig;
 use kernbench::config::units::parse_positive_bytes;
 use kernbench::config::{ConfigError, ConfigSource, Overrides};
-use kernbench::harness::{figures, progress, reference, report, results, sweep, table, web};
+use kernbench::harness::{figures, progress, reference, report, results, sweep, table, vary, web};
 use kernbench::topology::{
     Fidelity, GraphView, Machine, Scope, TopologyError, TopologySpec, ViewError,
 };
@@ -195,6 +195,12 @@ struct SweepArgs {
     #[arg(long, value_name = "KIND[,..]", value_delimiter = ',')]
     buffer_kind: Vec<kernbench::ccl::BufferKind>,
 
+    /// What if: sweep a topology.yaml or ccl.yaml key (`ccl.` prefix) over
+    /// values, in its YAML units, e.g. 'system.inter_sip.bandwidth=50 GB/s,100 GB/s'.
+    /// Repeatable (every combination runs); each key becomes a column.
+    #[arg(long, value_name = "KEY=V1,V2,..")]
+    vary: Vec<String>,
+
     /// Run only share I of N of the points (round robin), e.g. 1/4.
     #[arg(long, value_name = "I/N")]
     shard: Option<sweep::Shard>,
@@ -358,11 +364,21 @@ fn check_pair(topology: &TopologySpec, ccl: &CclConfig) -> Result<(), CliError> 
 /// Loads and checks both configuration files, so every subcommand (`topo`
 /// included) rejects a bad ccl.yaml as well as a bad topology.yaml.
 fn load_config(cli: &Cli) -> Result<(TopologySpec, CclConfig), ConfigError> {
+    let (topology_source, ccl_source, sets) = config_sources(cli);
+    let overrides = Overrides::parse(&sets)?;
+    Ok((
+        TopologySpec::load(&topology_source, &overrides.topology)?,
+        CclConfig::load(&ccl_source, &overrides.ccl)?,
+    ))
+}
+
+/// The two configuration sources and the overrides (`--set`, then the
+/// first `--fidelity`) every command loads.
+fn config_sources(cli: &Cli) -> (ConfigSource, ConfigSource, Vec<String>) {
     let fidelity = cli
         .fidelity
         .first()
         .map(|f| format!("simulation.fidelity={f}"));
-    let overrides = Overrides::parse(&cli.set.iter().cloned().chain(fidelity).collect::<Vec<_>>())?;
     let topology_source = cli
         .topology
         .clone()
@@ -371,10 +387,8 @@ fn load_config(cli: &Cli) -> Result<(TopologySpec, CclConfig), ConfigError> {
         .ccl
         .clone()
         .map_or_else(CclConfig::default_source, ConfigSource::File);
-    Ok((
-        TopologySpec::load(&topology_source, &overrides.topology)?,
-        CclConfig::load(&ccl_source, &overrides.ccl)?,
-    ))
+    let sets = cli.set.iter().cloned().chain(fidelity).collect();
+    (topology_source, ccl_source, sets)
 }
 
 /// The values `--fidelity` accepts.
@@ -572,10 +586,11 @@ fn run_sweep(
             values: sizes.iter().map(ToString::to_string).collect(),
         });
     }
+    let bases = vary_variants(cli, args, topology, ccl)?;
     if let Some(dir) = &args.out {
         prepare_out(dir)?;
     }
-    let variants = sweep_variants(&cli.fidelity, &args.buffer_kind, &topology, &ccl);
+    let variants = sweep_variants(&cli.fidelity, &args.buffer_kind, bases);
     let plan = sweep::Plan::new(workload, variants, axes, args.verify_data)?;
     let mut points = plan.points();
     if let Some(shard) = args.shard {
@@ -603,10 +618,17 @@ fn run_sweep(
         config: config_flags(cli),
         machine: plan.variants[0].topology.summary().to_string(),
         shard: args.shard.map(|s| s.to_string()),
+        varied: plan.variants[0]
+            .fields
+            .iter()
+            .map(|f| f.0.clone())
+            .take(args.vary.len())
+            .collect(),
     };
     let set = results::ResultSet::new(source, rows);
     let rows: Vec<_> = set.rows().collect();
     print_out(&table::render(&rows))?;
+    print_out(&kernbench::harness::sensitivity::table(&set).unwrap_or_default())?;
     if let Some(dir) = &args.out {
         write_results(dir, &set)?;
     }
@@ -649,21 +671,46 @@ fn prepare_out(dir: &Path) -> Result<(), CliError> {
     std::fs::remove_file(&check).map_err(error)
 }
 
-/// The configurations a sweep runs: every fidelity of a `--fidelity` list
-/// (more than one) × every `--buffer-kind`, each named by the values that
-/// made it; the configured ones alone when neither is a list.
+/// The configurations of the `--vary` lists (the configured one alone
+/// without any), every value checked before anything runs (exit 2).
+fn vary_variants(
+    cli: &Cli,
+    args: &SweepArgs,
+    topology: TopologySpec,
+    ccl: CclConfig,
+) -> Result<Vec<sweep::Variant>, CliError> {
+    if args.vary.is_empty() {
+        let fields = Vec::new();
+        return Ok(vec![sweep::Variant {
+            fields,
+            topology,
+            ccl,
+        }]);
+    }
+    let bad = |e: vary::VaryError| WorkloadError::BadOption(e.to_string());
+    let varies = args
+        .vary
+        .iter()
+        .map(|text| text.parse::<vary::Vary>().map_err(bad))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (topology, ccl, sets) = config_sources(cli);
+    let base = vary::Base {
+        topology: &topology,
+        ccl: &ccl,
+        sets: &sets,
+    };
+    Ok(vary::configurations(&base, &varies).map_err(bad)?)
+}
+
+/// The configurations a sweep runs: each of `bases` (the `--vary`
+/// combinations) × every fidelity of a `--fidelity` list (more than one)
+/// × every `--buffer-kind`, each named by the values that made it.
 fn sweep_variants(
     fidelities: &[String],
     kinds: &[kernbench::ccl::BufferKind],
-    topology: &TopologySpec,
-    ccl: &CclConfig,
+    bases: Vec<sweep::Variant>,
 ) -> Vec<sweep::Variant> {
-    let base = sweep::Variant {
-        fields: Vec::new(),
-        topology: topology.clone(),
-        ccl: ccl.clone(),
-    };
-    let mut variants = vec![base];
+    let mut variants = bases;
     if fidelities.len() > 1 {
         let by_fidelity = |v: &sweep::Variant| {
             Fidelity::ALL
@@ -755,6 +802,7 @@ fn run_report(args: &ReportArgs) -> Result<(), CliError> {
     write_file(&args.out.join("index.html"), html)?;
     let rows: Vec<_> = set.rows().collect();
     print_out(&table::render(&rows))?;
+    print_out(&kernbench::harness::sensitivity::table(&set).unwrap_or_default())?;
     comparison.map_or(Ok(()), |text| print_out(&text))
 }
 

@@ -206,6 +206,7 @@ fn a_bad_results_file_is_refused_on_load_naming_row_and_field() {
 #[test]
 fn the_figures_draw_what_they_can_of_extreme_finite_values() {
     use kernbench::harness::figures::{Axes, Curve, Style, chart};
+    use kernbench::harness::ticks::Unit;
     for extreme in [1e308, 1e-320, f64::MAX, f64::MIN_POSITIVE] {
         for (log_x, log_y) in [(true, true), (false, false), (true, false)] {
             let curve = |points| Curve {
@@ -220,6 +221,8 @@ fn the_figures_draw_what_they_can_of_extreme_finite_values() {
                 y: "y",
                 log_x,
                 log_y,
+                x_unit: Unit::Bytes,
+                y_unit: Unit::TimeUs,
             };
             let drawn = chart(
                 "f.svg",

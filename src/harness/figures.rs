@@ -6,6 +6,10 @@
 //! and one comparison figure per further swept value (buffer kind,
 //! fidelity, dtype, ...) when more than one is swept; for GEMMs (rows with
 //! `flops` and `achieved_tflops`), the three of [`super::gemm_figures`].
+//!
+//! Ticks carry units ([`super::ticks`]: `64 MiB`, `12.5 µs`, `100 GB/s`)
+//! and every point has a hover value (an SVG `<title>` on an invisible
+//! circle over it: the curve, x and y).
 
 use std::collections::BTreeMap;
 
@@ -15,6 +19,7 @@ use plotters::prelude::*;
 use super::gemm_figures;
 use super::results::Row;
 use super::table::{self, names};
+pub use super::ticks::Unit;
 
 /// One SVG document and the file name it is saved under.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +69,10 @@ pub struct Axes<'a> {
     pub log_x: bool,
     /// Logarithmic y.
     pub log_y: bool,
+    /// What x measures (how its ticks read).
+    pub x_unit: Unit,
+    /// What y measures.
+    pub y_unit: Unit,
 }
 
 /// The figures of `rows` (all of one result set, in order).
@@ -75,6 +84,7 @@ pub fn figures(rows: &[&Row]) -> Vec<Svg> {
     if gemm_figures::is_gemm(rows) {
         svgs.extend(gemm_figures::figures(rows));
     }
+    svgs.extend(super::attribution::figures(rows));
     svgs
 }
 
@@ -85,14 +95,14 @@ fn collective_figures(rows: &[&Row]) -> Vec<Svg> {
             rows,
             "latency_vs_size.svg",
             "Latency vs size",
-            "time (us)",
+            ("time", Unit::TimeUs),
             time_us,
         ),
         collective_chart(
             rows,
             "busbw_vs_size.svg",
             "Bus bandwidth vs size",
-            "busbw (GB/s)",
+            ("bus bandwidth", Unit::Gbps),
             |r| r.number(names::BUSBW),
         ),
     ];
@@ -130,7 +140,7 @@ fn collective_chart(
     rows: &[&Row],
     file: &str,
     title: &str,
-    y: &str,
+    (y, y_unit): (&str, Unit),
     value: fn(&Row) -> Option<f64>,
 ) -> Option<Svg> {
     let groups = grouped(rows, table::group);
@@ -149,6 +159,8 @@ fn collective_chart(
         y,
         log_x: true,
         log_y: true,
+        x_unit: Unit::Bytes,
+        y_unit,
     };
     chart(file, axes, curves)
 }
@@ -196,9 +208,11 @@ fn comparisons(rows: &[&Row]) -> Vec<Option<Svg>> {
             let axes = Axes {
                 title: &title,
                 x: "bytes per rank",
-                y: "busbw (GB/s)",
+                y: "bus bandwidth",
                 log_x: true,
                 log_y: true,
+                x_unit: Unit::Bytes,
+                y_unit: Unit::Gbps,
             };
             chart(&file, axes, curves)
         })
@@ -298,11 +312,13 @@ pub fn chart(file: &str, axes: Axes<'_>, curves: Vec<Curve>) -> Option<Svg> {
         axes.log_y,
     )?;
     let mut text = String::new();
-    {
+    let hovers = {
         let root = SVGBackend::with_string(&mut text, (900, 560)).into_drawing_area();
-        draw(&root, axes, xs, ys, &curves).ok()?;
+        let hovers = draw(&root, axes, xs, ys, &curves).ok()?;
         root.present().ok()?;
-    }
+        hovers
+    };
+    with_hovers(&mut text, &hovers);
     Some(Svg {
         file: file.to_owned(),
         title: axes.title.to_owned(),
@@ -310,8 +326,70 @@ pub fn chart(file: &str, axes: Axes<'_>, curves: Vec<Curve>) -> Option<Svg> {
     })
 }
 
+/// A linear f64 axis with the ticks given (plotters' own linear axis
+/// cannot take given ticks and a label formatter together).
+pub struct Ticked {
+    /// The axis range.
+    pub range: std::ops::Range<f64>,
+    /// The tick positions.
+    pub ticks: Vec<f64>,
+}
+
+impl Ranged for Ticked {
+    type FormatOption = plotters::coord::ranged1d::DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        let span = self.range.end - self.range.start;
+        if span <= 0.0 {
+            return (limit.0 + limit.1) / 2;
+        }
+        let share = (value - self.range.start) / span;
+        limit.0 + (share * f64::from(limit.1 - limit.0)).round() as i32
+    }
+
+    fn key_points<H: plotters::coord::ranged1d::KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        match hint.weight().allow_light_points() {
+            true => Vec::new(),
+            false => self.ticks.clone(),
+        }
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.range.clone()
+    }
+}
+
 type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
-type DrawResult = Result<(), DrawingAreaErrorKind<std::io::Error>>;
+type DrawResult<T = ()> = Result<T, DrawingAreaErrorKind<std::io::Error>>;
+
+/// A point's hover value: where it is drawn and what its `<title>` says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hover {
+    /// The pixel it is drawn at.
+    pub at: (i32, i32),
+    /// The text shown on hover.
+    pub text: String,
+}
+
+/// `svg` with an invisible, hoverable circle and `<title>` per hover,
+/// just before its end.
+pub fn with_hovers(svg: &mut String, hovers: &[Hover]) {
+    let mut group = String::from("<g class=\"hover\">\n");
+    for hover in hovers {
+        group += &format!(
+            "<circle cx=\"{}\" cy=\"{}\" r=\"6\" fill=\"#000\" fill-opacity=\"0\"><title>{}</title></circle>\n",
+            hover.at.0,
+            hover.at.1,
+            super::report::escape(&hover.text)
+        );
+    }
+    group += "</g>\n";
+    match svg.rfind("</svg>") {
+        Some(end) => svg.insert_str(end, &group),
+        None => svg.push_str(&group),
+    }
+}
 
 /// The chart on `root`, with linear or log scales per axis.
 fn draw(
@@ -320,7 +398,7 @@ fn draw(
     xs: std::ops::Range<f64>,
     ys: std::ops::Range<f64>,
     curves: &[Curve],
-) -> DrawResult {
+) -> DrawResult<Vec<Hover>> {
     root.fill(&WHITE)?;
     let mut builder = ChartBuilder::on(root);
     builder
@@ -328,42 +406,62 @@ fn draw(
         .margin(16)
         .x_label_area_size(48)
         .y_label_area_size(72);
+    let (x_ticks, y_ticks) = (
+        axes.x_unit.ticks(&xs, axes.log_x),
+        axes.y_unit.ticks(&ys, axes.log_y),
+    );
+    let (x_log, y_log) = (
+        xs.clone().log_scale().with_key_points(x_ticks.clone()),
+        ys.clone().log_scale().with_key_points(y_ticks.clone()),
+    );
+    let x_lin = Ticked {
+        range: xs,
+        ticks: x_ticks,
+    };
+    let y_lin = Ticked {
+        range: ys,
+        ticks: y_ticks,
+    };
     match (axes.log_x, axes.log_y) {
-        (true, true) => {
-            let chart = builder.build_cartesian_2d(xs.log_scale(), ys.log_scale())?;
-            plot(chart, axes, curves)
-        }
-        (true, false) => {
-            let chart = builder.build_cartesian_2d(xs.log_scale(), ys)?;
-            plot(chart, axes, curves)
-        }
-        (false, true) => {
-            let chart = builder.build_cartesian_2d(xs, ys.log_scale())?;
-            plot(chart, axes, curves)
-        }
-        (false, false) => {
-            let chart = builder.build_cartesian_2d(xs, ys)?;
-            plot(chart, axes, curves)
-        }
+        (true, true) => plot(builder.build_cartesian_2d(x_log, y_log)?, axes, curves),
+        (true, false) => plot(builder.build_cartesian_2d(x_log, y_lin)?, axes, curves),
+        (false, true) => plot(builder.build_cartesian_2d(x_lin, y_log)?, axes, curves),
+        (false, false) => plot(builder.build_cartesian_2d(x_lin, y_lin)?, axes, curves),
     }
 }
 
-/// Mesh, curves (solid with markers, or dashed) and legend.
+/// Mesh, curves (solid with markers, or dashed) and legend; returns the
+/// points' hover values.
 fn plot<'a, X, Y>(
     mut chart: ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
     axes: Axes<'_>,
     curves: &[Curve],
-) -> DrawResult
+) -> DrawResult<Vec<Hover>>
 where
     X: Ranged<ValueType = f64> + ValueFormatter<f64>,
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
+    let (x_label, y_label) = (
+        |x: &f64| axes.x_unit.label(*x),
+        |y: &f64| axes.y_unit.label(*y),
+    );
     chart
         .configure_mesh()
         .x_desc(axes.x)
         .y_desc(axes.y)
+        .x_label_formatter(&x_label)
+        .y_label_formatter(&y_label)
         .label_style(("sans-serif", 13))
         .draw()?;
+    let mut hovers = Vec::new();
+    for curve in curves {
+        for &(x, y) in &curve.points {
+            hovers.push(Hover {
+                at: chart.backend_coord(&(x, y)),
+                text: format!("{}: {}, {}", curve.label, x_label(&x), y_label(&y)),
+            });
+        }
+    }
     for curve in curves {
         let color = Palette99::pick(curve.color).to_rgba();
         let style = color.stroke_width(2);
@@ -385,5 +483,81 @@ where
         .border_style(BLACK)
         .label_font(("sans-serif", 13))
         .draw()?;
-    Ok(())
+    Ok(hovers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::results::Fields;
+    use crate::workloads::Value;
+
+    /// A collective row of `bytes` per rank taking `ps`.
+    fn row(bytes: u64, ps: u64) -> Row {
+        let busbw = bytes as f64 / ps as f64 * 1e3;
+        Row {
+            index: 0,
+            workload: "ccl_allreduce".to_owned(),
+            point: Fields(vec![("size".to_owned(), bytes.to_string())]),
+            verify_data: false,
+            error: None,
+            simulated_ps: Some(ps),
+            checks_passed: 0,
+            checks_failed: 0,
+            figures: Fields(vec![
+                ("bytes_per_rank".to_owned(), Value::Int(bytes)),
+                ("allreduce_ps".to_owned(), Value::Int(ps)),
+                ("model_ps".to_owned(), Value::Int(ps / 3)),
+                ("busbw_gbps".to_owned(), Value::Real(busbw)),
+            ]),
+        }
+    }
+
+    /// The text lines of `svg`'s `<text>` elements.
+    fn labels(svg: &str) -> Vec<&str> {
+        svg.split("<text")
+            .skip(1)
+            .filter_map(|t| t.split('\n').nth(1))
+            .collect()
+    }
+
+    #[test]
+    fn ticks_carry_units_and_points_hover_their_values() {
+        let rows = [row(1 << 10, 3_000_000), row(64 << 20, 700_000_000)];
+        let rows: Vec<&Row> = rows.iter().collect();
+        let svgs = figures(&rows);
+        let latency = &svgs
+            .iter()
+            .find(|s| s.file == "latency_vs_size.svg")
+            .unwrap()
+            .text;
+        let shown = labels(latency);
+        for tick in ["1 KiB", "64 MiB", "10 µs", "100 µs"] {
+            assert!(shown.contains(&tick), "{tick} not in {shown:?}");
+        }
+        // Two points measured, two modelled: four hover values.
+        assert_eq!(latency.matches("<title>").count(), 4);
+        assert!(latency.contains("<title>ccl_allreduce: 64 MiB, 700 µs</title>"));
+        assert!(latency.contains("<title>ccl_allreduce model: 1 KiB, 1 µs</title>"));
+        let busbw = &svgs
+            .iter()
+            .find(|s| s.file == "busbw_vs_size.svg")
+            .unwrap()
+            .text;
+        assert!(labels(busbw).iter().any(|l| l.ends_with(" GB/s")));
+    }
+
+    #[test]
+    fn a_single_point_chart_has_ticks_on_both_axes() {
+        let one = row(1 << 20, 30_300_000);
+        for svg in figures(&[&one]) {
+            let shown = labels(&svg.text);
+            let x = shown.iter().filter(|l| l.ends_with("iB")).count();
+            let y = shown
+                .iter()
+                .filter(|l| l.ends_with(" µs") || l.ends_with(" GB/s"))
+                .count();
+            assert!(x >= 1 && y >= 2, "{}: {shown:?}", svg.file);
+        }
+    }
 }

@@ -17,7 +17,7 @@
 //! `gemm`). One curve per combination of the swept values other than the
 //! dimensions (`dtype=bf16`, ...). ADR-0017.
 
-use super::figures::{Axes, Curve, Style, Svg, chart, curve, grouped};
+use super::figures::{Axes, Curve, Style, Svg, Unit, chart, curve, grouped};
 use super::results::Row;
 use super::table::names;
 
@@ -102,9 +102,11 @@ fn time_vs_shape(groups: &Groups<'_>) -> Option<Svg> {
     let axes = Axes {
         title: "GEMM time vs shape",
         x: "GEMM size 2MKN (FLOP)",
-        y: "time (us)",
+        y: "time",
         log_x: true,
         log_y: true,
+        x_unit: Unit::Plain,
+        y_unit: Unit::TimeUs,
     };
     chart("time_vs_shape.svg", axes, curves)
 }
@@ -141,6 +143,8 @@ fn tflops_vs_intensity(groups: &Groups<'_>) -> Option<Svg> {
         y: "TFLOP/s",
         log_x: true,
         log_y: true,
+        x_unit: Unit::Plain,
+        y_unit: Unit::Plain,
     };
     chart("tflops_vs_intensity.svg", axes, curves)
 }
@@ -211,10 +215,12 @@ fn simulated_vs_theoretical(groups: &Groups<'_>) -> Option<Svg> {
     }
     let axes = Axes {
         title: "GEMM simulated vs theoretical (roofline) time",
-        x: "roofline bound (us)",
-        y: "simulated (us)",
+        x: "roofline bound",
+        y: "simulated",
         log_x: true,
         log_y: true,
+        x_unit: Unit::TimeUs,
+        y_unit: Unit::TimeUs,
     };
     chart("simulated_vs_theoretical.svg", axes, curves)
 }

@@ -293,9 +293,11 @@ pub fn measured_vs_simulated(rows: &[&Row], measured: &[Measured]) -> Option<Svg
     let axes = Axes {
         title: "Measured vs simulated time",
         x: "bytes per rank",
-        y: "time (us)",
+        y: "time",
         log_x: true,
         log_y: true,
+        x_unit: figures::Unit::Bytes,
+        y_unit: figures::Unit::TimeUs,
     };
     figures::chart("measured_vs_simulated.svg", axes, curves)
 }
@@ -349,6 +351,13 @@ pub fn report_body(set: &ResultSet, comparison: Option<&str>, svgs: &[Svg]) -> S
         "<h2>Results</h2>\n<pre>{}</pre>",
         escape(&table::render(&rows))
     );
+    if let Some(sensitivity) = super::sensitivity::table(set) {
+        let _ = writeln!(
+            html,
+            "<h2>Sensitivity</h2>\n<pre>{}</pre>",
+            escape(&sensitivity)
+        );
+    }
     if let Some(comparison) = comparison {
         let _ = writeln!(
             html,
@@ -408,6 +417,7 @@ mod tests {
             config: String::new(),
             machine: "m".to_owned(),
             shard: shard.map(str::to_owned),
+            varied: Vec::new(),
         }
     }
 

@@ -156,6 +156,10 @@ pub struct Source {
     pub machine: String,
     /// Its share of the sweep, `I/N`, if sharded.
     pub shard: Option<String>,
+    /// The configuration keys it varied (`sweep --vary`), which are
+    /// swept values of its rows: what `report`'s sensitivity table is of.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub varied: Vec<String>,
 }
 
 /// Rows and their sources: what `sweep` and `report` write as JSON.

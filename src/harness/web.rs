@@ -344,6 +344,7 @@ impl Server {
             config: String::new(),
             machine: self.settings.topology.summary().to_string(),
             shard: None,
+            varied: Vec::new(),
         };
         let set = ResultSet::new(source, outcome.rows);
         let rows: Vec<_> = set.rows().collect();
