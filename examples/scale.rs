@@ -3,6 +3,7 @@
 //! ```sh
 //! cargo run --profile perf --example scale -- --json              # the scale matrix
 //! cargo run --profile perf --example scale -- --compare           # packet vs flow table
+//! cargo run --profile perf --example scale -- --per-event         # 256 vs 16 SIPs per event
 //! cargo run --profile perf --example scale -- --one 16 65536 flow ring_allreduce
 //! ```
 //!
@@ -14,9 +15,15 @@
 //! - the **scale matrix** (default): 4, 16, 64 SIPs × 1 MiB, 64 MiB, 1 GiB per
 //!   rank × both fidelities (packet only up to 64 MiB, and at 64 MiB up to
 //!   16 SIPs: 64 SIPs takes longer than the timeout; beyond, it runs for
-//!   hours); one JSON object per run with `--json`: wall time, peak RSS,
-//!   simulated events, IPCQ messages, wall µs per message, events per wall
-//!   second and the simulated all-reduce time;
+//!   hours), then 256 and 1,024 SIPs (16 × 16, 32 × 32) × 1 MiB, 64 MiB in
+//!   flow mode; one JSON object per run with `--json`: wall time split into
+//!   set-up (spec, machine, device and every event of simulated time zero:
+//!   the process group) and simulation, peak RSS, simulated events, IPCQ
+//!   messages, wall µs per message and per event (simulation alone, in wall
+//!   and in CPU time: on a loaded machine only the CPU figure means
+//!   anything), events per wall second and the simulated all-reduce time;
+//! - **`--per-event`**: 16 and 256 SIPs × 64 MiB in flow mode, and the
+//!   ratio of their µs per event without set-up (issue 24: ≤ 1.25);
 //! - **`--compare`**: the all-reduce catalogue in both fidelities, a table of
 //!   machine, algorithm, size, packet time, flow time and their difference;
 //!   a row outside 5 % says so and why, and the run exits 1 (`--quick`
@@ -119,7 +126,18 @@ fn matrix() -> Vec<Point> {
     }
     points.push(Point::new(16, "torus_2d", "ring_allreduce", 64 * KIB).with("flow"));
     points.push(Point::new(16, "torus_2d", "ring_allreduce", 64 * KIB).with("packet"));
+    for sips in [256, 1024] {
+        for bytes in [MIB, 64 * MIB] {
+            points.push(Point::new(sips, "torus_2d", "intercube_allreduce", bytes).with("flow"));
+        }
+    }
     points
+}
+
+/// The per-event comparison of issue 24: the same all-reduce on 16 and on
+/// 256 SIPs.
+fn per_event_points() -> [Point; 2] {
+    [16, 256].map(|sips| Point::new(sips, "torus_2d", "intercube_allreduce", 64 * MIB).with("flow"))
 }
 
 /// The all-reduce catalogue both fidelities are compared on; `quick`
@@ -158,6 +176,7 @@ fn run_one(point: &Point) -> Result<(), Box<dyn Error>> {
         sets.push(format!("system.sips.w={}", point.sips / 2));
         sets.push("system.sips.h=2".to_owned());
     }
+    let (start, cpu_start) = (Instant::now(), cpu_seconds());
     let overrides = Overrides::parse(&sets)?;
     let spec = TopologySpec::load(&TopologySpec::default_source(), &overrides.topology)?;
     let machine = Arc::new(Machine::build(&spec)?);
@@ -167,12 +186,22 @@ fn run_one(point: &Point) -> Result<(), Box<dyn Error>> {
     }
     .with("algorithm", point.algorithm)
     .with("size", point.bytes);
-    let wall = Instant::now();
-    let report = workloads::find("ccl_allreduce")?.run(machine, &options)?;
-    let wall = wall.elapsed().as_secs_f64();
+    let (mut set_up, mut cpu_set_up) = ((start, 0), cpu_start);
+    let report =
+        workloads::find("ccl_allreduce")?.run_marked(machine, &options, &mut |events| {
+            set_up = (Instant::now(), events);
+            cpu_set_up = cpu_seconds();
+        })?;
+    let (end, cpu_end) = (Instant::now(), cpu_seconds());
+    let wall = (end - start).as_secs_f64();
+    let (set_up_s, sim_s) = (
+        (set_up.0 - start).as_secs_f64(),
+        (end - set_up.0).as_secs_f64(),
+    );
     let report = serde_json::to_value(&report)?;
     let figure = |name: &str| report["figures"][name].as_u64();
     let events = figure("sim_events").unwrap_or(0);
+    let sim_events = events.saturating_sub(set_up.1);
     let messages = figure("ipcq_messages").unwrap_or(0);
     let line = json!({
         "machine": point.machine(),
@@ -183,14 +212,42 @@ fn run_one(point: &Point) -> Result<(), Box<dyn Error>> {
         "fidelity": point.fidelity,
         "allreduce_ps": figure("allreduce_ps"),
         "wall_s": wall,
+        "set_up_s": set_up_s,
+        "sim_s": sim_s,
+        "set_up_cpu_s": cpu_set_up - cpu_start,
+        "sim_cpu_s": cpu_end - cpu_set_up,
         "peak_rss_mib": peak_rss_mib(),
         "sim_events": events,
         "ipcq_messages": messages,
         "wall_us_per_message": if messages > 0 { wall * 1e6 / messages as f64 } else { 0.0 },
+        "sim_us_per_event": if sim_events > 0 { sim_s * 1e6 / sim_events as f64 } else { 0.0 },
+        "sim_cpu_us_per_event": if sim_events > 0 {
+            (cpu_end - cpu_set_up) * 1e6 / sim_events as f64
+        } else {
+            0.0
+        },
         "events_per_s": events as f64 / wall,
     });
     println!("{line}");
     Ok(())
+}
+
+/// This process's CPU time so far (user + system, from `/proc/self/stat`,
+/// in clock ticks of 10 ms): what a run costs whatever else the machine
+/// runs, where wall time counts the waits for a core too.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces): state is the
+    // first, utime the 12th, stime the 13th.
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 /// This process's peak resident set (VmHWM), in MiB.
@@ -246,57 +303,97 @@ fn failed(point: &Point, reason: &str) -> Value {
     })
 }
 
-fn scale(points: &[Point], timeout: Duration, as_json: bool) -> Result<Outcome, Box<dyn Error>> {
+/// Runs `points`, printing a table row or a JSON line for each; their
+/// JSON lines.
+fn scale(points: &[Point], timeout: Duration, as_json: bool) -> Result<Vec<Value>, Box<dyn Error>> {
+    let mut results = Vec::new();
     if !as_json {
         println!(
-            "{:<18} {:<20} {:>11} {:>7} {:>9} {:>9} {:>12} {:>10} {:>9} {:>9}",
+            "{:<18} {:<20} {:>11} {:>7} {:>9} {:>9} {:>9} {:>12} {:>10} {:>9} {:>9} {:>9}",
             "machine",
             "algorithm",
             "bytes/rank",
             "mode",
-            "wall(s)",
+            "setup(s)",
+            "sim(s)",
             "rss(MiB)",
             "events",
             "messages",
             "us/msg",
-            "Mev/s"
+            "us/event",
+            "cpu us/ev"
         );
     }
-    let mut failed = 0;
     for point in points {
         let line = run_child(point, timeout)?;
-        failed += usize::from(line["error"].is_string());
         if as_json {
             println!("{line}");
+            results.push(line);
             continue;
         }
         if let Some(error) = line["error"].as_str() {
             let bytes = point.bytes;
             let (machine, algorithm, mode) = (point.machine(), point.algorithm, point.fidelity);
             println!("{machine:<18} {algorithm:<20} {bytes:>11} {mode:>7}  {error}");
+            results.push(line);
             continue;
         }
+        let float = |key: &str| line[key].as_f64().unwrap_or(0.0);
         println!(
-            "{:<18} {:<20} {:>11} {:>7} {:>9.2} {:>9.0} {:>12} {:>10} {:>9.2} {:>9.2}",
+            "{:<18} {:<20} {:>11} {:>7} {:>9.2} {:>9.2} {:>9.0} {:>12} {:>10} {:>9.2} {:>9.2} {:>9.2}",
             point.machine(),
             point.algorithm,
             point.bytes,
             point.fidelity,
-            line["wall_s"].as_f64().unwrap_or(0.0),
-            line["peak_rss_mib"].as_f64().unwrap_or(0.0),
+            float("set_up_s"),
+            float("sim_s"),
+            float("peak_rss_mib"),
             line["sim_events"],
             line["ipcq_messages"],
-            line["wall_us_per_message"].as_f64().unwrap_or(0.0),
-            line["events_per_s"].as_f64().unwrap_or(0.0) / 1e6,
+            float("wall_us_per_message"),
+            float("sim_us_per_event"),
+            float("sim_cpu_us_per_event"),
         );
+        results.push(line);
     }
-    Ok(match failed {
+    Ok(results)
+}
+
+/// 16 vs 256 SIPs × 64 MiB: both runs, then the ratio of their µs per
+/// event without set-up; a failure if either failed.
+fn per_event(timeout: Duration, as_json: bool) -> Result<Outcome, Box<dyn Error>> {
+    let lines = scale(&per_event_points(), timeout, as_json)?;
+    let ratio = |key: &str| {
+        let per_event = |line: &Value| line[key].as_f64().filter(|&us| us > 0.0);
+        Some(per_event(&lines[1])? / per_event(&lines[0])?)
+    };
+    let (Some(wall), Some(cpu)) = (ratio("sim_us_per_event"), ratio("sim_cpu_us_per_event")) else {
+        return Ok(failures(&lines));
+    };
+    if as_json {
+        println!(
+            "{}",
+            json!({ "per_event_ratio_256_to_16": wall, "per_event_cpu_ratio_256_to_16": cpu })
+        );
+    } else {
+        println!("µs per event without set-up, 256 SIPs / 16 SIPs: wall {wall:.3}, CPU {cpu:.3}");
+    }
+    Ok(None)
+}
+
+/// What failed or timed out among `lines` (the children's JSON).
+fn failures(lines: &[Value]) -> Outcome {
+    match lines
+        .iter()
+        .filter(|line| line["error"].is_string())
+        .count()
+    {
         0 => None,
         n => Some(format!(
             "{n} of {} case(s) failed or timed out",
-            points.len()
+            lines.len()
         )),
-    })
+    }
 }
 
 /// `None` when every case held; else what did not.
@@ -380,7 +477,7 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: scale [--json] [--compare [--quick]] [--timeout SECONDS] \
+const USAGE: &str = "usage: scale [--json] [--compare [--quick] | --per-event] [--timeout SECONDS] \
                      | --one SIPS TOPOLOGY ALGORITHM BYTES FIDELITY";
 
 fn run() -> Result<Outcome, Box<dyn Error>> {
@@ -389,7 +486,7 @@ fn run() -> Result<Outcome, Box<dyn Error>> {
         run_one(&Point::parse(&args[1..])?)?;
         return Ok(None);
     }
-    let (mut as_json, mut comparing, mut quick) = (false, false, false);
+    let (mut as_json, mut comparing, mut quick, mut per_event_only) = (false, false, false, false);
     let mut timeout = Duration::from_secs(300);
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
@@ -397,6 +494,7 @@ fn run() -> Result<Outcome, Box<dyn Error>> {
             "--json" => as_json = true,
             "--compare" => comparing = true,
             "--quick" => quick = true,
+            "--per-event" => per_event_only = true,
             "--timeout" => {
                 let value = rest.next().ok_or(USAGE)?;
                 let seconds: u64 = value
@@ -409,7 +507,9 @@ fn run() -> Result<Outcome, Box<dyn Error>> {
     }
     if comparing {
         compare(&catalogue(quick), timeout)
+    } else if per_event_only {
+        per_event(timeout, as_json)
     } else {
-        scale(&matrix(), timeout, as_json)
+        Ok(failures(&scale(&matrix(), timeout, as_json)?))
     }
 }

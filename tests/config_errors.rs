@@ -360,21 +360,25 @@ fn derived_rates_that_overflow_name_their_key() {
 
 #[test]
 fn address_map_limits_are_load_errors_naming_the_key() {
-    let error = set_error(&["system.sips.count=255"]);
+    // The fields widen with the machine (ADR-0038): 4,096 SIPs, 241 PEs
+    // and 17 × 16 cubes all fit 64 bits.
+    for fits in [
+        &["system.sips.count=4096"][..],
+        &["cube.pes=241"],
+        &["sip.cube_mesh.w=17", "sip.cube_mesh.h=16"],
+    ] {
+        assert!(load(TOPOLOGY.to_owned(), fits).is_ok(), "{fits:?}");
+    }
+    // 2^31 SIPs and the host need 32 bits: 32 + 4 + 5 + 34 = 75 do not fit.
+    let error = set_error(&["system.sips.count=2147483648"]);
     assert!(error.contains("system.sips.count: "), "{error}");
-    assert!(error.contains("255 SIPs (at most 254)"), "{error}");
-    assert!(load(TOPOLOGY.to_owned(), &["system.sips.count=254"]).is_ok());
-    let error = set_error(&["cube.pes=241"]);
     assert!(
-        error.contains("cube.pes: ") && error.contains("at most 240"),
+        error.contains("2147483648 SIPs and the host need 32 bits")
+            && error.contains("75 bits, more than 64"),
         "{error}"
     );
-    let error = set_error(&["sip.cube_mesh.w=17", "sip.cube_mesh.h=16"]);
-    assert!(
-        error.contains("sip.cube_mesh: ") && error.contains("at most 256"),
-        "{error}"
-    );
-    let error = set_error(&["cube.sram.capacity=2 TiB"]);
+    // A 2^63-byte SRAM needs a 63-bit offset: no room for the rest.
+    let error = set_error(&["cube.sram.capacity=8388608 TiB"]);
     assert!(error.contains("cube.sram.capacity: "), "{error}");
 }
 

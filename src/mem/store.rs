@@ -214,13 +214,29 @@ pub struct MemoryStore {
 /// that memory's few regions: a tenth of a binary search over every
 /// region of the machine. Looked up, never iterated (Debug prints the
 /// memories in order).
-#[derive(Clone, Default, PartialEq, Eq)]
-struct Extents(FxHashMap<u32, Vec<(u64, u64)>>);
+#[derive(Clone, PartialEq, Eq)]
+struct Extents {
+    /// Where an address's memory key starts (the map's offset width).
+    key_shift: u32,
+    memories: FxHashMap<u64, Vec<(u64, u64)>>,
+}
 
 impl Extents {
+    fn new(map: &AddressMap) -> Self {
+        Extents {
+            key_shift: map.bits().offset,
+            memories: FxHashMap::default(),
+        }
+    }
+
+    /// [`AddressMap::memory_key`] of `addr`.
+    fn key(&self, addr: u64) -> u64 {
+        addr >> self.key_shift
+    }
+
     /// The extents of the memory `addr` is in.
     fn of(&self, addr: u64) -> &[(u64, u64)] {
-        let found = self.0.get(&AddressMap::memory_key(addr));
+        let found = self.memories.get(&self.key(addr));
         found.map_or(&[], Vec::as_slice)
     }
 
@@ -240,13 +256,15 @@ impl Extents {
     }
 
     fn insert(&mut self, addr: u64, len: u64) {
-        let extents = self.0.entry(AddressMap::memory_key(addr)).or_default();
+        let key = self.key(addr);
+        let extents = self.memories.entry(key).or_default();
         let at = extents.partition_point(|&(start, _)| start < addr);
         extents.insert(at, (addr, len));
     }
 
     fn remove(&mut self, addr: u64) {
-        if let Some(extents) = self.0.get_mut(&AddressMap::memory_key(addr)) {
+        let key = self.key(addr);
+        if let Some(extents) = self.memories.get_mut(&key) {
             let at = extents.partition_point(|&(start, _)| start < addr);
             extents.remove(at);
         }
@@ -255,7 +273,7 @@ impl Extents {
 
 impl fmt::Debug for Extents {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut memories: Vec<_> = self.0.iter().collect();
+        let mut memories: Vec<_> = self.memories.iter().collect();
         memories.sort_unstable_by_key(|&(key, _)| *key);
         f.debug_map().entries(memories).finish()
     }
@@ -275,10 +293,10 @@ impl MemoryStore {
     /// An empty store in `mode`.
     pub fn with_mode(map: AddressMap, mode: DataMode) -> Self {
         MemoryStore {
+            extents: Extents::new(&map),
             map,
             mode,
             regions: BTreeMap::new(),
-            extents: Extents::default(),
         }
     }
 

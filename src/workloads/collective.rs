@@ -405,7 +405,13 @@ async fn worker(torch: &Torch, shape: Shape) -> Result<RankResult, WorkloadError
         0 => None,
         blocks => Some(torch.zeros(&[shape.cubes, blocks * shape.n_elem], shape.dtype, &dp)?),
     };
+    // A collective's model is the whole collective's, the same from any
+    // rank's arguments (`CclAlgorithm::model`): one rank states it, not
+    // every rank the same O(endpoints) sum (O(ranks²) in all; ADR-0038).
+    // A send's model is the calling rank's own.
+    let states_model = shape.collective == Collective::SendRecv || get_rank() == ROOT_RANK;
     let model = match (shape.collective, &output) {
+        _ if !states_model => None,
         (Collective::AllReduce, _) => dist.all_reduce_model(&input)?,
         (Collective::SendRecv, _) => dist.send_model(&input, ring_peers(dist)?.0)?,
         (Collective::Gather, _) => dist.rooted_model(Collective::Gather, &input, ROOT_RANK)?,
