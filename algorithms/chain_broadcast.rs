@@ -11,10 +11,17 @@
 //! `c` east while its west neighbour already sends it chunk `c + 1`. Each
 //! chunk is received straight into the tile and sent from there: no TCM is
 //! used, and a chain has no cycle, so one IPCQ slot per ring suffices.
+//!
+//! Cost ([`ChainBroadcast::model`]): the chain of `n − 1` messages east
+//! from the root, `C` chunks of `m` bytes pipelined through it:
+//! `Σ_hops (α_h + m/β_h) + (C − 1) · max_h (α_h + m/β_h)`
+//! (`cost::pipeline`), as `ring_allreduce`'s climb.
 
+use kernbench::ccl::cost::{self, CostError, Network};
 use kernbench::ccl::helpers::{ChunkDefault, MIN_CHUNK, chunked, tile_chunks};
 use kernbench::ccl::topology::Dir;
 use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, Params};
+use kernbench::sim::SimDuration;
 use kernbench::tl::{Kernel, KernelError, Tl};
 
 const CHUNKS: ChunkDefault = ChunkDefault::Fixed(MIN_CHUNK);
@@ -42,6 +49,14 @@ impl CclAlgorithm for ChainBroadcast {
     /// Chunks go from slot to tile and tile to slot: no TCM.
     fn tcm_bytes(&self, _tile_bytes: u64, _params: &Params) -> u64 {
         0
+    }
+
+    /// The chunks pipelined along the chain from the root.
+    fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
+        let n = args.endpoints();
+        let (chunks, piece) = tile_chunks(args, CHUNKS);
+        let chain = cost::walk(net, args.root_endpoint(), Dir::E, n - 1, piece)?;
+        Ok((n > 1).then(|| cost::pipeline(&chain, chunks)))
     }
 }
 

@@ -10,12 +10,20 @@
 //! `ring_allreduce`'s chain), so the chain pipelines: chunk `c + 1` leaves
 //! an endpoint while chunk `c` is combined further on. A tile larger than
 //! half the TCM streams through it chunk by chunk (`helpers::tile_reduce`).
+//!
+//! Cost ([`ChainReduce::model`]): the chain of `n − 1` messages east from
+//! the endpoint after the root to the root, `C` chunks of `m` bytes
+//! pipelined through it: `Σ_hops (α_h + m/β_h) + (C − 1) · max_h (α_h +
+//! m/β_h)` (`cost::pipeline`), `ring_allreduce`'s climb without its
+//! descent. The loads, PE_MATH combines and store only add to it.
 
+use kernbench::ccl::cost::{self, CostError, Network};
 use kernbench::ccl::helpers::{
     ChunkDefault, Line, MIN_CHUNK, TreeLinks, hierarchy, tile_chunks, tile_reduce,
 };
 use kernbench::ccl::topology::Dir;
 use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs};
+use kernbench::sim::SimDuration;
 use kernbench::tl::{Kernel, KernelError, Tl};
 
 const CHUNKS: ChunkDefault = ChunkDefault::Fixed(MIN_CHUNK);
@@ -38,6 +46,15 @@ impl CclAlgorithm for ChainReduce {
 
     fn chunking(&self) -> Option<ChunkDefault> {
         Some(CHUNKS)
+    }
+
+    /// The chunks pipelined along the chain that ends at the root.
+    fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
+        let n = args.endpoints();
+        let (chunks, piece) = tile_chunks(args, CHUNKS);
+        let first = (args.root_endpoint() + 1) % n;
+        let chain = cost::walk(net, first, Dir::E, n - 1, piece)?;
+        Ok((n > 1).then(|| cost::pipeline(&chain, chunks)))
     }
 }
 

@@ -11,9 +11,18 @@
 //! Sending and receiving at once (`recv_into` drains the west ring segment
 //! by segment while the send fills the east one), a block of any size
 //! passes with one IPCQ slot per ring.
+//!
+//! Cost ([`RingAllgather::model`]): every block crosses `n − 1` ring
+//! messages one after the other (a round's send starts once the block has
+//! arrived), each at least `α + B/β` for a block of `B` bytes; with `m_e`
+//! endpoint `e`'s message east, the longest block path is
+//! `Σ_e m_e − min_e m_e`. The local copy of the own block, the PE_DMA
+//! issues and the doorbells only add to it.
 
+use kernbench::ccl::cost::{self, CostError, Network};
 use kernbench::ccl::topology::Dir;
 use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, Params};
+use kernbench::sim::SimDuration;
 use kernbench::tl::{Kernel, KernelError, Tl};
 
 struct RingAllgather;
@@ -35,6 +44,13 @@ impl CclAlgorithm for RingAllgather {
     /// Blocks go from tile to tile and slot to tile with PE_DMA: no TCM.
     fn tcm_bytes(&self, _tile_bytes: u64, _params: &Params) -> u64 {
         0
+    }
+
+    /// The longest path of `n − 1` block messages around the ring.
+    fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
+        let block = args.tile.n_elem as u64 * args.dtype.size();
+        let ring = cost::walk(net, 0, Dir::E, args.endpoints(), block)?;
+        Ok(cost::ring_rounds(&ring))
     }
 }
 

@@ -10,9 +10,18 @@
 //! Each hop sends east while it receives from the west into TCM scratch
 //! (`recv_into` drains the ring segment by segment), so a block of any
 //! size passes with one IPCQ slot per ring.
+//!
+//! Cost ([`RingAlltoall::model`]): every endpoint sends `n (n − 1) / 2`
+//! blocks east one after the other (each round's hops wait for the block
+//! to arrive, and the next round starts when the last hop is stored), each
+//! at least its message `m_e = α + B/β` for a block of `B` bytes, so the
+//! busiest sender bounds the call: `n (n − 1) / 2 · max_e m_e`. Loads,
+//! stores and doorbells only add to it.
 
+use kernbench::ccl::cost::{self, CostError, Network};
 use kernbench::ccl::topology::Dir;
 use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs};
+use kernbench::sim::SimDuration;
 use kernbench::tl::{Kernel, KernelError, Tl};
 
 struct RingAlltoall;
@@ -29,6 +38,16 @@ impl CclAlgorithm for RingAlltoall {
 
     fn kernel(&self) -> Kernel<KernelArgs, ()> {
         Kernel::new("ring_alltoall", ring_alltoall)
+    }
+
+    /// The busiest endpoint's `n (n − 1) / 2` block messages in a row.
+    fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
+        let n = args.endpoints();
+        let block = args.tile.n_elem as u64 * args.dtype.size();
+        let ring = cost::walk(net, 0, Dir::E, n, block)?;
+        let sends = (n * n.saturating_sub(1) / 2) as u64;
+        let slowest = ring.iter().copied().max();
+        Ok(slowest.filter(|_| n > 1).map(|m| cost::repeat(m, sends)))
     }
 }
 

@@ -11,9 +11,18 @@
 //! Each round sends east while it receives from the west into TCM scratch
 //! (`recv_into` drains the ring segment by segment), so a block of any
 //! size passes with one IPCQ slot per ring.
+//!
+//! Cost ([`RingReducescatter::model`]): the partial of a block crosses
+//! `n − 1` ring messages one after the other (it is sent on only once it
+//! has arrived and been combined), each at least `α + B/β` for a block of
+//! `B` bytes; with `m_e` endpoint `e`'s message east, the longest path is
+//! `Σ_e m_e − min_e m_e`. Loads, PE_MATH combines and the final store only
+//! add to it.
 
+use kernbench::ccl::cost::{self, CostError, Network};
 use kernbench::ccl::topology::Dir;
 use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, finish, reduce_received};
+use kernbench::sim::SimDuration;
 use kernbench::tl::{Kernel, KernelError, Tl};
 
 struct RingReducescatter;
@@ -30,6 +39,13 @@ impl CclAlgorithm for RingReducescatter {
 
     fn kernel(&self) -> Kernel<KernelArgs, ()> {
         Kernel::new("ring_reducescatter", ring_reducescatter)
+    }
+
+    /// The longest path of `n − 1` block messages around the ring.
+    fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
+        let block = args.tile.n_elem as u64 * args.dtype.size();
+        let ring = cost::walk(net, 0, Dir::E, args.endpoints(), block)?;
+        Ok(cost::ring_rounds(&ring))
     }
 }
 

@@ -76,6 +76,60 @@ fn check_time_and_algbw(report: &Report, time: &str, bytes: f64) {
     assert_eq!(figure(report, "algbw_gbps"), Value::Real(algbw));
 }
 
+/// The collective's time figure: its first `*_ps` other than `model_ps`.
+fn time_ps(report: &Report) -> (String, i64) {
+    let time = report.figures.iter().find(|f| {
+        f.name.ends_with("_ps") && f.name != "model_ps" && !f.name.starts_with("explain_")
+    });
+    let time = time.unwrap_or_else(|| panic!("no time figure"));
+    let Value::Int(ps) = time.value else {
+        panic!("{} is not in ps", time.name)
+    };
+    (time.name.to_owned(), ps as i64)
+}
+
+/// Every algorithm of every collective states an α-β model (issue 22), not
+/// zero and never above the simulated time, on machines of 3, 6 and 8
+/// endpoints (a ring of single cubes, the small ring, a 2 × 2 torus) and at
+/// a small block and one cut into several chunks.
+#[test]
+fn every_collective_states_a_model_below_its_time() {
+    let machines: [(&[&str], usize, usize); 3] = [
+        (&["sip.cube_mesh.w=1"], 3, 1),
+        (&[], 3, 2),
+        (
+            &["system.sips.count=4", "system.sips.topology=torus_2d"],
+            4,
+            2,
+        ),
+    ];
+    for (sets, ranks, cubes) in machines {
+        for block in [256, 20 * 1024] {
+            for bench in WORKLOADS {
+                // --size is a rank's input: one block per cube, or one per
+                // endpoint (reduce-scatter, all-to-all) or rank (scatter).
+                let blocks = match bench {
+                    "ccl_reducescatter" | "ccl_alltoall" => ranks * cubes,
+                    "ccl_scatter" => ranks,
+                    _ => 1,
+                };
+                let size = block * blocks * cubes;
+                let options = Options::default().with("size", size);
+                let report = run_with(bench, options, sets);
+                let what = format!("{bench} on {sets:?} at {size} B");
+                let Value::Int(model) = figure(&report, "model_ps") else {
+                    panic!("{what}: model_ps is not in ps")
+                };
+                let (name, ps) = time_ps(&report);
+                assert!(
+                    0 < model && model as i64 <= ps,
+                    "{what}: model {model} ps above {name} {ps} ps"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn every_collective_is_right_in_every_dtype() {
     for bench in WORKLOADS {

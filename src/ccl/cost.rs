@@ -227,6 +227,43 @@ pub fn pipeline(hops: &[SimDuration], chunks: u64) -> SimDuration {
     plus(sequence(hops.iter().copied()), SimDuration::from_ps(extra))
 }
 
+/// The messages of `bytes` along the walk that starts at endpoint `from`
+/// and takes `hops` steps to the neighbour in direction `dir`, in order
+/// (a chain's, or with `hops` = endpoints a whole ring's).
+pub fn walk(
+    net: &Network,
+    from: usize,
+    dir: Dir,
+    hops: usize,
+    bytes: u64,
+) -> Result<Vec<SimDuration>, CostError> {
+    let mut at = from;
+    let mut messages = Vec::with_capacity(hops);
+    for _ in 0..hops {
+        let next = net.peer(at, dir)?;
+        messages.push(net.message(at, next, bytes)?);
+        at = next;
+    }
+    Ok(messages)
+}
+
+/// A ring's `messages` (one per endpoint, [`walk`] around it) where every
+/// block crosses `n − 1` of them one after another (ring all-gather,
+/// reduce-scatter): the longest such path, all but the cheapest message.
+/// `None` for fewer than two endpoints (nothing crosses a link).
+pub fn ring_rounds(messages: &[SimDuration]) -> Option<SimDuration> {
+    let cheapest = messages.iter().copied().min()?;
+    (messages.len() > 1).then(|| {
+        let total = sequence(messages.iter().copied());
+        SimDuration::from_ps(total.as_ps() - cheapest.as_ps())
+    })
+}
+
+/// `count` dependent repetitions of `step`, saturating.
+pub fn repeat(step: SimDuration, count: u64) -> SimDuration {
+    SimDuration::from_ps(step.as_ps().saturating_mul(count))
+}
+
 /// A reduce-then-broadcast tree ([`super::helpers::reduce_broadcast`]) of
 /// `links` (by endpoint) moving `chunks` pieces of `piece_bytes`: the
 /// pieces climb from the leaf farthest from the root and descend to the
@@ -384,6 +421,15 @@ mod tests {
             net.hbm_copies(&[(0, 9)], bytes),
             Err(CostError::NoEndpoint(9))
         ));
+    }
+
+    #[test]
+    fn a_ring_round_skips_the_cheapest_message_and_repeat_multiplies() {
+        assert_eq!(ring_rounds(&[ps(3), ps(5), ps(2)]), Some(ps(8)));
+        assert_eq!(ring_rounds(&[ps(3)]), None);
+        assert_eq!(ring_rounds(&[]), None);
+        assert_eq!(repeat(ps(7), 3), ps(21));
+        assert_eq!(repeat(ps(u64::MAX), 2), ps(u64::MAX));
     }
 
     #[test]

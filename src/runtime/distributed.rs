@@ -744,7 +744,7 @@ impl Distributed {
     /// `None` when it states none.
     pub fn all_reduce_model(&self, tensor: &Tensor) -> Result<Option<SimDuration>, DistError> {
         let call = Call::in_place(tensor, ReduceOp::Sum, 0);
-        self.model(Collective::AllReduce, &call)
+        self.model(Collective::AllReduce, &call, 1)
     }
 
     /// The `send_recv` algorithm's α-β cost model of `send(tensor, dst)`
@@ -755,12 +755,12 @@ impl Distributed {
         dst: usize,
     ) -> Result<Option<SimDuration>, DistError> {
         let call = Call::in_place(tensor, ReduceOp::Sum, dst as u32);
-        self.model(Collective::SendRecv, &call)
+        self.model(Collective::SendRecv, &call, 1)
     }
 
-    /// The α-β cost model of the rooted `collective` (`Gather` or
-    /// `Scatter`) with root `root`, for `tensor` one block (a rank's
-    /// tiles), `None` when its algorithm states none.
+    /// The α-β cost model of the rooted `collective` (`Gather`,
+    /// `Scatter`, `Broadcast`, `Reduce`) with root `root`, for `tensor` one
+    /// block (a rank's tiles), `None` when its algorithm states none.
     pub fn rooted_model(
         &self,
         collective: Collective,
@@ -768,17 +768,31 @@ impl Distributed {
         root: usize,
     ) -> Result<Option<SimDuration>, DistError> {
         let call = Call::in_place(tensor, ReduceOp::Sum, root as u32);
-        self.model(collective, &call)
+        self.model(collective, &call, 1)
+    }
+
+    /// The α-β cost model of `collective` (`AllGather`, `ReduceScatter`,
+    /// `AllToAll`) whose input `tensor` holds `blocks` blocks per cube
+    /// tile, `None` when its algorithm states none.
+    pub fn blocks_model(
+        &self,
+        collective: Collective,
+        tensor: &Tensor,
+        blocks: usize,
+    ) -> Result<Option<SimDuration>, DistError> {
+        let call = Call::in_place(tensor, ReduceOp::Sum, 0);
+        self.model(collective, &call, blocks)
     }
 
     fn model(
         &self,
         collective: Collective,
         call: &Call<'_>,
+        in_blocks: usize,
     ) -> Result<Option<SimDuration>, DistError> {
         let group = self.group("model")?;
         let plan = group.plan(collective)?;
-        let args = plan.kernel_args(call, 1, 0)?;
+        let args = plan.kernel_args(call, in_blocks, 0)?;
         let net = Network::new(self.inner.device.fabric(), plan.wired());
         Ok(plan.algorithm().model(&args, &net)?)
     }

@@ -43,8 +43,8 @@
 //! `S` is the root's whole list (`ranks ×` a rank's tensor) and `f =
 //! (n − 1) / n`, so `busbw` is the rate of the bytes that actually cross
 //! into (out of) the root, its own block being a local copy.
-//! `all_reduce`, `send_recv`, `gather` and `scatter` also report their
-//! algorithm's α-β cost model `model_ps` when it states one
+//! Every collective also reports its algorithm's α-β cost model
+//! `model_ps` when it states one
 //! (`CclAlgorithm::model`, a lower bound of the time; the largest rank's
 //! for `send_recv`, whose routes differ).
 //!
@@ -418,7 +418,10 @@ async fn worker(torch: &Torch, shape: Shape) -> Result<RankResult, WorkloadError
         (Collective::Scatter, Some(out)) => {
             dist.rooted_model(Collective::Scatter, out, ROOT_RANK)?
         }
-        _ => None,
+        (rooted @ (Collective::Broadcast | Collective::Reduce), _) => {
+            dist.rooted_model(rooted, &input, ROOT_RANK)?
+        }
+        (blocked, _) => dist.blocks_model(blocked, &input, in_blocks)?,
     };
     dist.barrier().await?;
     let start = sim::now();
