@@ -321,6 +321,48 @@ fn the_cli_refuses_bad_dtypes_ops_and_mismatched_algorithms_with_exit_2() {
     );
 }
 
+#[test]
+fn sizes_are_whole_elements_split_into_equal_blocks_of_any_length() {
+    // Issue 26: the default machine has 16 cubes; 500 f16 elements do not
+    // split into 16 equal blocks, and 1001 B is no whole number of them.
+    let (code, stderr) = cli(&["run", "--bench", "ccl_allreduce", "--size", "1000"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("500 f16 elements per rank do not split into 16 equal blocks")
+            && stderr.contains("the nearest are 992 B and 1024 B"),
+        "{stderr}"
+    );
+    let (code, stderr) = cli(&["run", "--bench", "ccl_allreduce", "--size", "1001"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("whole number of f16 elements (2 B each)"),
+        "{stderr}"
+    );
+    // Issue 26's reproducer: 16 endpoints of 5 elements, fewer than the
+    // pieces ring_rsag_allreduce and rhd_allreduce cut a tile into.
+    for algorithm in ["ring_rsag_allreduce", "rhd_allreduce", "mesh_allreduce"] {
+        let options = verified().with("algorithm", algorithm).with("size", "160");
+        let one_sip = [
+            "system.sips.count=1",
+            "sip.cube_mesh.w=4",
+            "sip.cube_mesh.h=4",
+        ];
+        let report = run_with("ccl_allreduce", options, &one_sip);
+        assert_eq!(report.checks_failed, 0, "{algorithm}: {:?}", report.checks);
+        assert_eq!(figure(&report, "count"), Value::Int(80));
+    }
+    // One element per block, in every collective (6 endpoints, 3 ranks).
+    for bench in WORKLOADS {
+        let blocks = match bench {
+            "ccl_reducescatter" | "ccl_alltoall" => 6,
+            "ccl_scatter" => 3,
+            _ => 1,
+        };
+        let report = run(bench, verified().with("size", 2 * 2 * blocks));
+        assert_eq!(report.checks_failed, 0, "{bench}: {:?}", report.checks);
+    }
+}
+
 /// Issue 9's acceptance on full machines (release mode, `.ci/run`): every
 /// collective workload in f32 on 4 SIPs torus_2d and 5 SIPs ring_1d, and
 /// every reduction of `ccl_allreduce`, with data checked.
@@ -366,5 +408,16 @@ fn acceptance_on_full_machines() {
     for op in ["max", "min", "avg", "prod"] {
         let options = verified().with("dtype", "f32").with("op", op);
         check(&[], "ccl_allreduce", options);
+    }
+    // Issue 26: f16 products of 144 endpoints fall below f16's normal
+    // range; the bound allows for it (ADR-0031 D3).
+    let nine = ["system.sips.count=9"];
+    for (bench, size) in [
+        ("ccl_allreduce", 2016),
+        ("ccl_reduce", 2016),
+        ("ccl_reducescatter", 512 * 9 * 3),
+    ] {
+        let options = verified().with("dtype", "f16").with("op", "prod");
+        check(&nine, bench, options.with("size", size));
     }
 }
