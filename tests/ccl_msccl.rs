@@ -6,7 +6,7 @@
 //! line, and files whose sends and receives cannot meet end in the
 //! simulator's deadlock report.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kernbench::ccl::msccl::{Program, generate};
@@ -38,7 +38,7 @@ fn file(name: &str, text: &str) -> PathBuf {
 fn run_xml(
     bench: &str,
     machine: Arc<Machine>,
-    xml: &PathBuf,
+    xml: &Path,
     extra: &[(&str, &str)],
 ) -> Result<Report, WorkloadError> {
     let mut options = Options {

@@ -9,7 +9,7 @@
 //! ([`CclAlgorithm::configure`]), so a bad file is a load-time error
 //! naming its line ([`program`]); the configured algorithm wires each
 //! rank's (peer, channel) connections to IPCQ directions ([`wiring`]) and
-//! runs the program on every cube's share of the rank's data ([`kernel`]).
+//! runs the program on every cube's share of the rank's data (`kernel`).
 //!
 //! MSCCL's gpu is a rank (= SIP). Knows the `ccl` contract, `tl` and the
 //! file; nothing of the runtime or torch.
