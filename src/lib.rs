@@ -44,6 +44,7 @@ extern crate self as kernbench;
 pub mod ccl;
 pub mod config;
 pub mod device;
+pub mod explain;
 pub mod harness;
 pub mod hw;
 pub mod mem;

@@ -183,6 +183,11 @@ struct SweepArgs {
     /// Write results.csv, results.json and the SVG figures into DIR.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+
+    /// Explain every point (docs/explain.md): `explain_<class>_ps`
+    /// columns, and the explanations in results.json and the report.
+    #[arg(long)]
+    explain: bool,
 }
 
 #[derive(Debug, Args)]
@@ -199,6 +204,16 @@ struct RunArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
+
+    /// Explain the measured interval: critical path, time by resource
+    /// class, link utilisation, model gap (docs/explain.md).
+    #[arg(long)]
+    explain: bool,
+
+    /// With --explain: write explain.json and the link heat maps
+    /// (topology-heat.svg, cube-heat.svg) into DIR.
+    #[arg(long, value_name = "DIR", requires = "explain")]
+    out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -481,6 +496,25 @@ fn probe(topology: &TopologySpec, args: &ProbeArgs) -> Result<(), CliError> {
     }
 }
 
+/// `run --explain --out DIR`: the explanation as JSON and the heat maps.
+fn write_explanation(
+    dir: &std::path::Path,
+    machine: &Machine,
+    explanation: &kernbench::explain::Explanation,
+) -> Result<(), CliError> {
+    use kernbench::harness::web::{Heat, cube_heat_svg, topology_heat_svg};
+    let write = |name: &str, text: String| std::fs::write(dir.join(name), text);
+    std::fs::create_dir_all(dir)?;
+    write(
+        "explain.json",
+        serde_json::to_string_pretty(explanation)? + "\n",
+    )?;
+    let heat = Heat::of(explanation);
+    write("topology-heat.svg", topology_heat_svg(machine, Some(&heat)))?;
+    write("cube-heat.svg", cube_heat_svg(machine, Some(&heat)))?;
+    Ok(())
+}
+
 /// Runs one workload and prints its report.
 fn bench(
     topology: &TopologySpec,
@@ -494,8 +528,12 @@ fn bench(
         verify_data: args.verify_data,
         params,
         ccl: Some(ccl),
+        explain: args.explain,
     };
-    let report = workload.run(machine, &options)?;
+    let report = workload.run(machine.clone(), &options)?;
+    if let (Some(dir), Some(explanation)) = (&args.out, &report.explain) {
+        write_explanation(dir, &machine, explanation)?;
+    }
     let text = if args.json {
         serde_json::to_string_pretty(&report)? + "\n"
     } else {
@@ -529,7 +567,8 @@ fn run_sweep(
         });
     }
     let variants = sweep_variants(&cli.fidelity, &args.buffer_kind, &topology, &ccl);
-    let plan = sweep::Plan::new(workload, variants, axes, args.verify_data)?;
+    let plan =
+        sweep::Plan::new(workload, variants, axes, args.verify_data)?.explained(args.explain);
     let mut points = plan.points();
     if let Some(shard) = args.shard {
         points = shard.select(points);
@@ -560,6 +599,21 @@ fn run_sweep(
     let set = results::ResultSet::new(source, rows);
     let rows: Vec<_> = set.rows().collect();
     print_out(&table::render(&rows))?;
+    for row in rows.iter().filter(|r| r.explain.is_some()) {
+        let point: Vec<String> = row
+            .point
+            .0
+            .iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        print_out(&format!("\n[{}]\n", point.join(" ")))?;
+        print_out(
+            &row.explain
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+        )?;
+    }
     if let Some(dir) = &args.out {
         write_results(dir, &set)?;
     }
