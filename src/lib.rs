@@ -45,6 +45,7 @@ pub mod ccl;
 pub mod chakra;
 pub mod config;
 pub mod device;
+pub mod explain;
 pub mod harness;
 pub mod hw;
 pub mod mem;

@@ -212,6 +212,11 @@ struct SweepArgs {
     /// Write results.csv, results.json and the SVG figures into DIR.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+
+    /// Explain every point (docs/explain.md): `explain_<class>_ps`
+    /// columns, and the explanations in results.json and the report.
+    #[arg(long)]
+    explain: bool,
 }
 
 #[derive(Debug, Args)]
@@ -228,6 +233,16 @@ struct RunArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
+
+    /// Explain the measured interval: critical path, time by resource
+    /// class, link utilisation, model gap (docs/explain.md).
+    #[arg(long)]
+    explain: bool,
+
+    /// With --explain: write explain.json and the link heat maps
+    /// (topology-heat.svg, cube-heat.svg) into DIR.
+    #[arg(long, value_name = "DIR", requires = "explain")]
+    out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -533,6 +548,25 @@ fn probe(topology: &TopologySpec, args: &ProbeArgs) -> Result<(), CliError> {
     }
 }
 
+/// `run --explain --out DIR`: the explanation as JSON and the heat maps.
+fn write_explanation(
+    dir: &std::path::Path,
+    machine: &Machine,
+    explanation: &kernbench::explain::Explanation,
+) -> Result<(), CliError> {
+    use kernbench::harness::web::{Heat, cube_heat_svg, topology_heat_svg};
+    let write = |name: &str, text: String| std::fs::write(dir.join(name), text);
+    std::fs::create_dir_all(dir)?;
+    write(
+        "explain.json",
+        serde_json::to_string_pretty(explanation)? + "\n",
+    )?;
+    let heat = Heat::of(explanation);
+    write("topology-heat.svg", topology_heat_svg(machine, Some(&heat)))?;
+    write("cube-heat.svg", cube_heat_svg(machine, Some(&heat)))?;
+    Ok(())
+}
+
 /// Runs one workload and prints its report.
 fn bench(
     topology: &TopologySpec,
@@ -546,14 +580,18 @@ fn bench(
         verify_data: args.verify_data,
         params,
         ccl: Some(ccl),
+        explain: args.explain,
     };
     if let Some(hint) = progress::packet_hint(topology.simulation.fidelity, &options) {
         eprintln!("{hint}");
     }
     let shown = progress::RunProgress::start();
-    let report = workload.run(machine, &options);
+    let report = workload.run(machine.clone(), &options);
     drop(shown);
     let report = report?;
+    if let (Some(dir), Some(explanation)) = (&args.out, &report.explain) {
+        write_explanation(dir, &machine, explanation)?;
+    }
     let text = if args.json {
         serde_json::to_string_pretty(&report)? + "\n"
     } else {
@@ -591,7 +629,8 @@ fn run_sweep(
         prepare_out(dir)?;
     }
     let variants = sweep_variants(&cli.fidelity, &args.buffer_kind, bases);
-    let plan = sweep::Plan::new(workload, variants, axes, args.verify_data)?;
+    let plan =
+        sweep::Plan::new(workload, variants, axes, args.verify_data)?.explained(args.explain);
     let mut points = plan.points();
     if let Some(shard) = args.shard {
         points = shard.select(points);
@@ -628,6 +667,21 @@ fn run_sweep(
     let set = results::ResultSet::new(source, rows);
     let rows: Vec<_> = set.rows().collect();
     print_out(&table::render(&rows))?;
+    for row in rows.iter().filter(|r| r.explain.is_some()) {
+        let point: Vec<String> = row
+            .point
+            .0
+            .iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        print_out(&format!("\n[{}]\n", point.join(" ")))?;
+        print_out(
+            &row.explain
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+        )?;
+    }
     print_out(&kernbench::harness::sensitivity::table(&set).unwrap_or_default())?;
     if let Some(dir) = &args.out {
         write_results(dir, &set)?;

@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use crate::hw::{DmaEngine, DmaSlot, Fabric, HwError, Route};
+use crate::hw::{DmaEngine, DmaSlot, Fabric, HwError, Route, explain};
 use crate::mem::{
     DataMode, DeviceAllocError, DeviceAllocators, MemoryStore, Op, OpLog, OpLogError, Payload,
     StoreError,
@@ -265,11 +265,11 @@ impl Device {
                     Some(_) => None,
                 };
                 if let Some(written) = unbooked {
-                    sim::sleep_until(written).await;
+                    explain::sleep_until(written).await;
                     self.complete(id)?;
                     return Ok(timing(written));
                 }
-                sim::sleep_until(read).await;
+                explain::sleep_until(read).await;
             }
             None => {
                 f.send_then_access(&routes.request, 0, plan.src, len)
@@ -283,7 +283,7 @@ impl Device {
             None => None,
         };
         if let Some((written, signalled)) = with_data {
-            sim::sleep_until(signalled).await;
+            explain::sleep_until(signalled).await;
             self.oplog.borrow_mut().complete(id, written)?;
             return Ok(timing(written));
         }

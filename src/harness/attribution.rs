@@ -247,6 +247,7 @@ mod tests {
                 .map(|(c, ps)| (format!("explain_{c}_ps"), Value::Int(*ps))),
         );
         Row {
+            explain: None,
             index: 0,
             workload: "w".to_owned(),
             point: Fields(vec![

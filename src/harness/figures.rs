@@ -496,6 +496,7 @@ mod tests {
     fn row(bytes: u64, ps: u64) -> Row {
         let busbw = bytes as f64 / ps as f64 * 1e3;
         Row {
+            explain: None,
             index: 0,
             workload: "ccl_allreduce".to_owned(),
             point: Fields(vec![("size".to_owned(), bytes.to_string())]),

@@ -235,6 +235,7 @@ mod tests {
     fn row(shape: &str, flops: u64, time_ps: f64, bound_ps: u64, hbm_bytes: u64) -> Row {
         let tflops = |ps: f64| flops as f64 / ps;
         Row {
+            explain: None,
             index: 0,
             workload: "gemm".to_owned(),
             point: Fields(vec![("shape".to_owned(), shape.to_owned())]),

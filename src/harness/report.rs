@@ -423,6 +423,7 @@ mod tests {
 
     fn row(index: usize, size: &str, ps: u64) -> Row {
         Row {
+            explain: None,
             index,
             workload: "w".to_owned(),
             point: Fields(vec![("size".to_owned(), size.to_owned())]),

@@ -11,6 +11,7 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 
 use super::sweep::Point;
+use crate::explain::Explanation;
 use crate::workloads::{Report, Value};
 
 /// Name → value pairs kept in their order (a JSON object on disk).
@@ -75,6 +76,9 @@ pub struct Row {
     pub checks_failed: usize,
     /// The workload's figures.
     pub figures: Fields<Value>,
+    /// Why the measured interval took its time (`--explain`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explain: Option<Explanation>,
 }
 
 impl Row {
@@ -95,12 +99,14 @@ impl Row {
             checks_passed: 0,
             checks_failed: 0,
             figures: Fields(Vec::new()),
+            explain: None,
         };
         match report {
             Ok(report) => {
                 row.simulated_ps = Some(report.simulated_ps);
                 row.checks_passed = report.checks_passed;
                 row.checks_failed = report.checks_failed;
+                row.explain = report.explain;
                 row.figures = Fields(
                     report
                         .figures

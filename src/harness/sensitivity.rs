@@ -106,6 +106,7 @@ mod tests {
 
     fn row(index: usize, gbps: &str, size: &str, time_ps: u64) -> Row {
         Row {
+            explain: None,
             index,
             workload: "w".to_owned(),
             point: Fields(vec![

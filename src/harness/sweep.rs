@@ -54,6 +54,8 @@ pub struct Plan {
     pub axes: Vec<Axis>,
     /// Keep bytes and check results.
     pub verify_data: bool,
+    /// Explain every point (`--explain`, ADR-0028).
+    pub explain: bool,
 }
 
 /// One run of a sweep.
@@ -91,7 +93,14 @@ impl Plan {
             variants,
             axes,
             verify_data,
+            explain: false,
         })
+    }
+
+    /// This plan, explaining every point when `explain` is set.
+    pub fn explained(mut self, explain: bool) -> Plan {
+        self.explain = explain;
+        self
     }
 
     /// Every point, in sweep order.
@@ -132,6 +141,7 @@ impl Plan {
             verify_data: self.verify_data,
             params: params.collect(),
             ccl: Some(variant.ccl.clone()),
+            explain: self.explain,
         }
     }
 

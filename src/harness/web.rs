@@ -759,6 +759,138 @@ fn direction(side: Side) -> (f64, f64) {
 /// links (dashed where they wrap around), each SIP's cube mesh with its
 /// UCIe links, the IO cube (PCIe endpoint, IO_CPU) shaded.
 pub fn topology_svg(machine: &Machine) -> String {
+    topology_heat_svg(machine, None)
+}
+
+/// Links' busy fractions over an explained interval, by link name
+/// (`from->to`), for the heat maps.
+#[derive(Debug, Clone, Default)]
+pub struct Heat {
+    by_link: std::collections::BTreeMap<String, f64>,
+}
+
+impl Heat {
+    /// The busy fractions of `explanation`'s links.
+    pub fn of(explanation: &crate::explain::Explanation) -> Heat {
+        Heat {
+            by_link: explanation
+                .links
+                .iter()
+                .map(|u| (u.name.clone(), u.busy_fraction.clamp(0.0, 1.0)))
+                .collect(),
+        }
+    }
+
+    /// The busier direction of edge `id` (and its reverse), if either was
+    /// busy, and the text for its tooltip.
+    fn edge(&self, machine: &Machine, id: usize) -> (Option<f64>, String) {
+        let edge = &machine.edges()[id];
+        let name = |from, to| {
+            let (a, b) = (machine.node(from), machine.node(to));
+            [&*a.name, "->", &*b.name].concat()
+        };
+        let there = name(edge.from, edge.to);
+        let back = name(edge.to, edge.from);
+        let busy = |n: &str| self.by_link.get(n).copied();
+        let most = match (busy(&there), busy(&back)) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0).max(b.unwrap_or(0.0))),
+        };
+        let pct = |f: Option<f64>| format!("{:.1}%", f.unwrap_or(0.0) * 100.0);
+        let title = format!(
+            "{there}: {} busy; {back}: {} busy",
+            pct(busy(&there)),
+            pct(busy(&back))
+        );
+        (most, title)
+    }
+
+    /// The most loaded cube's `(sip, cube)`: the one whose NoC link is the
+    /// busiest.
+    fn hottest_cube(&self, machine: &Machine) -> (u32, u32) {
+        let mut best = (0.0, (0, 0));
+        for edge in machine.edges() {
+            if edge.kind != EdgeKind::Noc {
+                continue;
+            }
+            let (a, b) = (machine.node(edge.from), machine.node(edge.to));
+            let name = [&*a.name, "->", &*b.name].concat();
+            let busy = self.by_link.get(&name).copied().unwrap_or(0.0);
+            if let (Some(sip), Some(cube)) = (a.sip, a.cube)
+                && busy > best.0
+            {
+                best = (busy, (sip, cube));
+            }
+        }
+        best.1
+    }
+}
+
+/// The colour of busy fraction `f` in [0, 1]: blue (idle) through yellow
+/// to red (always busy).
+pub fn heat_colour(f: f64) -> String {
+    let f = f.clamp(0.0, 1.0);
+    let stops = [
+        (0.0, (44, 123, 182)),
+        (0.5, (250, 220, 80)),
+        (1.0, (215, 25, 28)),
+    ];
+    let (lo, hi) = if f <= 0.5 {
+        (stops[0], stops[1])
+    } else {
+        (stops[1], stops[2])
+    };
+    let t = (f - lo.0) / (hi.0 - lo.0);
+    let mix = |a: i32, b: i32| (f64::from(a) + (f64::from(b) - f64::from(a)) * t).round() as i32;
+    format!(
+        "#{:02x}{:02x}{:02x}",
+        mix(lo.1.0, hi.1.0),
+        mix(lo.1.1, hi.1.1),
+        mix(lo.1.2, hi.1.2)
+    )
+}
+
+/// The legend of the heat maps at `(x, y)`: the colour ramp from 0 to
+/// 100 % busy.
+fn heat_legend(svg: &mut String, x: f64, y: f64) {
+    let _ = writeln!(
+        svg,
+        "<g class=\"legend\"><text x=\"{x}\" y=\"{}\">link busy fraction over the interval</text>",
+        y - 4.0
+    );
+    for i in 0..20 {
+        let f = f64::from(i) / 19.0;
+        let _ = writeln!(
+            svg,
+            "<rect x=\"{}\" y=\"{y}\" width=\"10\" height=\"12\" fill=\"{}\"/>",
+            x + f64::from(i) * 10.0,
+            heat_colour(f)
+        );
+    }
+    let _ = writeln!(
+        svg,
+        "<text x=\"{x}\" y=\"{}\">0 %</text><text x=\"{}\" y=\"{}\" text-anchor=\"middle\">50 %</text>\
+         <text x=\"{}\" y=\"{}\" text-anchor=\"end\">100 %</text>\
+         <line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#ccc\" stroke-width=\"3\"/>\
+         <text x=\"{}\" y=\"{}\">idle</text></g>",
+        y + 24.0,
+        x + 100.0,
+        y + 24.0,
+        x + 200.0,
+        y + 24.0,
+        x + 220.0,
+        y + 6.0,
+        x + 245.0,
+        y + 6.0,
+        x + 250.0,
+        y + 10.0
+    );
+}
+
+/// [`topology_svg`] with every inter-SIP and UCIe link coloured by its
+/// busy fraction in `heat` (the busier direction; the tooltip gives both)
+/// and a legend; `None`: the plain drawing.
+pub fn topology_heat_svg(machine: &Machine, heat: Option<&Heat>) -> String {
     let geometry = Geometry::new(machine);
     let (width, height) = geometry.canvas();
     let mut svg = format!(
@@ -778,12 +910,15 @@ pub fn topology_svg(machine: &Machine) -> String {
         machine.pes_per_cube(),
         x = px::MARGIN / 4,
     );
+    if heat.is_some() {
+        heat_legend(&mut svg, f64::from(px::MARGIN / 4), 58.0);
+    }
     draw_host(&mut svg, &geometry);
-    draw_links(&mut svg, &geometry, EdgeKind::InterSip);
+    draw_links(&mut svg, &geometry, EdgeKind::InterSip, heat);
     for sip in 0..machine.sip_count() {
         draw_sip(&mut svg, &geometry, sip);
     }
-    draw_links(&mut svg, &geometry, EdgeKind::Ucie);
+    draw_links(&mut svg, &geometry, EdgeKind::Ucie, heat);
     svg += "</svg>\n";
     svg
 }
@@ -848,15 +983,24 @@ fn draw_sip(svg: &mut String, geometry: &Geometry<'_>, sip: u32) {
 }
 
 /// Every link of `kind` (UCIe or inter-SIP) once, between its ports.
-fn draw_links(svg: &mut String, geometry: &Geometry<'_>, kind: EdgeKind) {
+fn draw_links(svg: &mut String, geometry: &Geometry<'_>, kind: EdgeKind, heat: Option<&Heat>) {
     let machine = geometry.machine;
-    let color = match kind {
+    let plain = match kind {
         EdgeKind::Ucie => "#36c",
         _ => "#c33",
     };
     for (id, edge) in machine.edges().iter().enumerate() {
         if edge.kind != kind || edge.reverse.index() < id {
             continue;
+        }
+        let (color, title) = match heat.map(|h| h.edge(machine, id)) {
+            None => (plain.to_owned(), None),
+            Some((Some(busy), title)) => (heat_colour(busy), Some(title)),
+            Some((None, title)) => ("#ccc".to_owned(), Some(title)),
+        };
+        let color = color.as_str();
+        if let Some(title) = title {
+            let _ = write!(svg, "<g class=\"heat\"><title>{title}</title>");
         }
         let (Some(a), Some(b)) = (port(geometry, edge.from), port(geometry, edge.to)) else {
             continue;
@@ -870,6 +1014,9 @@ fn draw_links(svg: &mut String, geometry: &Geometry<'_>, kind: EdgeKind) {
         } else {
             draw_stub(svg, &a, b.sip, color);
             draw_stub(svg, &b, a.sip, color);
+        }
+        if heat.is_some() {
+            svg.push_str("</g>\n");
         }
     }
 }
@@ -922,6 +1069,13 @@ fn draw_stub(svg: &mut String, port: &Port, to: u32, color: &str) {
 /// machine's `noc` edges of SIP 0's IO cube) and where the UCIe and SIP
 /// ports attach.
 pub fn cube_svg(machine: &Machine) -> String {
+    cube_heat_svg(machine, None)
+}
+
+/// [`cube_svg`] of the cube whose NoC holds the busiest link, its NoC
+/// links coloured by busy fraction with a legend; `None`: the plain
+/// drawing of SIP 0's IO cube.
+pub fn cube_heat_svg(machine: &Machine, heat: Option<&Heat>) -> String {
     const CELL: f64 = 64.0;
     const GAP: f64 = 22.0;
     const MARGIN: f64 = 70.0;
@@ -950,19 +1104,32 @@ pub fn cube_svg(machine: &Machine) -> String {
         layout.height(),
         machine.pes_per_cube()
     );
-    let in_io_cube = |node: &crate::topology::Node| node.sip == Some(0) && node.cube == Some(0);
+    let (sip, cube) = heat.map_or((0, 0), |h| h.hottest_cube(machine));
+    if heat.is_some() {
+        let _ = writeln!(
+            svg,
+            "<text x=\"10\" y=\"56\">sip{sip}.cube{cube} (the cube with the busiest NoC link)</text>"
+        );
+        heat_legend(&mut svg, width - 280.0, 20.0);
+    }
+    let in_cube = |node: &crate::topology::Node| node.sip == Some(sip) && node.cube == Some(cube);
     for (id, edge) in machine.edges().iter().enumerate() {
         let (from, to) = (machine.node(edge.from), machine.node(edge.to));
-        if edge.kind != EdgeKind::Noc || edge.reverse.index() < id || !in_io_cube(from) {
+        if edge.kind != EdgeKind::Noc || edge.reverse.index() < id || !in_cube(from) {
             continue;
         }
         let (Some(a), Some(b)) = (from.router, to.router) else {
             continue;
         };
         let ((x1, y1), (x2, y2)) = (centre(a), centre(b));
+        let (color, title) = match heat.map(|h| h.edge(machine, id)) {
+            None => ("#3a3".to_owned(), String::new()),
+            Some((Some(busy), title)) => (heat_colour(busy), format!("<title>{title}</title>")),
+            Some((None, title)) => ("#ccc".to_owned(), format!("<title>{title}</title>")),
+        };
         let _ = writeln!(
             svg,
-            "<line x1=\"{x1}\" y1=\"{y1}\" x2=\"{x2}\" y2=\"{y2}\" stroke=\"#3a3\" stroke-width=\"3\"/>"
+            "<g>{title}<line x1=\"{x1}\" y1=\"{y1}\" x2=\"{x2}\" y2=\"{y2}\" stroke=\"{color}\" stroke-width=\"3\"/></g>"
         );
     }
     for row in 0..layout.height() {

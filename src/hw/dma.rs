@@ -21,6 +21,7 @@
 use std::future::Future;
 
 use super::HwError;
+use super::explain;
 use super::server::{Activity, SerialServer, ServerStats};
 use crate::sim::{self, Resource, ResourceGuard, SimDuration, SimTime};
 use crate::topology::DmaSpec;
@@ -96,6 +97,11 @@ impl DmaEngine {
         self.descriptor
     }
 
+    /// Its issue stage.
+    pub fn server(&self) -> &SerialServer {
+        &self.issue
+    }
+
     /// Jobs whose data movement is running now.
     pub fn in_flight(&self) -> usize {
         self.slots.in_use()
@@ -117,7 +123,10 @@ impl DmaEngine {
     pub async fn start(&self) -> Result<DmaSlot, HwError> {
         let requested = sim::now();
         let issue = self.issue.reserve(self.issue_overhead, 0)?;
-        sim::sleep_until(issue.end).await;
+        if explain::recording() {
+            explain::push_booking(&self.issue, requested, issue);
+        }
+        explain::sleep_until(issue.end).await;
         let guard = self.slots.acquire().await;
         Ok(DmaSlot {
             requested,

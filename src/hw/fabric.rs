@@ -26,15 +26,44 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use super::explain;
 use super::flow_route::FlowRoute;
 use super::{
     DmaEngine, GemmEngine, HbmController, HopParams, HwError, IoCpu, Link, MathEngine, Mcpu,
-    MemoryPort, TransferReport, hbm_formula, memory_formula, transfer, transfer_formula,
+    MemoryPort, SerialServer, TransferReport, hbm_formula, memory_formula, transfer,
+    transfer_formula,
 };
 use crate::sim::{self, SimDuration, SimTime};
 use crate::topology::{
-    EdgeId, Fidelity, Machine, MemSpace, Path, PathRouter, TopologySpec, naming,
+    EdgeId, EdgeKind, Fidelity, Machine, MemSpace, Path, PathRouter, TopologySpec, naming,
 };
+
+/// Pushes, for `--explain`, an access to `space` that books nothing (a
+/// TCM's latency; the host's nothing).
+fn explain_unbooked(space: MemSpace, took: SimDuration) {
+    if !explain::recording() {
+        return;
+    }
+    if let MemSpace::Tcm { sip, cube, pe } = space {
+        let name = naming::tcm(sip, cube, pe);
+        explain::push_named(
+            &name,
+            explain::Class::SramTcm,
+            explain::TermKind::Latency,
+            took.as_ps(),
+        );
+    }
+}
+
+/// The `--explain` class of a link of `kind`.
+fn link_class(kind: EdgeKind) -> explain::Class {
+    match kind {
+        EdgeKind::InterSip => explain::Class::InterSipLink,
+        EdgeKind::Ucie => explain::Class::Ucie,
+        EdgeKind::Pcie | EdgeKind::Mgmt => explain::Class::Pcie,
+        EdgeKind::Noc | EdgeKind::Attach | EdgeKind::HbmPort => explain::Class::Noc,
+    }
+}
 
 /// The instantiated hardware of one machine.
 pub struct Fabric {
@@ -173,6 +202,50 @@ impl Fabric {
         &self.router
     }
 
+    /// Tells the `--explain` recorder of this thread every link's class
+    /// (from its edge's kind); call before the run.
+    pub fn explain_classes(&self) {
+        if !explain::recording() {
+            return;
+        }
+        for (link, edge) in self.links.iter().zip(self.machine.edges()) {
+            explain::set_class(link.server().name_rc(), link_class(edge.kind));
+        }
+    }
+
+    /// Snapshots every server at the start of the explained interval, at
+    /// `now` ([`explain::mark_start`]).
+    pub fn explain_start(&self, now: SimTime) {
+        explain::mark_start(now, self.servers());
+    }
+
+    /// Marks the end of the explained interval, `what`, at `now` in poll
+    /// `poll` ([`explain::mark_end`]).
+    pub fn explain_end(&self, now: SimTime, poll: Option<u32>, what: &str) {
+        if explain::recording() {
+            explain::mark_end(now, poll, what, self.servers());
+        }
+    }
+
+    /// Every server of the machine: links in edge order, then each cube's
+    /// and each PE's units, then the IO_CPUs.
+    pub fn servers(&self) -> Vec<&SerialServer> {
+        let mut servers: Vec<&SerialServer> = self.links.iter().map(Link::server).collect();
+        for cube in &self.cubes {
+            servers.extend(cube.hbm.servers());
+            servers.push(cube.sram.server());
+            servers.extend(cube.mcpu.servers());
+        }
+        for pe in &self.pes {
+            servers.push(pe.dma.server());
+            servers.push(pe.tcm.server());
+            servers.push(pe.gemm.server());
+            servers.push(pe.math.server());
+        }
+        servers.extend(self.io_cpu.iter().map(|io| io.server()));
+        servers
+    }
+
     /// The link of one directed edge.
     pub fn link(&self, edge: EdgeId) -> &Link {
         &self.links[edge.index()]
@@ -220,7 +293,7 @@ impl Fabric {
             }
             Fidelity::Flow => {
                 let report = self.book_send(route, bytes)?;
-                sim::sleep_until(report.end).await;
+                explain::sleep_until(report.end).await;
                 Ok(report)
             }
         }
@@ -311,8 +384,12 @@ impl Fabric {
             && let Some(took) = self.unbooked_access(space, offset, len)
         {
             let lands = self.flow_lands(route, bytes)?;
-            let accessed = super::later(lands, took?, "memory access")?;
-            sim::sleep_until(accessed).await;
+            let took = took?;
+            let accessed = super::later(lands, took, "memory access")?;
+            if explain::recording() {
+                explain_unbooked(space, took);
+            }
+            explain::sleep_until(accessed).await;
             return Ok(());
         }
         // Boxed: the packet-mode stages' futures are large, and every
@@ -343,7 +420,10 @@ impl Fabric {
         }
         let took = self.unbooked_access(space, offset, bytes)?;
         let times = || {
-            let written = super::later(self.flow_lands(route, bytes)?, took?, "memory access")?;
+            let lands = self.flow_lands(route, bytes)?;
+            let took = took?;
+            explain_unbooked(space, took);
+            let written = super::later(lands, took, "memory access")?;
             Ok((written, self.header_lands(signal, written)?))
         };
         Some(times())
@@ -372,7 +452,12 @@ impl Fabric {
             return None;
         }
         let read = self.unbooked_access(src.0, src.1, len)?;
-        let done = || super::later(self.header_lands(request, sent)?, read?, "memory access");
+        let done = || {
+            let lands = self.header_lands(request, sent)?;
+            let read = read?;
+            explain_unbooked(src.0, read);
+            super::later(lands, read, "memory access")
+        };
         Some(done())
     }
 
@@ -391,7 +476,10 @@ impl Fabric {
             return None;
         }
         let write = self.unbooked_access(dst.0, dst.1, len)?;
-        Some(write.and_then(|write| super::later(read, write, "memory access")))
+        Some(write.and_then(|write| {
+            explain_unbooked(dst.0, write);
+            super::later(read, write, "memory access")
+        }))
     }
 
     /// [`access_formula`](Self::access_formula) of the memories whose
@@ -421,7 +509,11 @@ impl Fabric {
             MemSpace::Sram { sip, cube } => {
                 self.sram(sip, cube).access(len).await?;
             }
-            MemSpace::Tcm { .. } => sim::sleep(self.machine.spec().pe.tcm.latency).await,
+            MemSpace::Tcm { .. } => {
+                let latency = self.machine.spec().pe.tcm.latency;
+                explain_unbooked(space, latency);
+                explain::sleep_until(sim::now() + latency).await
+            }
             MemSpace::Host => {}
         }
         Ok(())

@@ -151,12 +151,23 @@ impl FlowRoute {
     /// the header's arrival, then its occupancy and latency.
     pub(crate) fn header_lands(&self, links: &[Link], start: SimTime) -> Result<SimTime, HwError> {
         let mut t = start;
+        let explaining = super::explain::recording();
         for hop in self.hops.iter() {
             let link = &links[hop.link];
+            let component = explaining.then(|| super::explain::component(link.server()));
             if t < link.free_at() {
                 t = later_for(t, hop.half_full(), || link.name())?;
+                if let Some(Some(id)) = component {
+                    let queue = hop.half_full().as_ps();
+                    super::explain::push(id, super::explain::TermKind::Queue, queue);
+                }
             }
             t = later_for(t, hop.header_crossing, || link.name())?;
+            if let Some(Some(id)) = component {
+                let service = hop.header_crossing.as_ps() - hop.latency.as_ps();
+                super::explain::push(id, super::explain::TermKind::Service, service);
+                super::explain::push(id, super::explain::TermKind::Latency, hop.latency.as_ps());
+            }
         }
         Ok(t)
     }

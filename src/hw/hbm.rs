@@ -30,6 +30,7 @@
 //! Knows addresses within the stack only as offsets; nothing of the device
 //! address map, of allocations or of the bytes stored.
 
+use super::explain;
 use super::server::{AccessReport, Activity, SerialServer, ServerStats};
 use super::{HwError, later};
 use crate::sim::{self, SimDuration, SimTime};
@@ -57,6 +58,11 @@ impl HbmController {
     }
 
     /// The name given at creation.
+    /// Its pseudo-channels.
+    pub fn servers(&self) -> impl Iterator<Item = &SerialServer> {
+        self.pcs.iter()
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -73,22 +79,42 @@ impl HbmController {
         let start = sim::now();
         let shares = self.pc_shares(offset, len)?;
         let decoded = later(start, self.spec.controller_latency, &self.name)?;
-        sim::sleep_until(decoded).await;
+        if explain::recording() {
+            let ps = self.spec.controller_latency.as_ps();
+            explain::push_named(
+                &self.name,
+                explain::Class::Hbm,
+                explain::TermKind::Latency,
+                ps,
+            );
+        }
+        explain::sleep_until(decoded).await;
         let mut served = None;
+        let mut last: Option<(&SerialServer, super::server::Reservation)> = None;
         for (pc, &bytes) in self.pcs.iter().zip(&shares).filter(|(_, b)| **b > 0) {
             let occupancy = self
                 .spec
                 .pc_bandwidth
                 .transfer_time(bytes)
                 .map_err(HwError::time(pc.name()))?;
-            let end = pc.reserve(occupancy, bytes)?.end;
-            served = served.max(Some(end));
+            let booked = pc.reserve(occupancy, bytes)?;
+            if last.is_none_or(|(_, held)| booked.end >= held.end) {
+                last = Some((pc, booked));
+            }
+            served = served.max(Some(booked.end));
+        }
+        if explain::recording()
+            && let Some((pc, booked)) = last
+        {
+            explain::push_booking(pc, decoded, booked);
+            let ps = self.spec.access_latency.as_ps();
+            explain::push_server(pc, explain::TermKind::Latency, ps);
         }
         let end = match served {
             Some(at) => later(at, self.spec.access_latency, &self.name)?,
             None => sim::now(),
         };
-        sim::sleep_until(end).await;
+        explain::sleep_until(end).await;
         Ok(AccessReport {
             start,
             end,

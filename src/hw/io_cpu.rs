@@ -25,6 +25,7 @@
 
 use std::future::Future;
 
+use super::explain;
 use super::server::{Activity, SerialServer, ServerStats};
 use super::{HwError, later};
 use crate::sim::{self, SimDuration, SimTime};
@@ -71,6 +72,11 @@ impl IoCpu {
     }
 
     /// The name given at creation.
+    /// Its dispatch loop.
+    pub fn server(&self) -> &SerialServer {
+        &self.dispatch
+    }
+
     pub fn name(&self) -> &str {
         self.dispatch.name()
     }
@@ -86,8 +92,12 @@ impl IoCpu {
         Fut: Future,
     {
         let received = sim::now();
-        let dispatched = self.dispatch.reserve(self.dispatch_overhead, 0)?.end;
-        sim::sleep_until(dispatched).await;
+        let booked = self.dispatch.reserve(self.dispatch_overhead, 0)?;
+        if explain::recording() {
+            explain::push_booking(&self.dispatch, received, booked);
+        }
+        let dispatched = booked.end;
+        explain::sleep_until(dispatched).await;
         let farthest = cubes.iter().map(|cube| cube.reach).max();
         let target_start = later(dispatched, farthest.unwrap_or_default(), self.name())?;
         let runs = cubes.into_iter().map(|cube| (cube.run)(target_start));

@@ -23,6 +23,7 @@
 use std::future::Future;
 
 use super::dma::{DmaCompletion, DmaEngine};
+use super::explain;
 use super::server::{Activity, SerialServer, ServerStats};
 use super::{HwError, later};
 use crate::sim::{self, SimDuration, SimTime};
@@ -79,6 +80,11 @@ impl Mcpu {
         self.dispatch_overhead
     }
 
+    /// Its dispatch loop and its DMA engine's issue stage.
+    pub fn servers(&self) -> [&SerialServer; 2] {
+        [&self.dispatch, self.dma.server()]
+    }
+
     /// M_CPU.DMA.
     pub fn dma(&self) -> &DmaEngine {
         &self.dma
@@ -96,7 +102,15 @@ impl Mcpu {
         let dispatched = self.dispatch().await?;
         let runs = commands.into_iter().map(|command| async move {
             let delivered = later(dispatched, command.delivery, self.name())?;
-            sim::sleep_until(delivered.max(target_start)).await;
+            let starts = delivered.max(target_start);
+            if explain::recording() {
+                let from = sim::now();
+                let wait = starts.saturating_since(delivered.max(from)).as_ps();
+                let flight = delivered.saturating_since(from).as_ps();
+                explain::push_server(&self.dispatch, explain::TermKind::Latency, flight);
+                explain::push_server(&self.dispatch, explain::TermKind::Wait, wait);
+            }
+            explain::sleep_until(starts).await;
             let started = sim::now();
             Ok::<_, HwError>((started, command.kernel.await))
         });
@@ -128,8 +142,12 @@ impl Mcpu {
     }
 
     async fn dispatch(&self) -> Result<SimTime, HwError> {
-        let done = self.dispatch.reserve(self.dispatch_overhead, 0)?.end;
-        sim::sleep_until(done).await;
+        let booked = self.dispatch.reserve(self.dispatch_overhead, 0)?;
+        if explain::recording() {
+            explain::push_booking(&self.dispatch, sim::now(), booked);
+        }
+        let done = booked.end;
+        explain::sleep_until(done).await;
         Ok(done)
     }
 }

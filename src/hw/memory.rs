@@ -9,6 +9,7 @@
 //!
 //! Knows sizes only; nothing of addresses, allocations or the bytes stored.
 
+use super::explain;
 use super::server::{AccessReport, Activity, SerialServer, ServerStats};
 use super::{HwError, later};
 use crate::config::units::Bandwidth;
@@ -38,6 +39,11 @@ impl MemoryPort {
         self.port.name()
     }
 
+    /// Its port.
+    pub fn server(&self) -> &SerialServer {
+        &self.port
+    }
+
     /// Reads or writes `bytes`; returns when done.
     pub async fn access(&self, bytes: u64) -> Result<AccessReport, HwError> {
         let start = sim::now();
@@ -47,7 +53,11 @@ impl MemoryPort {
             .map_err(HwError::time(self.name()))?;
         let held = self.port.reserve(occupancy, bytes)?;
         let end = later(held.end, self.latency, self.name())?;
-        sim::sleep_until(end).await;
+        if explain::recording() {
+            explain::push_booking(&self.port, start, held);
+            explain::push_server(&self.port, explain::TermKind::Latency, self.latency.as_ps());
+        }
+        explain::sleep_until(end).await;
         Ok(AccessReport { start, end, bytes })
     }
 

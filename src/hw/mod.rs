@@ -29,6 +29,7 @@
 //! contents or routing: it times what it is asked to move.
 
 pub mod dma;
+pub mod explain;
 pub mod fabric;
 mod flow_route;
 pub mod hbm;

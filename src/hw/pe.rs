@@ -26,6 +26,7 @@
 //! Knows shapes and element sizes only; nothing of addresses, tensors or
 //! what the units compute.
 
+use super::explain;
 use super::server::{Activity, Reservation, SerialServer, ServerStats};
 use super::{HwError, later};
 use crate::sim::{self, SimDuration, SimTime};
@@ -183,6 +184,11 @@ impl GemmEngine {
     }
 
     /// The name given at creation (trace track, op-log node).
+    /// Its server.
+    pub fn server(&self) -> &SerialServer {
+        &self.server
+    }
+
     pub fn name(&self) -> &str {
         self.server.name()
     }
@@ -238,10 +244,23 @@ impl PipelineRun {
             if occupancy == SimDuration::ZERO {
                 continue;
             }
-            sim::sleep_until(ready).await;
-            end = math.server.reserve(occupancy, 0)?.end;
+            if explain::recording() {
+                let ps = ready.saturating_since(sim::now()).as_ps();
+                explain::push_named(
+                    "pe_gemm tiles",
+                    explain::Class::PeMath,
+                    explain::TermKind::Service,
+                    ps,
+                );
+            }
+            explain::sleep_until(ready).await;
+            let booked = math.server.reserve(occupancy, 0)?;
+            if explain::recording() {
+                explain::push_booking(&math.server, sim::now(), booked);
+            }
+            end = booked.end;
         }
-        sim::sleep_until(end).await;
+        explain::sleep_until(end).await;
         Ok(end)
     }
 }
@@ -262,6 +281,11 @@ impl MathEngine {
     }
 
     /// The name given at creation (trace track, op-log node).
+    /// Its server.
+    pub fn server(&self) -> &SerialServer {
+        &self.server
+    }
+
     pub fn name(&self) -> &str {
         self.server.name()
     }

@@ -253,6 +253,16 @@ impl SerialServer {
         self.name.clone()
     }
 
+    /// The shared name, borrowed (its address identifies the server).
+    pub fn name_rc(&self) -> &Rc<str> {
+        &self.name
+    }
+
+    /// What its busy periods are.
+    pub fn activity(&self) -> Activity {
+        self.activity
+    }
+
     /// Reserves the server for a job of `bytes` payload arriving now, for
     /// `occupancy`. Must be called from a simulation task.
     pub fn reserve(&self, occupancy: SimDuration, bytes: u64) -> Result<Reservation, HwError> {

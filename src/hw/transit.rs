@@ -44,7 +44,9 @@ use std::num::NonZeroU64;
 use std::rc::Rc;
 
 use super::HwError;
+use super::explain::{self, TermKind};
 use super::link::{HopParams, Link};
+use super::server::Reservation;
 use crate::sim::{self, SimDuration, SimTime, TimeError};
 use crate::trace;
 
@@ -133,7 +135,10 @@ pub async fn transfer(
 ) -> Result<TransferReport, HwError> {
     let mut flight = Flight::new(path, PacketPlan::new(bytes, max_payload))?;
     while let Some(Reverse(event)) = flight.events.pop() {
-        sim::sleep_until(event.at).await;
+        if explain::recording() {
+            flight.explain(&event);
+        }
+        explain::sleep_until(event.at).await;
         flight.handle(event)?;
     }
     Ok(flight.report())
@@ -150,7 +155,7 @@ pub async fn transfer_flow<'a>(
     max_payload: NonZeroU64,
 ) -> Result<TransferReport, HwError> {
     let report = book_flow(path, bytes, max_payload)?;
-    sim::sleep_until(report.end).await;
+    explain::sleep_until(report.end).await;
     Ok(report)
 }
 
@@ -201,6 +206,9 @@ pub(crate) fn cross_hops<'a>(
     start: SimTime,
     mut on_hop: impl FnMut(usize, &'a Link, SimDuration),
 ) -> Result<SimTime, HwError> {
+    if explain::recording() {
+        return cross_hops_explained(hops, plan, start, on_hop);
+    }
     let mut hops = hops.into_iter().enumerate();
     let mut front = FlowFront::at(start);
     if plan.packets == 1 && !trace::is_recording() {
@@ -217,7 +225,7 @@ pub(crate) fn cross_hops<'a>(
             let server = link.server();
             let Some(booked) = server.try_reserve_idle(arrives, times.tail, plan.last, now) else {
                 front = FlowFront::at(arrives);
-                on_hop(index, link, front.cross(link, plan, times)?);
+                on_hop(index, link, front.cross(link, plan, times)?.0);
                 break;
             };
             let booked = booked?;
@@ -226,9 +234,139 @@ pub(crate) fn cross_hops<'a>(
         }
     }
     for (index, (link, times)) in hops {
-        on_hop(index, link, front.cross(link, plan, times)?);
+        on_hop(index, link, front.cross(link, plan, times)?.0);
     }
     Ok(front.last)
+}
+
+/// [`cross_hops`] while `--explain` records (the general case at every
+/// hop, which books and times exactly as the one-packet shortcut does):
+/// also pushes the flow's critical path through the hops as terms
+/// ([`FlowHop::critical_path`]).
+fn cross_hops_explained<'a>(
+    hops: impl IntoIterator<Item = (&'a Link, HopTimes)>,
+    plan: &PacketPlan,
+    start: SimTime,
+    mut on_hop: impl FnMut(usize, &'a Link, SimDuration),
+) -> Result<SimTime, HwError> {
+    let mut front = FlowFront::at(start);
+    let mut crossed = Vec::new();
+    for (index, (link, times)) in hops.into_iter().enumerate() {
+        let before = (front.first, front.last_full, front.last);
+        let (residency, booked) = front.cross(link, plan, times)?;
+        on_hop(index, link, residency);
+        crossed.push((link, FlowHop::new(before, booked, times, plan)));
+    }
+    let mut terms = Vec::new();
+    let mut trace = Traced::Last;
+    for (link, hop) in crossed.iter().rev() {
+        let component = explain::component(link.server()).unwrap_or(0);
+        trace = hop.critical_path(trace, |kind, ps| terms.push((component, kind, ps)));
+    }
+    for &(component, kind, ps) in terms.iter().rev() {
+        explain::push(component, kind, ps);
+    }
+    Ok(front.last)
+}
+
+/// Which of a hop's outputs the critical path reaches it by: the first
+/// packet's arrival `A'`, the last full one's `F'` or the last one's `Z'`.
+#[derive(Clone, Copy)]
+enum Traced {
+    First,
+    LastFull,
+    Last,
+}
+
+/// One hop of a flow as booked: its inputs `A`, `F`, `Z`, its booking
+/// `[s, E)` and its times (module docs).
+struct FlowHop {
+    first: SimTime,
+    last_full: SimTime,
+    last: SimTime,
+    booked: Reservation,
+    times: HopTimes,
+    packets: u64,
+}
+
+impl FlowHop {
+    fn new(
+        (first, last_full, last): (SimTime, SimTime, SimTime),
+        booked: Reservation,
+        times: HopTimes,
+        plan: &PacketPlan,
+    ) -> Self {
+        FlowHop {
+            first,
+            last_full,
+            last,
+            booked,
+            times,
+            packets: plan.packets,
+        }
+    }
+
+    /// Walks back from output `traced` of this hop to the input it came
+    /// from, telling `term` each piece (latest first): the recurrence of
+    /// [`FlowFront::cross`] read backwards, so the pieces of every hop of
+    /// a flow add up exactly to its duration, and uncontended they are the
+    /// terms of [`transfer_formula`] (latencies, then the serialisations
+    /// of the longest path through the packet × hop grid).
+    fn critical_path(&self, traced: Traced, mut term: impl FnMut(TermKind, u64)) -> Traced {
+        let ps = |d: SimDuration| d.as_ps();
+        let HopTimes {
+            full,
+            tail,
+            latency,
+        } = self.times;
+        let span = self.booked.end.saturating_since(self.booked.start);
+        let less = |a: SimDuration, b: SimDuration| {
+            SimDuration::from_ps(a.as_ps().saturating_sub(b.as_ps()))
+        };
+        let served = self.booked.start + less(span, tail);
+        let last_full_leaves = if self.packets == 1 {
+            served
+        } else {
+            (self.last_full + full).max(served)
+        };
+        term(TermKind::Latency, ps(latency));
+        match traced {
+            Traced::First => {
+                let first_size = if self.packets == 1 { tail } else { full };
+                term(TermKind::Service, ps(first_size));
+                return self.to_start(&mut term);
+            }
+            Traced::Last => {
+                term(TermKind::Service, ps(tail));
+                if self.last >= last_full_leaves {
+                    return Traced::Last;
+                }
+            }
+            Traced::LastFull => {}
+        }
+        if self.packets > 1 && self.last_full + full >= served {
+            term(TermKind::Service, ps(full));
+            return Traced::LastFull;
+        }
+        // The bulk of the flow: its own service, and the time the hop
+        // served flows booked before it in the gaps it was split over.
+        let busy = full.as_ps() * (self.packets - 1) + tail.as_ps();
+        let own = busy.saturating_sub(tail.as_ps());
+        let between = ps(less(span, tail)).saturating_sub(own);
+        term(TermKind::Service, own.min(ps(less(span, tail))));
+        term(TermKind::Queue, between);
+        self.to_start(&mut term)
+    }
+
+    /// From the booking's start back to the first packet's arrival: the
+    /// queueing before the hop was free.
+    fn to_start(&self, term: &mut impl FnMut(TermKind, u64)) -> Traced {
+        term(
+            TermKind::Queue,
+            self.booked.start.saturating_since(self.first).as_ps(),
+        );
+        Traced::First
+    }
 }
 
 /// The hop where a flow spent the longest so far (the last of equals).
@@ -280,7 +418,7 @@ impl FlowFront {
 
     /// Books `link` for the flow and moves the front past it; returns the
     /// flow's residency there (queueing before its first packet plus its
-    /// occupancy), the measure [`Bottleneck`] compares.
+    /// occupancy), the measure [`Bottleneck`] compares, and the booking.
     fn cross(
         &mut self,
         link: &Link,
@@ -290,7 +428,7 @@ impl FlowFront {
             tail,
             latency,
         }: HopTimes,
-    ) -> Result<SimDuration, HwError> {
+    ) -> Result<(SimDuration, Reservation), HwError> {
         let after = |t: SimTime, d: SimDuration| super::later_for(t, d, || link.name());
         // `S_h(P)`: what a full packet holds the hop for. A flow of one
         // packet has none of its own, but waits for one (ADR-0012 D5).
@@ -326,7 +464,7 @@ impl FlowFront {
             last_full: after(last_full_leaves, latency)?,
             last: after(last_leaves, latency)?,
         };
-        Ok(residency)
+        Ok((residency, booked))
     }
 }
 
@@ -394,6 +532,12 @@ struct Arrival {
     seq: u64,
     packet: u64,
     hop: usize,
+    /// What made it: the hop before (`usize::MAX`: none, the first
+    /// packet's start), when the packet asked for it and when that hop
+    /// served it (for `--explain`).
+    via: usize,
+    asked: SimTime,
+    served: (SimTime, SimTime),
 }
 
 /// The packets of one transfer still moving.
@@ -434,12 +578,18 @@ impl<'a, L: Borrow<Link>> Flight<'a, L> {
             start,
         };
         if !path.is_empty() {
-            flight.push(start, 0, 0);
+            flight.push(start, 0, 0, (usize::MAX, start, (start, start)));
         }
         Ok(flight)
     }
 
-    fn push(&mut self, at: SimTime, packet: u64, hop: usize) {
+    fn push(
+        &mut self,
+        at: SimTime,
+        packet: u64,
+        hop: usize,
+        (via, asked, served): (usize, SimTime, (SimTime, SimTime)),
+    ) {
         let seq = self.seq;
         self.seq += 1;
         self.events.push(Reverse(Arrival {
@@ -447,7 +597,31 @@ impl<'a, L: Borrow<Link>> Flight<'a, L> {
             seq,
             packet,
             hop,
+            via,
+            asked,
+            served,
         }));
+    }
+
+    /// Pushes the terms of the wait for `event`: the packet's queueing,
+    /// service and flight on the hop that made it (the sleep before it
+    /// keeps the latest of them).
+    fn explain(&self, event: &Arrival) {
+        let Some(link) = self.path.get(event.via).map(L::borrow) else {
+            return;
+        };
+        let Some(component) = explain::component(link.server()) else {
+            return;
+        };
+        let (start, end) = event.served;
+        let terms = [
+            (TermKind::Queue, start.saturating_since(event.asked)),
+            (TermKind::Service, end.saturating_since(start)),
+            (TermKind::Latency, event.at.saturating_since(end)),
+        ];
+        for (kind, d) in terms {
+            explain::push(component, kind, d.as_ps());
+        }
     }
 
     /// Packet `event.packet` asks for hop `event.hop` now.
@@ -461,9 +635,10 @@ impl<'a, L: Borrow<Link>> Flight<'a, L> {
         let hop = link.carry(self.plan.size(event.packet), occupancy)?;
         let held = hop.occupied.end.saturating_since(event.at).as_ps();
         self.residency[event.hop] = self.residency[event.hop].saturating_add(held);
-        self.push(hop.arrives, event.packet, event.hop + 1);
+        let made = (event.hop, event.at, (hop.occupied.start, hop.occupied.end));
+        self.push(hop.arrives, event.packet, event.hop + 1, made);
         if event.hop == 0 && !last {
-            self.push(hop.occupied.end, event.packet + 1, 0);
+            self.push(hop.occupied.end, event.packet + 1, 0, made);
         }
         Ok(())
     }

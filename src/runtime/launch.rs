@@ -30,7 +30,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::device::{Device, DeviceError};
-use crate::hw::{CubeFanout, HwError, Mcpu, PeCommand};
+use crate::hw::{CubeFanout, HwError, Mcpu, PeCommand, explain};
 use crate::sim::{self, Event, SimDuration, SimTime};
 use crate::tl::{Grid, IpcqNetwork, Kernel, KernelError, PeCoord, Tl};
 use crate::topology::{Machine, NodeId, Path, View};
@@ -456,7 +456,16 @@ impl<A: Clone + 'static, T: 'static> LaunchContext<'_, A, T> {
         programs: &[Tl],
     ) -> Result<(SimTime, Outputs<T>), LaunchError> {
         let fabric = self.device.fabric();
-        sim::sleep(plan.cost.host).await;
+        if explain::recording() {
+            let ps = plan.cost.host.as_ps();
+            explain::push_named(
+                "host",
+                explain::Class::Launch,
+                explain::TermKind::Service,
+                ps,
+            );
+        }
+        explain::sleep_until(sim::now() + plan.cost.host).await;
         fabric
             .send(&fabric.route(&plan.command.path)?, COMMAND_BYTES)
             .await?;

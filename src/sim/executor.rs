@@ -15,6 +15,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use super::causal::{CausalLog, Cause, NO_LABEL};
 use super::error::{BlockedTask, SimError, Waiting};
 use super::task::{JoinHandle, task_future};
 use super::time::SimTime;
@@ -36,6 +37,8 @@ struct TaskSlot {
     future: Option<BoxedTask>,
     waker: Option<Arc<TaskWaker>>,
     waiting: Waiting,
+    /// What last made it runnable (kept only while causes are recorded).
+    cause: Cause,
 }
 
 /// Counters of one simulation, cumulative over all its runs.
@@ -88,6 +91,13 @@ pub(crate) struct Core {
     spawned: Cell<u64>,
     order_hash: Cell<u64>,
     cancel: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// Whether the causal log is kept ([`Simulation::record_causes`]).
+    recording: Cell<bool>,
+    /// What a wake now would be caused by (while recording).
+    waking: Cell<Cause>,
+    /// The index of the poll running now (while recording).
+    current_poll: Cell<u32>,
+    causal: RefCell<CausalLog>,
 }
 
 thread_local! {
@@ -145,6 +155,10 @@ impl Core {
             spawned: Cell::new(0),
             order_hash: Cell::new(FNV_OFFSET),
             cancel: super::cancel::current(),
+            recording: Cell::new(false),
+            waking: Cell::new(Cause::External),
+            current_poll: Cell::new(NO_LABEL),
+            causal: RefCell::new(CausalLog::default()),
         }
     }
 
@@ -172,8 +186,25 @@ impl Core {
         Some(self.tasks.borrow()[id.index as usize].name.clone())
     }
 
-    pub fn add_timer(&self, time: SimTime, target: WakeTarget) -> TimerKey {
-        self.timers.borrow_mut().add(time, target)
+    pub fn add_timer(&self, time: SimTime, target: WakeTarget, label: u32) -> TimerKey {
+        let sleep = if self.recording.get() {
+            let poll = self.current_poll.get();
+            self.causal.borrow_mut().push_sleep(poll, label)
+        } else {
+            NO_LABEL
+        };
+        self.timers.borrow_mut().add(time, target, sleep)
+    }
+
+    /// Whether the causal log is being kept.
+    pub fn recording_causes(&self) -> bool {
+        self.recording.get()
+    }
+
+    /// The index in the causal log of the poll running now, while
+    /// recording.
+    pub fn current_poll(&self) -> Option<u32> {
+        (self.recording.get() && self.current.get().is_some()).then(|| self.current_poll.get())
     }
 
     pub fn retarget_timer(&self, key: &TimerKey, waker: &std::task::Waker) {
@@ -190,7 +221,13 @@ impl Core {
         let Some(slot) = tasks.get_mut(id.index as usize) else {
             return;
         };
-        if slot.generation != id.generation || !slot.live || slot.scheduled {
+        if slot.generation != id.generation || !slot.live {
+            return;
+        }
+        if self.recording.get() {
+            slot.cause = self.waking.get();
+        }
+        if slot.scheduled {
             return;
         }
         slot.scheduled = true;
@@ -225,6 +262,7 @@ impl Core {
         slot.future = Some(future);
         slot.waker = Some(TaskWaker::new(id, self.injector.clone()));
         slot.waiting = Waiting::Unknown;
+        slot.cause = self.waking.get();
         drop(tasks);
         if !daemon {
             self.live_non_daemons.set(self.live_non_daemons.get() + 1);
@@ -247,6 +285,7 @@ impl Core {
             future: None,
             waker: None,
             waiting: Waiting::Unknown,
+            cause: Cause::External,
         });
         u32::try_from(tasks.len() - 1).expect("more than 2^32 task slots")
     }
@@ -303,7 +342,13 @@ impl Core {
         loop {
             let due = self.timers.borrow_mut().pop_due(time);
             match due {
-                Some(target) => target.wake(self),
+                Some((target, sleep)) => {
+                    if self.recording.get() && sleep != NO_LABEL {
+                        self.waking.set(Cause::Timer(sleep));
+                    }
+                    target.wake(self);
+                    self.waking.set(Cause::External);
+                }
                 None => return true,
             }
         }
@@ -314,11 +359,15 @@ impl Core {
             return Ok(());
         };
         self.fold_order(id);
+        if self.recording.get() {
+            self.note_poll(id);
+        }
         self.current.set(Some(id));
         let borrowed = TaskWaker::borrowed_waker(&waker);
         let mut cx = Context::from_waker(&borrowed);
         let polled = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
         self.current.set(None);
+        self.waking.set(Cause::External);
         let waiting = self.current_waiting.take();
         match polled {
             Ok(Poll::Pending) => {
@@ -356,6 +405,18 @@ impl Core {
         slot.future = Some(future);
         slot.waker = Some(waker);
         slot.waiting = waiting;
+    }
+
+    /// Logs the poll of `id` starting now and makes it the cause of the
+    /// wakes it makes.
+    fn note_poll(&self, id: TaskId) {
+        let cause = self.tasks.borrow()[id.index as usize].cause;
+        let poll = self
+            .causal
+            .borrow_mut()
+            .push_poll(id.index, self.now(), cause);
+        self.current_poll.set(poll);
+        self.waking.set(Cause::Poll(poll));
     }
 
     fn fold_order(&self, id: TaskId) {
@@ -515,6 +576,18 @@ impl Simulation {
     /// Current virtual time.
     pub fn now(&self) -> SimTime {
         self.core.now()
+    }
+
+    /// Keeps the causal log from now on (`--explain`, ADR-0028): what
+    /// made every poll runnable and who set every timer. Times are the same
+    /// with or without it.
+    pub fn record_causes(&mut self) {
+        self.core.recording.set(true);
+    }
+
+    /// The causal log, if [`record_causes`](Self::record_causes) was called.
+    pub fn causal_log(&self) -> Option<std::cell::Ref<'_, CausalLog>> {
+        self.core.recording.get().then(|| self.core.causal.borrow())
     }
 
     /// Counters so far (events, polls, schedule fingerprint).

@@ -10,6 +10,7 @@
 //! This module knows nothing of hardware, topology or torch.
 
 pub mod cancel;
+pub mod causal;
 mod channel;
 mod error;
 mod event;
@@ -33,7 +34,7 @@ pub use executor::{RunStatus, SimStats, Simulation};
 pub use resource::{Acquire, Resource, ResourceGuard};
 pub use task::JoinHandle;
 pub use time::{PS_PER_MS, PS_PER_NS, PS_PER_S, PS_PER_US, SimDuration, SimTime, TimeError};
-pub use timer::{Sleep, YieldNow, sleep, sleep_until, yield_now};
+pub use timer::{Sleep, YieldNow, sleep, sleep_until, sleep_until_labelled, yield_now};
 
 use executor::{current_core, with_current_core};
 
@@ -80,4 +81,16 @@ pub fn waiting_on(operation: &'static str, what: Rc<dyn Describe>) {
             core.set_waiting(error::Waiting::On(operation, what));
         }
     });
+}
+
+/// The index in the causal log of the poll running now, when the running
+/// simulation records causes ([`Simulation::record_causes`]); `None`
+/// otherwise (and outside a task).
+pub fn current_poll() -> Option<u32> {
+    with_current_core(|core| core.and_then(|c| c.current_poll()))
+}
+
+/// Whether the running simulation (if any) records causes.
+pub fn recording_causes() -> bool {
+    with_current_core(|core| core.is_some_and(|c| c.recording_causes()))
 }

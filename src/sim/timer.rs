@@ -12,6 +12,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
+use super::causal::NO_LABEL;
 use super::error::Waiting;
 use super::executor::{Core, current_core};
 use super::time::{SimDuration, SimTime};
@@ -40,6 +41,8 @@ enum SlotTarget {
 struct Slot {
     seq: u64,
     target: SlotTarget,
+    /// The causal log's record of this timer, or `NO_LABEL`.
+    sleep: u32,
 }
 
 /// Pending timers of one simulation.
@@ -68,8 +71,9 @@ fn unpack_slot(key: u128) -> u32 {
 }
 
 impl TimerQueue {
-    /// Sets a timer for `time` that wakes `target`.
-    pub fn add(&mut self, time: SimTime, target: WakeTarget) -> TimerKey {
+    /// Sets a timer for `time` that wakes `target`; `sleep` is its causal
+    /// record (`NO_LABEL` when none is kept), handed back when it fires.
+    pub fn add(&mut self, time: SimTime, target: WakeTarget, sleep: u32) -> TimerKey {
         let seq = self.next_seq;
         assert!(seq < MAX_SEQ, "more than 2^40 timers set in one simulation");
         self.next_seq += 1;
@@ -77,7 +81,7 @@ impl TimerQueue {
             WakeTarget::Task(id) => SlotTarget::Task(id),
             WakeTarget::Waker(w) => SlotTarget::Waker(w),
         };
-        let slot = self.store(Slot { seq, target });
+        let slot = self.store(Slot { seq, target, sleep });
         self.heap.push(Reverse(pack(time, seq, slot)));
         TimerKey { time, seq, slot }
     }
@@ -138,17 +142,19 @@ impl TimerQueue {
         None
     }
 
-    /// Pops the next live timer due exactly at `time`.
-    pub fn pop_due(&mut self, time: SimTime) -> Option<WakeTarget> {
+    /// Pops the next live timer due exactly at `time`, with its causal
+    /// record.
+    pub fn pop_due(&mut self, time: SimTime) -> Option<(WakeTarget, u32)> {
         while let Some(&Reverse(key)) = self.heap.peek() {
             if unpack_time(key) != time {
                 return None;
             }
             self.heap.pop();
             let slot = unpack_slot(key);
+            let sleep = self.slots[slot as usize].sleep;
             match self.release(slot) {
-                SlotTarget::Task(id) => return Some(WakeTarget::Task(id)),
-                SlotTarget::Waker(w) => return Some(WakeTarget::Waker(w)),
+                SlotTarget::Task(id) => return Some((WakeTarget::Task(id), sleep)),
+                SlotTarget::Waker(w) => return Some((WakeTarget::Waker(w), sleep)),
                 SlotTarget::Cancelled | SlotTarget::Free => {}
             }
         }
@@ -175,11 +181,21 @@ impl TimerQueue {
 pub(crate) struct Deadline {
     at: SimTime,
     key: Option<TimerKey>,
+    /// What the wait is, for the causal log (`NO_LABEL`: not said).
+    label: u32,
 }
 
 impl Deadline {
     pub fn new(at: SimTime) -> Self {
-        Deadline { at, key: None }
+        Deadline::labelled(at, NO_LABEL)
+    }
+
+    pub fn labelled(at: SimTime, label: u32) -> Self {
+        Deadline {
+            at,
+            key: None,
+            label,
+        }
     }
 
     pub fn at(&self) -> SimTime {
@@ -202,7 +218,10 @@ impl Deadline {
     #[inline(never)]
     fn wait(&mut self, cx: &mut Context<'_>, core: &Core) -> Poll<()> {
         match &self.key {
-            None => self.key = Some(core.add_timer(self.at, WakeTarget::from_cx(cx, core))),
+            None => {
+                let target = WakeTarget::from_cx(cx, core);
+                self.key = Some(core.add_timer(self.at, target, self.label));
+            }
             Some(key) => core.retarget_timer(key, cx.waker()),
         }
         core.set_waiting(Waiting::Timer(self.at));
@@ -255,6 +274,15 @@ pub fn sleep(d: SimDuration) -> Sleep {
 pub fn sleep_until(t: SimTime) -> Sleep {
     Sleep {
         deadline: Deadline::new(t),
+    }
+}
+
+/// [`sleep_until`] with a label for the causal log (ADR-0028): what the
+/// wait is, as a number the caller's layer gives meaning to. Takes exactly
+/// the time of `sleep_until(t)`.
+pub fn sleep_until_labelled(t: SimTime, label: u32) -> Sleep {
+    Sleep {
+        deadline: Deadline::labelled(t, label),
     }
 }
 

@@ -13,7 +13,7 @@ use std::cell::RefCell;
 use std::pin::pin;
 use std::rc::Rc;
 
-use crate::hw::{GemmShape, PipelineJob};
+use crate::hw::{GemmShape, PipelineJob, explain};
 use crate::mem::{BinaryFn, DType, Op, Scalar, UnaryFn};
 use crate::sim::{self, Event};
 
@@ -302,7 +302,11 @@ impl Tl {
     async fn execute(&self, plan: Plan) -> Result<(), KernelError> {
         let p = &self.program;
         let run = p.gemm.submit(&plan.job)?;
-        sim::sleep_until(run.start()).await;
+        if explain::recording() {
+            let queue = run.start().saturating_since(sim::now()).as_ps();
+            explain::push_server(p.gemm.server(), explain::TermKind::Queue, queue);
+        }
+        explain::sleep_until(run.start()).await;
         let gemm = p.device.apply(p.gemm.name(), plan.gemm)?;
         let epilogue = plan
             .epilogue
@@ -311,7 +315,11 @@ impl Tl {
             .collect::<Result<Vec<_>, _>>()?;
         let gemm_end = run.gemm_end();
         let gemm_done = async {
-            sim::sleep_until(gemm_end).await;
+            if explain::recording() {
+                let service = gemm_end.saturating_since(sim::now()).as_ps();
+                explain::push_server(p.gemm.server(), explain::TermKind::Service, service);
+            }
+            explain::sleep_until(gemm_end).await;
             p.device.complete(gemm)
         };
         let (gemm_done, math_done) = futures::join!(gemm_done, run.finish(&p.math));

@@ -7,6 +7,7 @@
 //! and logged) when PE_MATH starts it, completes when it ends, and the call
 //! returns then. Results go to new scratch, except [`Tl::add_assign`].
 
+use crate::hw::explain;
 use crate::mem::{BinaryFn, DType, Op, ReduceFn, Scalar, UnaryFn};
 use crate::sim;
 
@@ -205,9 +206,17 @@ impl Tl {
     pub(super) async fn run_math(&self, op: Op, elements: u64) -> Result<(), KernelError> {
         let p = &self.program;
         let held = p.math.reserve(elements)?;
-        sim::sleep_until(held.start).await;
+        if explain::recording() {
+            let queue = held.start.saturating_since(sim::now()).as_ps();
+            explain::push_server(p.math.server(), explain::TermKind::Queue, queue);
+        }
+        explain::sleep_until(held.start).await;
         let id = p.device.apply(p.math.name(), op)?;
-        sim::sleep_until(held.end).await;
+        if explain::recording() {
+            let service = held.end.saturating_since(held.start).as_ps();
+            explain::push_server(p.math.server(), explain::TermKind::Service, service);
+        }
+        explain::sleep_until(held.end).await;
         p.device.complete(id)?;
         Ok(())
     }

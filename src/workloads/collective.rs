@@ -66,6 +66,7 @@ use ndarray::Array2;
 use super::{ByteSize, Check, Figure, Options, Outcome, Param, WorkloadError};
 use crate::ccl::topology::Builtin;
 use crate::ccl::{AlgorithmEntry, CclConfig, Collective, ParamValue, ReduceOp};
+use crate::explain;
 use crate::mem::{DType, DataMode};
 use crate::runtime::{DPPolicy, Distributed, Split, Tensor, Torch, get_rank, spawn};
 use crate::sim::{self, SimDuration};
@@ -425,9 +426,22 @@ async fn worker(torch: &Torch, shape: Shape) -> Result<RankResult, WorkloadError
     };
     dist.barrier().await?;
     let start = sim::now();
+    let marks = get_rank() == 0 && explain::recording();
+    if marks {
+        explain::mark_start(torch.device());
+    }
     call(dist, &shape, &input, output.as_ref()).await?;
     dist.barrier().await?;
     let time = sim::now() - start;
+    if marks {
+        let what = format!(
+            "{}: the {} call on every rank, from the barrier that releases every rank \
+             before it to the barrier the last rank reaches after it",
+            time_figure(shape.collective),
+            shape.collective
+        );
+        explain::mark_end(torch.device(), &what);
+    }
     let values = read(output.as_ref().unwrap_or(&input)).await?;
     input.free()?;
     if let Some(output) = output {

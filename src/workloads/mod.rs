@@ -256,6 +256,9 @@ impl Workload {
             device.stop_recording_ops();
         }
         let mut simulation = Simulation::new();
+        if options.explain {
+            crate::explain::install(&mut simulation, &device);
+        }
         let torch = match &options.ccl {
             Some(ccl) => Torch::with_ccl(device.clone(), ccl.clone()),
             None => Torch::new(device.clone()),
@@ -264,21 +267,40 @@ impl Workload {
         let handle = simulation.spawn("host.rank0", scope_rank(0, host));
         simulation.run_until(SimTime::ZERO)?;
         set_up_done(simulation.stats().events);
-        let stats = simulation.run()?;
+        let stats = simulation.run();
+        let explanation = options
+            .explain
+            .then(|| crate::explain::finish(&simulation, &device, HOST_SLOT))
+            .flatten();
+        let stats = stats?;
         let mut outcome = handle.output()??;
         outcome.figures.extend(run_figures(&torch, stats.events));
         if options.verify_data {
             outcome.checks.push(replay_check(&device));
         }
         let simulated = simulation.now().saturating_since(SimTime::ZERO);
-        Ok(Report::new(
-            self.name,
-            options.verify_data,
-            simulated,
-            outcome,
-        ))
+        let mut report = Report::new(self.name, options.verify_data, simulated, outcome);
+        if let Some(mut explanation) = explanation {
+            let model = report.figures.iter().find(|f| f.name == "model_ps");
+            if let Some(Figure {
+                value: Value::Int(model),
+                ..
+            }) = model
+            {
+                explanation.add_model(*model);
+            }
+            let figures = explanation.figures();
+            report
+                .figures
+                .extend(figures.into_iter().map(|(n, ps)| Figure::int(n, ps)));
+            report.explain = Some(explanation);
+        }
+        Ok(report)
     }
 }
+
+/// The task slot of a run's host task (the first spawned).
+const HOST_SLOT: u32 = 0;
 
 /// What every run reports about the simulation itself: its events and,
 /// when a process group was used, the IPCQ messages it sent.

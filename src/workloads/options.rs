@@ -36,6 +36,8 @@ pub struct Options {
     pub params: BTreeMap<String, String>,
     /// The ccl.yaml `torch.distributed` reads (the embedded one if `None`).
     pub ccl: Option<CclConfig>,
+    /// Record and explain the run (`--explain`, ADR-0028).
+    pub explain: bool,
 }
 
 impl Options {

@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde::ser::{SerializeMap, Serializer};
 
+use crate::explain::Explanation;
 use crate::sim::SimDuration;
 
 /// One verdict of a run.
@@ -129,6 +130,9 @@ pub struct Report {
     /// The workload's figures, as a JSON object in order.
     #[serde(serialize_with = "figures_as_map")]
     pub figures: Vec<Figure>,
+    /// Why the measured interval took its time (`--explain`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explain: Option<Explanation>,
 }
 
 impl Report {
@@ -148,7 +152,22 @@ impl Report {
             checks_failed: outcome.checks.len() - passed,
             checks: outcome.checks,
             figures: outcome.figures,
+            explain: None,
         }
+    }
+}
+
+/// What a figure covers, for the figures whose name does not say: the
+/// collectives' call times and their model.
+fn figure_note(name: &str) -> Option<&'static str> {
+    match name {
+        "model_ps" => Some("ps, the algorithm's α-β model: a lower bound of the call"),
+        "allreduce_ps" | "allgather_ps" | "reducescatter_ps" | "broadcast_ps" | "reduce_ps"
+        | "alltoall_ps" | "sendrecv_ps" | "gather_ps" | "scatter_ps" | "custom_ps" => Some(
+            "ps, the measured call: from the barrier that releases every rank before it \
+             to the barrier the last rank reaches after it",
+        ),
+        _ => None,
     }
 }
 
@@ -165,9 +184,16 @@ impl fmt::Display for Report {
         let data = if self.verify_data { "on" } else { "off" };
         writeln!(f, "{} (data {data})", self.name)?;
         let simulated = SimDuration::from_ps(self.simulated_ps);
-        writeln!(f, "  {:<22} {simulated}", "simulated time")?;
+        writeln!(
+            f,
+            "  {:<22} {simulated} (the whole run: setup, data in, the measured call, data out)",
+            "simulated time"
+        )?;
         for figure in &self.figures {
-            writeln!(f, "  {:<22} {}", figure.name, figure.value)?;
+            match figure_note(figure.name) {
+                Some(note) => writeln!(f, "  {:<22} {} ({note})", figure.name, figure.value)?,
+                None => writeln!(f, "  {:<22} {}", figure.name, figure.value)?,
+            }
         }
         writeln!(
             f,
@@ -177,6 +203,9 @@ impl fmt::Display for Report {
         for check in &self.checks {
             let verdict = if check.passed { "PASS" } else { "FAIL" };
             writeln!(f, "  {verdict} {}: {}", check.name, check.detail)?;
+        }
+        if let Some(explain) = &self.explain {
+            write!(f, "{explain}")?;
         }
         Ok(())
     }

@@ -10,6 +10,7 @@ use std::task::{Poll, Waker};
 use smallvec::SmallVec;
 
 use crate::device::{Device, DeviceError};
+use crate::hw::explain::{self, Class, TermKind};
 use crate::hw::{Fabric, Route};
 use crate::mem::DType;
 use crate::sim::SimTime;
@@ -231,7 +232,13 @@ impl Ring {
             });
             match claim.await {
                 Claim::Slot(slot) => return slot,
-                Claim::CreditLandsAt(at) => sim::sleep_until(at).await,
+                Claim::CreditLandsAt(at) => {
+                    if explain::recording() {
+                        let ps = at.saturating_since(sim::now()).as_ps();
+                        explain::push_named(&self.name(), Class::CreditWait, TermKind::Wait, ps);
+                    }
+                    explain::sleep_until(at).await
+                }
             }
         }
     }

@@ -1,0 +1,490 @@
+//! `--explain` (ADR-0028): why a measured interval took as long as it did.
+//!
+//! A run records, when asked ([`install`]), the executor's causal log
+//! (`sim::causal`: what made every poll runnable, who set every timer) and
+//! the hardware's labels (`hw::explain`: what each timed wait was, split
+//! into queueing, service and latency on named components). [`finish`]
+//! turns them into an [`Explanation`]:
+//!
+//! - the **critical path**: from the poll that ended the interval, walk
+//!   back: a wake by the task's own timer covers the sleep (its label's
+//!   terms, latest first) and continues in the same task where the sleep
+//!   was set; a wake by another task's poll continues in that task at the
+//!   same instant. Every picosecond of the interval is covered by exactly
+//!   one step, so the steps sum to the interval exactly; time no label
+//!   explains is an explicit `other`;
+//! - the **attribution** of the path by resource class and component;
+//! - **utilisation**: every server's bytes, busy time and busy fraction
+//!   over the interval (exact, from the servers' calendars), and the
+//!   queueing its users saw;
+//! - the **model gap** beside an α-β `model_ps` ([`Explanation::add_model`]).
+//!
+//! Knows the causal log, the hardware's labels and the device; nothing of
+//! workloads or of the CLI.
+
+mod render;
+
+use std::collections::BTreeMap;
+
+use crate::device::Device;
+use crate::hw::explain::{self as hwx, Class, Recording, Term, TermKind};
+use crate::sim::causal::{CausalLog, Cause};
+use crate::sim::{self, SimTime, Simulation};
+
+/// How many components the attribution and the utilisation list.
+pub const TOP: usize = 10;
+
+/// Turns recording on for `simulation` and this thread, and tells the
+/// recorder the device's link classes.
+pub fn install(simulation: &mut Simulation, device: &Device) {
+    simulation.record_causes();
+    hwx::install();
+    device.fabric().explain_classes();
+}
+
+/// Whether `--explain` records on this thread.
+pub fn recording() -> bool {
+    hwx::recording()
+}
+
+/// Marks the start of the explained interval: now (from inside a task).
+pub fn mark_start(device: &Device) {
+    if recording() {
+        device.fabric().explain_start(sim::now());
+    }
+}
+
+/// Marks the end of the explained interval, `what` (e.g. `allreduce_ps:
+/// ...`), now, in the running poll (from inside a task).
+pub fn mark_end(device: &Device, what: &str) {
+    if recording() {
+        device
+            .fabric()
+            .explain_end(sim::now(), sim::current_poll(), what);
+    }
+}
+
+/// Stops recording and explains the marked interval; without marks, the
+/// whole run, ended by the last poll of the task in slot `host` (the
+/// workload's host task). `None` if nothing was recorded.
+pub fn finish(simulation: &Simulation, device: &Device, host: u32) -> Option<Explanation> {
+    let log = simulation.causal_log()?;
+    if !hwx::end_marked() {
+        let poll = log.polls.iter().rposition(|p| p.task == host);
+        let poll = poll.map(|p| u32::try_from(p).unwrap_or(u32::MAX));
+        let what = "the whole run (the workload marks no interval)";
+        device.fabric().explain_end(simulation.now(), poll, what);
+    }
+    let recording = hwx::finish()?;
+    Some(Explanation::new(&log, &recording))
+}
+
+/// One step of the critical path, or several equal ones merged.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Step {
+    /// The component's name.
+    pub component: String,
+    /// Its resource class.
+    pub class: String,
+    /// What the time was: `queue`, `service`, `latency` or `wait`.
+    pub kind: String,
+    /// When the (first) step starts, in ps.
+    pub start_ps: u64,
+    /// How long (all merged steps), in ps.
+    pub duration_ps: u64,
+    /// How many consecutive steps of this component and kind were merged.
+    pub count: u64,
+}
+
+/// Time of a class or a component on the path.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Share {
+    /// The class's or the component's name.
+    pub name: String,
+    /// The class (for a component).
+    pub class: String,
+    /// Time on the critical path, in ps.
+    pub ps: u64,
+}
+
+/// A server's use over the interval.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Usage {
+    /// Its name (a link's `from->to`).
+    pub name: String,
+    /// Its class.
+    pub class: String,
+    /// Payload bytes booked in the interval.
+    pub bytes: u64,
+    /// Busy time inside the interval, in ps.
+    pub busy_ps: u64,
+    /// `busy_ps` over the interval, in [0, 1].
+    pub busy_fraction: f64,
+    /// Time its users queued for it (bookings made in the interval), in ps.
+    pub queue_ps: u64,
+}
+
+/// The use of one class of links or units.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ClassUsage {
+    /// The class.
+    pub class: String,
+    /// Servers of the class that were busy in the interval.
+    pub busy_servers: u64,
+    /// Bytes they moved.
+    pub bytes: u64,
+    /// Their busy time, summed, in ps.
+    pub busy_ps: u64,
+    /// The highest busy fraction among them.
+    pub max_busy_fraction: f64,
+    /// Queueing their users saw, summed, in ps.
+    pub queue_ps: u64,
+}
+
+/// One term of the time the simulation adds over the α-β model.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct GapTerm {
+    /// What it is, e.g. `noc queueing`.
+    pub what: String,
+    /// The component that holds most of it.
+    pub mostly: String,
+    /// Its time on the critical path, in ps.
+    pub ps: u64,
+}
+
+/// The simulated time against the α-β model.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ModelGap {
+    /// The model's time, in ps.
+    pub model_ps: u64,
+    /// `interval − model`, in ps (0 when the model is above).
+    pub gap_ps: u64,
+    /// Link service and latency on the path, the part the model counts.
+    pub link_transfer_ps: u64,
+    /// What the path spends beyond the model, largest first.
+    pub terms: Vec<GapTerm>,
+}
+
+/// Why the interval took its time; see the module docs.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Explanation {
+    /// What the interval is.
+    pub interval: String,
+    /// Its start, in ps of simulated time.
+    pub start_ps: u64,
+    /// Its end.
+    pub end_ps: u64,
+    /// `end − start`: what the attribution sums to.
+    pub duration_ps: u64,
+    /// The critical path, earliest first, consecutive steps of one
+    /// component and kind merged.
+    pub critical_path: Vec<Step>,
+    /// Steps before merging.
+    pub critical_path_steps: u64,
+    /// The path's time by resource class (every class, in order).
+    pub by_class: Vec<Share>,
+    /// The path's time by component, the [`TOP`] largest.
+    pub top_components: Vec<Share>,
+    /// Use by class of server.
+    pub utilisation: Vec<ClassUsage>,
+    /// The [`TOP`] busiest servers (links and units).
+    pub busiest: Vec<Usage>,
+    /// Every link busy in the interval (the heat map's colours).
+    pub links: Vec<Usage>,
+    /// Beside `model_ps`, when the run has one.
+    pub model_gap: Option<ModelGap>,
+}
+
+/// The component of time no label explains.
+const OTHER: u32 = u32::MAX;
+
+/// A raw step: component (or [`OTHER`]), kind, start, duration.
+type RawStep = (u32, TermKind, u64, u64);
+
+impl Explanation {
+    fn new(log: &CausalLog, recording: &Recording) -> Explanation {
+        let start = recording.start.unwrap_or(SimTime::ZERO);
+        let (end, end_poll) = recording.end.unwrap_or((start, None));
+        let raw = walk(log, recording, end_poll, start, end);
+        let name = |c: u32| match c {
+            OTHER => "unexplained".to_owned(),
+            c => recording.components[c as usize].name.to_string(),
+        };
+        let class = |c: u32| match c {
+            OTHER => Class::Other,
+            c => recording.components[c as usize].class,
+        };
+        let mut by_class: BTreeMap<Class, u64> = Class::ALL.iter().map(|&c| (c, 0)).collect();
+        let mut by_component: BTreeMap<u32, u64> = BTreeMap::new();
+        for &(c, _, _, d) in &raw {
+            *by_class.entry(class(c)).or_default() += d;
+            *by_component.entry(c).or_default() += d;
+        }
+        let mut top: Vec<(u32, u64)> = by_component.into_iter().collect();
+        top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let top_components = top
+            .iter()
+            .take(TOP)
+            .map(|&(c, ps)| Share {
+                name: name(c),
+                class: class(c).name().to_owned(),
+                ps,
+            })
+            .collect();
+        let duration = end.saturating_since(start).as_ps();
+        let (utilisation, busiest, links) = usage(recording, duration);
+        Explanation {
+            interval: recording.interval.clone(),
+            start_ps: start.as_ps(),
+            end_ps: end.as_ps(),
+            duration_ps: duration,
+            critical_path: merge(&raw, name, class),
+            critical_path_steps: raw.len() as u64,
+            by_class: by_class
+                .into_iter()
+                .map(|(c, ps)| Share {
+                    name: c.name().to_owned(),
+                    class: c.name().to_owned(),
+                    ps,
+                })
+                .collect(),
+            top_components,
+            utilisation,
+            busiest,
+            links,
+            model_gap: None,
+        }
+    }
+
+    /// The path's time in class `class`, in ps.
+    pub fn class_ps(&self, class: Class) -> u64 {
+        self.by_class
+            .iter()
+            .find(|s| s.class == class.name())
+            .map_or(0, |s| s.ps)
+    }
+
+    /// The `explain_<class>_ps` figures: one per class, summing exactly to
+    /// the interval.
+    pub fn figures(&self) -> Vec<(&'static str, u64)> {
+        Class::ALL
+            .iter()
+            .map(|&c| (c.figure(), self.class_ps(c)))
+            .collect()
+    }
+
+    /// Adds the model gap beside an α-β `model_ps` (any algorithm's): the
+    /// path's classes the model does not count (everything but link
+    /// service and latency), link queueing, and link time above the model.
+    pub fn add_model(&mut self, model_ps: u64) {
+        let mut link_transfer = 0;
+        let mut terms: BTreeMap<String, (u64, BTreeMap<String, u64>)> = BTreeMap::new();
+        for step in &self.critical_path {
+            let link = Class::ALL
+                .iter()
+                .any(|c| c.name() == step.class && c.is_link());
+            let what = match (link, step.kind.as_str()) {
+                (true, "queue") => format!("{} queueing (contention)", step.class),
+                (true, _) => {
+                    link_transfer += step.duration_ps;
+                    continue;
+                }
+                (false, "queue") => format!("{} queueing", step.class),
+                (false, _) => step.class.clone(),
+            };
+            let entry = terms.entry(what).or_default();
+            entry.0 += step.duration_ps;
+            *entry.1.entry(step.component.clone()).or_default() += step.duration_ps;
+        }
+        let mut terms: Vec<GapTerm> = terms
+            .into_iter()
+            .map(|(what, (ps, by))| GapTerm {
+                what,
+                mostly: mostly(by),
+                ps,
+            })
+            .collect();
+        if link_transfer > model_ps {
+            terms.push(GapTerm {
+                what: "link service and latency above the model".to_owned(),
+                mostly: self
+                    .critical_path
+                    .iter()
+                    .filter(|s| s.kind != "queue")
+                    .max_by_key(|s| s.duration_ps)
+                    .map_or_else(String::new, |s| s.component.clone()),
+                ps: link_transfer - model_ps,
+            });
+        }
+        terms.retain(|t| t.ps > 0);
+        terms.sort_by(|a, b| b.ps.cmp(&a.ps).then(a.what.cmp(&b.what)));
+        self.model_gap = Some(ModelGap {
+            model_ps,
+            gap_ps: self.duration_ps.saturating_sub(model_ps),
+            link_transfer_ps: link_transfer,
+            terms,
+        });
+    }
+}
+
+/// The key with the largest value (the first of equals).
+fn mostly(by: BTreeMap<String, u64>) -> String {
+    let mut best: Option<(String, u64)> = None;
+    for (name, ps) in by {
+        if best.as_ref().is_none_or(|(_, most)| ps > *most) {
+            best = Some((name, ps));
+        }
+    }
+    best.map(|(n, _)| n).unwrap_or_default()
+}
+
+/// The critical path from poll `end_poll` at `end` back to `start`,
+/// earliest first; its durations sum to `end − start`.
+fn walk(
+    log: &CausalLog,
+    recording: &Recording,
+    end_poll: Option<u32>,
+    start: SimTime,
+    end: SimTime,
+) -> Vec<RawStep> {
+    let mut steps: Vec<RawStep> = Vec::new();
+    let mut at = end;
+    let mut poll = end_poll;
+    while at > start {
+        let Some(p) = poll.and_then(|p| log.polls.get(p as usize)) else {
+            break;
+        };
+        if p.time < at {
+            // A cause earlier than the wake it caused cannot happen; kept
+            // explicit rather than lost.
+            steps.push((
+                OTHER,
+                TermKind::Wait,
+                p.time.max(start).as_ps(),
+                at.saturating_since(p.time.max(start)).as_ps(),
+            ));
+            at = p.time.max(start);
+            continue;
+        }
+        match p.cause {
+            Cause::Timer(sleep) => {
+                let record = log.sleeps[sleep as usize];
+                let from = log.sleep_start(sleep).max(start);
+                cover(recording.label(record.label), from, at, &mut steps);
+                at = from;
+                poll = Some(record.poll);
+            }
+            Cause::Poll(q) => poll = Some(q),
+            Cause::External => break,
+        }
+    }
+    if at > start {
+        steps.push((
+            OTHER,
+            TermKind::Wait,
+            start.as_ps(),
+            at.saturating_since(start).as_ps(),
+        ));
+    }
+    steps.reverse();
+    steps
+}
+
+/// Pushes (latest first) the steps covering `[from, to)` of a sleep with
+/// `terms`: the last term ends at `to`; what the terms do not reach is
+/// queueing on the first term's component (or unexplained).
+fn cover(terms: &[Term], from: SimTime, to: SimTime, steps: &mut Vec<RawStep>) {
+    let (from, mut to) = (from.as_ps(), to.as_ps());
+    for term in terms.iter().rev() {
+        if to <= from {
+            return;
+        }
+        let d = term.ps.min(to - from);
+        steps.push((term.component, term.kind, to - d, d));
+        to -= d;
+    }
+    if to > from {
+        let (component, kind) = match terms.first() {
+            Some(t) => (t.component, TermKind::Queue),
+            None => (OTHER, TermKind::Wait),
+        };
+        steps.push((component, kind, from, to - from));
+    }
+}
+
+/// Consecutive steps of one component and kind as one.
+fn merge(raw: &[RawStep], name: impl Fn(u32) -> String, class: impl Fn(u32) -> Class) -> Vec<Step> {
+    let mut merged: Vec<(u32, TermKind, u64, u64, u64)> = Vec::new();
+    for &(c, k, s, d) in raw {
+        match merged.last_mut() {
+            Some(last) if last.0 == c && last.1 == k => {
+                last.3 += d;
+                last.4 += 1;
+            }
+            _ => merged.push((c, k, s, d, 1)),
+        }
+    }
+    merged
+        .into_iter()
+        .map(|(c, k, s, d, n)| Step {
+            component: name(c),
+            class: class(c).name().to_owned(),
+            kind: k.name().to_owned(),
+            start_ps: s,
+            duration_ps: d,
+            count: n,
+        })
+        .collect()
+}
+
+/// Utilisation by class, the busiest servers and every busy link.
+fn usage(recording: &Recording, duration: u64) -> (Vec<ClassUsage>, Vec<Usage>, Vec<Usage>) {
+    let mut all: Vec<Usage> = recording
+        .counters
+        .iter()
+        .filter_map(|c| {
+            let component = &recording.components[c.component as usize];
+            let busy = c.end.busy.as_ps().saturating_sub(c.start.busy.as_ps());
+            let bytes = c.end.bytes.saturating_sub(c.start.bytes);
+            let queue = recording.queued[c.component as usize];
+            (busy > 0 || bytes > 0 || queue > 0).then(|| Usage {
+                name: component.name.to_string(),
+                class: component.class.name().to_owned(),
+                bytes,
+                busy_ps: busy,
+                busy_fraction: if duration == 0 {
+                    0.0
+                } else {
+                    (busy as f64 / duration as f64).min(1.0)
+                },
+                queue_ps: queue,
+            })
+        })
+        .collect();
+    let classes = Class::ALL
+        .iter()
+        .filter_map(|class| {
+            let members: Vec<&Usage> = all.iter().filter(|u| u.class == class.name()).collect();
+            (!members.is_empty()).then(|| ClassUsage {
+                class: class.name().to_owned(),
+                busy_servers: members.iter().filter(|u| u.busy_ps > 0).count() as u64,
+                bytes: members.iter().map(|u| u.bytes).sum(),
+                busy_ps: members.iter().map(|u| u.busy_ps).sum(),
+                max_busy_fraction: members.iter().map(|u| u.busy_fraction).fold(0.0, f64::max),
+                queue_ps: members.iter().map(|u| u.queue_ps).sum(),
+            })
+        })
+        .collect();
+    let links: Vec<Usage> = all
+        .iter()
+        .filter(|u| {
+            Class::ALL
+                .iter()
+                .any(|c| c.name() == u.class && c.is_link())
+        })
+        .cloned()
+        .collect();
+    all.sort_by(|a, b| b.busy_ps.cmp(&a.busy_ps).then(a.name.cmp(&b.name)));
+    all.truncate(TOP);
+    (classes, all, links)
+}

@@ -1,0 +1,222 @@
+//! The text form of an [`Explanation`](super::Explanation): the interval,
+//! the critical path (merged, repeated patterns folded), the attribution,
+//! the utilisation and the model gap.
+
+use std::fmt;
+
+use super::{Explanation, Step};
+use crate::sim::SimDuration;
+
+/// Lines of the critical path shown before the middle is elided.
+const PATH_LINES: usize = 24;
+
+/// Longest run of steps a repeated pattern may have.
+const PERIOD: usize = 6;
+
+fn time(ps: u64) -> SimDuration {
+    SimDuration::from_ps(ps)
+}
+
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
+/// A line of the printed path: a step, or `times` repetitions of a run of
+/// steps of the same classes and kinds (their total, the first's
+/// components shown).
+struct Folded<'a> {
+    steps: &'a [Step],
+    times: usize,
+    total: u64,
+}
+
+/// Folds consecutive repetitions of a pattern of (class, kind) of up to
+/// [`PERIOD`] steps.
+fn fold(path: &[Step]) -> Vec<Folded<'_>> {
+    fn key(s: &Step) -> (&str, &str) {
+        (s.class.as_str(), s.kind.as_str())
+    }
+    let mut lines = Vec::new();
+    let mut i = 0;
+    while i < path.len() {
+        let mut best = (1, 1);
+        for period in 1..=PERIOD.min(path.len() - i) {
+            let mut times = 1;
+            while i + (times + 1) * period <= path.len()
+                && (0..period).all(|k| key(&path[i + k]) == key(&path[i + times * period + k]))
+            {
+                times += 1;
+            }
+            if times > 1 && times * period > best.0 * best.1 {
+                best = (period, times);
+            }
+        }
+        let (period, times) = best;
+        let span = &path[i..i + period * times];
+        lines.push(Folded {
+            steps: &path[i..i + period],
+            times,
+            total: span.iter().map(|s| s.duration_ps).sum(),
+        });
+        i += period * times;
+    }
+    lines
+}
+
+impl fmt::Display for Folded<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let first = &self.steps[0];
+        if self.times == 1 && self.steps.len() == 1 {
+            let count = match first.count {
+                1 => String::new(),
+                n => format!("{n} × "),
+            };
+            return write!(
+                f,
+                "{:>14} {:>14}  {count}{} {} {}",
+                time(first.start_ps).to_string(),
+                time(first.duration_ps).to_string(),
+                first.class,
+                first.kind,
+                first.component
+            );
+        }
+        let pattern: Vec<String> = self
+            .steps
+            .iter()
+            .map(|s| format!("{} {} {}", s.class, s.kind, s.component))
+            .collect();
+        write!(
+            f,
+            "{:>14} {:>14}  {} × [{}]",
+            time(first.start_ps).to_string(),
+            time(self.total).to_string(),
+            self.times,
+            pattern.join(" → ")
+        )
+    }
+}
+
+impl fmt::Display for Explanation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.duration_ps;
+        writeln!(f, "explain: {}", self.interval)?;
+        writeln!(
+            f,
+            "  interval {} .. {} = {} ({} ps)",
+            time(self.start_ps),
+            time(self.end_ps),
+            time(d),
+            d
+        )?;
+        writeln!(
+            f,
+            "  critical path ({} steps; earliest first; same classes repeated folded):",
+            self.critical_path_steps
+        )?;
+        writeln!(f, "  {:>14} {:>14}  what", "start", "duration")?;
+        let lines = fold(&self.critical_path);
+        let shown = |f: &mut fmt::Formatter<'_>, line: &Folded<'_>| writeln!(f, "  {line}");
+        if lines.len() <= PATH_LINES {
+            for line in &lines {
+                shown(f, line)?;
+            }
+        } else {
+            let half = PATH_LINES / 2;
+            for line in &lines[..half] {
+                shown(f, line)?;
+            }
+            let hidden = &lines[half..lines.len() - half];
+            let ps: u64 = hidden.iter().map(|l| l.total).sum();
+            writeln!(
+                f,
+                "  {:>14} {:>14}  ... {} lines more",
+                "",
+                time(ps).to_string(),
+                hidden.len()
+            )?;
+            for line in &lines[lines.len() - half..] {
+                shown(f, line)?;
+            }
+        }
+        writeln!(
+            f,
+            "  attribution of the critical path by class (sums to the interval):"
+        )?;
+        for share in self.by_class.iter().filter(|s| s.ps > 0) {
+            writeln!(
+                f,
+                "    {:<16} {:>14} {:>6.1} %",
+                share.name,
+                time(share.ps).to_string(),
+                percent(share.ps, d)
+            )?;
+        }
+        writeln!(f, "  top components on the critical path:")?;
+        for share in &self.top_components {
+            writeln!(
+                f,
+                "    {:>14} {:>6.1} %  {} ({})",
+                time(share.ps).to_string(),
+                percent(share.ps, d),
+                share.name,
+                share.class
+            )?;
+        }
+        writeln!(f, "  utilisation over the interval, by class:")?;
+        writeln!(
+            f,
+            "    {:<16} {:>6} {:>14} {:>14} {:>9} {:>14}",
+            "class", "busy", "bytes", "busy time", "max busy", "queueing"
+        )?;
+        for class in &self.utilisation {
+            writeln!(
+                f,
+                "    {:<16} {:>6} {:>14} {:>14} {:>8.1}% {:>14}",
+                class.class,
+                class.busy_servers,
+                class.bytes,
+                time(class.busy_ps).to_string(),
+                class.max_busy_fraction * 100.0,
+                time(class.queue_ps).to_string()
+            )?;
+        }
+        writeln!(f, "  busiest links and units:")?;
+        for usage in &self.busiest {
+            writeln!(
+                f,
+                "    {:>6.1}% {:>14} {:>12} B  queued {:>12}  {} ({})",
+                usage.busy_fraction * 100.0,
+                time(usage.busy_ps).to_string(),
+                usage.bytes,
+                time(usage.queue_ps).to_string(),
+                usage.name,
+                usage.class
+            )?;
+        }
+        if let Some(gap) = &self.model_gap {
+            writeln!(
+                f,
+                "  model gap: simulated {} vs α-β model {} (+{}); the path spends {} on link service and latency, and beyond that:",
+                time(d),
+                time(gap.model_ps),
+                time(gap.gap_ps),
+                time(gap.link_transfer_ps)
+            )?;
+            for term in &gap.terms {
+                writeln!(
+                    f,
+                    "    {:>14}  {} (mostly {})",
+                    time(term.ps).to_string(),
+                    term.what,
+                    term.mostly
+                )?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,162 @@
+//! The causal log of a run: for every poll of every task, what made it
+//! runnable (its own timer, or another task's poll at the same instant),
+//! and for every timer, the poll that set it and an opaque label. It is
+//! what `--explain` walks back from the end of an interval to find the
+//! critical path (ADR-0028).
+//!
+//! Off by default: [`Simulation::record_causes`](super::Simulation::record_causes)
+//! turns it on for one simulation; without it the executor pays one
+//! `Cell<bool>` test per schedule, poll and timer. Labels are numbers the
+//! layers above give [`sleep_until_labelled`](super::sleep_until_labelled)
+//! (what a sleep is: a link's service, a memory access, ...); this module
+//! only carries them.
+//!
+//! Knows tasks, polls and virtual time; nothing of hardware or of what a
+//! label means.
+
+use super::time::SimTime;
+
+/// A label meaning "none given".
+pub const NO_LABEL: u32 = u32::MAX;
+
+/// What made a task runnable for one poll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// Nothing recorded: the first poll of a task spawned from outside the
+    /// simulation, or a wake from outside it.
+    External,
+    /// The task's own timer: index into [`CausalLog::sleeps`].
+    Timer(u32),
+    /// Another (or the same) task's poll at the same instant: index into
+    /// [`CausalLog::polls`] (a send, an event set, a release, a spawn, a
+    /// finished task waking its joiner).
+    Poll(u32),
+}
+
+/// One poll of one task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PollRecord {
+    /// The task's slot (reused after the task ends; with `time` and the
+    /// causes it is unambiguous).
+    pub task: u32,
+    /// When the poll ran.
+    pub time: SimTime,
+    /// What made the task runnable.
+    pub cause: Cause,
+}
+
+/// One timer set by a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SleepRecord {
+    /// The poll that set it (its start is that poll's time).
+    pub poll: u32,
+    /// The label the caller gave, or [`NO_LABEL`].
+    pub label: u32,
+}
+
+/// Everything recorded so far, in the order it happened.
+#[derive(Debug, Default, Clone)]
+pub struct CausalLog {
+    /// Every poll.
+    pub polls: Vec<PollRecord>,
+    /// Every timer set.
+    pub sleeps: Vec<SleepRecord>,
+}
+
+impl CausalLog {
+    /// The time a timer was set.
+    pub fn sleep_start(&self, sleep: u32) -> SimTime {
+        self.polls[self.sleeps[sleep as usize].poll as usize].time
+    }
+
+    pub(crate) fn push_poll(&mut self, task: u32, time: SimTime, cause: Cause) -> u32 {
+        let index = index_of(self.polls.len());
+        self.polls.push(PollRecord { task, time, cause });
+        index
+    }
+
+    pub(crate) fn push_sleep(&mut self, poll: u32, label: u32) -> u32 {
+        let index = index_of(self.sleeps.len());
+        self.sleeps.push(SleepRecord { poll, label });
+        index
+    }
+}
+
+fn index_of(len: usize) -> u32 {
+    u32::try_from(len).expect("more than 2^32 records in one causal log")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::{self, Event, SimDuration, Simulation};
+
+    /// A task that sleeps, then sets an event another task waits on: the
+    /// waiter's resuming poll is caused by the setter's poll, whose cause is
+    /// its own timer, labelled, set at time 0.
+    #[test]
+    fn wakes_are_traced_to_the_poll_or_timer_that_caused_them() {
+        let mut simulation = Simulation::new();
+        simulation.record_causes();
+        let event = Event::new("event");
+        let set = event.clone();
+        simulation.spawn("setter", async move {
+            sim::sleep_until_labelled(sim::SimTime::from_ps(700), 42).await;
+            set.set();
+        });
+        let waiter = simulation.spawn("waiter", async move {
+            event.wait().await;
+            sim::current_poll()
+        });
+        simulation.run().unwrap();
+        let log = simulation.causal_log().unwrap();
+        let last = waiter.output().unwrap().unwrap();
+        let resumed = log.polls[last as usize];
+        assert_eq!(resumed.time.as_ps(), 700);
+        let Cause::Poll(setter) = resumed.cause else {
+            panic!("{resumed:?}")
+        };
+        let setter = log.polls[setter as usize];
+        assert_eq!(setter.time.as_ps(), 700);
+        let Cause::Timer(sleep) = setter.cause else {
+            panic!("{setter:?}")
+        };
+        assert_eq!(log.sleeps[sleep as usize].label, 42);
+        assert_eq!(log.sleep_start(sleep), sim::SimTime::ZERO);
+        assert_eq!(
+            log.polls[log.sleeps[sleep as usize].poll as usize].cause,
+            Cause::External
+        );
+        let _ = SimDuration::ZERO;
+    }
+
+    /// Off by default: nothing is kept, and `current_poll` is `None`.
+    #[test]
+    fn nothing_is_recorded_unless_asked() {
+        let mut simulation = Simulation::new();
+        let poll = simulation.spawn("t", async {
+            sim::sleep(SimDuration::from_ns(1)).await;
+            sim::current_poll()
+        });
+        simulation.run().unwrap();
+        assert!(simulation.causal_log().is_none());
+        assert_eq!(poll.output().unwrap(), None);
+    }
+
+    /// A spawned task's first poll is caused by its spawner's poll.
+    #[test]
+    fn a_spawn_is_a_cause() {
+        let mut simulation = Simulation::new();
+        simulation.record_causes();
+        let outer = simulation.spawn("outer", async {
+            sim::sleep(SimDuration::from_ns(3)).await;
+            let spawner = sim::current_poll().unwrap();
+            let child = sim::spawn("child", async { sim::current_poll().unwrap() });
+            (spawner, child.await.unwrap())
+        });
+        simulation.run().unwrap();
+        let (spawner, child) = outer.output().unwrap();
+        let log = simulation.causal_log().unwrap();
+        assert_eq!(log.polls[child as usize].cause, Cause::Poll(spawner));
+    }
+}
