@@ -20,7 +20,7 @@ use tracing_subscriber::{EnvFilter, Layer};
 use kernbench::ccl::CclConfig;
 use kernbench::config::units::parse_positive_bytes;
 use kernbench::config::{ConfigError, ConfigSource, Overrides};
-use kernbench::harness::{figures, reference, report, results, sweep, table, web};
+use kernbench::harness::{figures, reference, report, results, sweep, table, watch, web};
 use kernbench::topology::{
     Fidelity, GraphView, Machine, Scope, TopologyError, TopologySpec, ViewError,
 };
@@ -527,7 +527,14 @@ fn bench(
         params,
         ccl: Some(ccl),
     };
-    let report = workload.run(machine, &options)?;
+    let report = if io::stderr().is_terminal() {
+        workload.run(machine, &options)?
+    } else {
+        let beat = |elapsed: std::time::Duration| {
+            eprintln!("run {}: running for {:.0} s", workload.name, elapsed.as_secs_f64());
+        };
+        watch::heartbeat(watch::LINE_EVERY, &beat, || workload.run(machine, &options))?
+    };
     let text = if args.json {
         serde_json::to_string_pretty(&report)? + "\n"
     } else {
@@ -578,13 +585,8 @@ fn run_sweep(
                 .map(NonZeroUsize::get)
         })
         .unwrap_or(1);
-    let bar = if io::stderr().is_terminal() {
-        indicatif::ProgressBar::new(points.len() as u64)
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    let rows = sweep::run(&plan, &points, jobs, &|| bar.inc(1));
-    bar.finish_and_clear();
+    plan.check_sizes().map_err(CliError::Workload)?;
+    let rows = run_points(&plan, &points, jobs);
     let source = results::Source {
         command: command_line(),
         sweep: command_line_without(&["--shard", "--out", "--jobs"]),
@@ -599,6 +601,33 @@ fn run_sweep(
         write_results(dir, &set)?;
     }
     sweep_outcome(&rows)
+}
+
+/// Runs the sweep's points with progress on stderr: a bar on a terminal,
+/// else a line every few seconds (a log or a batch job sees it going).
+fn run_points(plan: &sweep::Plan, points: &[sweep::Point], jobs: usize) -> Vec<results::Row> {
+    let total = points.len();
+    let terminal = io::stderr().is_terminal();
+    let bar = if terminal {
+        indicatif::ProgressBar::new(total as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let mut next_line = watch::LINE_EVERY;
+    let every = if terminal {
+        std::time::Duration::from_millis(200)
+    } else {
+        watch::LINE_EVERY
+    };
+    let watched = watch::sweep(plan, points, jobs, None, every, &mut |done, elapsed| {
+        bar.set_position(done as u64);
+        if !terminal && elapsed >= next_line && done < total {
+            eprintln!("{}", watch::sweep_line(done, total, elapsed));
+            next_line = elapsed + watch::LINE_EVERY;
+        }
+    });
+    bar.finish_and_clear();
+    watched.rows
 }
 
 /// A sweep succeeds only when every point ran and passed its checks (CI

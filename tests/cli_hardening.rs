@@ -225,3 +225,17 @@ fn a_real_nccl_tests_log_is_compared_and_a_mismatch_refused() {
     assert_eq!(code, 2);
     assert!(line.contains("/dev/zero: not a text file"), "{line}");
 }
+
+#[test]
+fn sweep_sizes_beyond_a_ranks_hbm_are_refused_before_any_point_runs() {
+    let dir = TempDir::new("hard-hbm");
+    let args = [
+        "--fidelity", "flow", "sweep", "--bench", "ccl_allreduce", "-b", "1K", "-e",
+        "18446744073709551615",
+    ];
+    let output = kernbench(dir.path(), &args);
+    let (code, line) = refusal(&output);
+    assert_eq!(code, 2);
+    assert!(line.contains("more than a rank's HBM") && line.contains("cube.hbm.capacity"), "{line}");
+    assert!(stdout(&output).is_empty(), "no point ran");
+}
