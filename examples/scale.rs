@@ -292,7 +292,10 @@ fn scale(points: &[Point], timeout: Duration, as_json: bool) -> Result<Outcome, 
     }
     Ok(match failed {
         0 => None,
-        n => Some(format!("{n} of {} case(s) failed or timed out", points.len())),
+        n => Some(format!(
+            "{n} of {} case(s) failed or timed out",
+            points.len()
+        )),
     })
 }
 
@@ -334,7 +337,12 @@ fn compare(points: &[Point], timeout: Duration) -> Result<Outcome, Box<dyn Error
                     let why = known_gap(point).unwrap_or("not a known gap: a regression?");
                     format!("OUTSIDE 5 %: {why}")
                 };
-                (format!("{p:.3}"), format!("{f:.3}"), format!("{diff:+.2}%"), note)
+                (
+                    format!("{p:.3}"),
+                    format!("{f:.3}"),
+                    format!("{diff:+.2}%"),
+                    note,
+                )
             }
             (p, f) => {
                 failed += 1;

@@ -177,7 +177,13 @@ struct SweepArgs {
     max_bytes: Option<workloads::ByteSize>,
 
     /// Size multiplier between points (nccl-tests -f).
-    #[arg(short = 'f', long, value_name = "FACTOR", default_value_t = 2, allow_negative_numbers = true)]
+    #[arg(
+        short = 'f',
+        long,
+        value_name = "FACTOR",
+        default_value_t = 2,
+        allow_negative_numbers = true
+    )]
     step_factor: u64,
 
     /// Keep and move real bytes and check the results (#wrong).
@@ -278,6 +284,13 @@ enum CliError {
     View(#[from] ViewError),
     #[error("--format dot needs --view system, sip or cube")]
     DotWithoutView,
+    #[error(
+        "the machine would take about {} MiB of host memory to build (system.sips.count x \
+         sip.cube_mesh x cube.pes), but {} MiB are available: lower one of those keys",
+        needed >> 20,
+        available >> 20
+    )]
+    MachineTooBig { needed: u128, available: u64 },
     #[error("cannot write output: {0}")]
     Output(#[from] io::Error),
     #[error("cannot write output to {}: {source}", path.display())]
@@ -324,6 +337,7 @@ impl CliError {
             | CliError::Topology(_)
             | CliError::View(_)
             | CliError::DotWithoutView
+            | CliError::MachineTooBig { .. }
             | CliError::Report(_)
             | CliError::Reference(_) => ExitCode::from(2),
             CliError::Workload(error) if error.is_usage() => ExitCode::from(2),
@@ -345,8 +359,21 @@ impl CliError {
 /// files, so that `topo` and `probe` refuse what `run` refuses, with the
 /// same message.
 fn check_pair(topology: &TopologySpec, ccl: &CclConfig) -> Result<(), CliError> {
+    check_machine_fits(topology, workloads::collective::host_available())?;
     let machine = Machine::build(topology)?;
     kernbench::runtime::check_config(&machine, ccl).map_err(CliError::Ccl)
+}
+
+/// Refuses, before building it, a machine whose compiled graph would not
+/// fit the host's available memory (none known: not checked).
+fn check_machine_fits(topology: &TopologySpec, available: Option<u64>) -> Result<(), CliError> {
+    let needed = Machine::estimated_bytes(topology);
+    match available {
+        Some(available) if needed > u128::from(available) => {
+            Err(CliError::MachineTooBig { needed, available })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Loads and checks both configuration files, so every subcommand (`topo`
@@ -531,7 +558,11 @@ fn bench(
         workload.run(machine, &options)?
     } else {
         let beat = |elapsed: std::time::Duration| {
-            eprintln!("run {}: running for {:.0} s", workload.name, elapsed.as_secs_f64());
+            eprintln!(
+                "run {}: running for {:.0} s",
+                workload.name,
+                elapsed.as_secs_f64()
+            );
         };
         watch::heartbeat(watch::LINE_EVERY, &beat, || workload.run(machine, &options))?
     };
@@ -655,7 +686,10 @@ fn prepare_out(dir: &Path) -> Result<(), CliError> {
     };
     std::fs::create_dir_all(dir).map_err(error)?;
     if !dir.is_dir() {
-        let source = io::Error::new(io::ErrorKind::AlreadyExists, "exists and is not a directory");
+        let source = io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "exists and is not a directory",
+        );
         return Err(error(source));
     }
     let check = dir.join(".kernbench-write-check");
@@ -748,7 +782,9 @@ fn run_report(args: &ReportArgs) -> Result<(), CliError> {
         let rows: Vec<_> = set.rows().collect();
         let path = path.clone();
         match reference.check(&rows) {
-            Err(message) => return Err(reference::ReferenceError::Mismatch { path, message }.into()),
+            Err(message) => {
+                return Err(reference::ReferenceError::Mismatch { path, message }.into());
+            }
             Ok(Some(warning)) => eprintln!("warning: --reference {}: {warning}", path.display()),
             Ok(None) => {}
         }
@@ -950,6 +986,35 @@ mod workload_flags {
         #[test]
         fn the_cli_with_every_workload_flag_is_well_formed() {
             super::super::command().debug_assert();
+        }
+
+        #[test]
+        fn a_machine_larger_than_the_host_is_refused_with_its_estimate() {
+            let sets = [
+                "system.sips.count=254",
+                "sip.cube_mesh={w: 16, h: 16}",
+                "cube.pes=240",
+            ]
+            .map(String::from);
+            let overrides = kernbench::config::Overrides::parse(&sets).unwrap();
+            let source = kernbench::topology::TopologySpec::default_source();
+            let spec =
+                kernbench::topology::TopologySpec::load(&source, &overrides.topology).unwrap();
+            // 254 x 256 cubes x 240 PEs: 15.6 M PEs at 550 B and 65,024 cubes at 11 KiB.
+            let needed = 254u128 * 256 * 240 * 550 + 254 * 256 * (11 << 10);
+            assert_eq!(kernbench::topology::Machine::estimated_bytes(&spec), needed);
+            let error = super::super::check_machine_fits(&spec, Some(4 << 30)).unwrap_err();
+            let text = error.to_string();
+            assert!(
+                text.contains(&format!("about {} MiB", needed >> 20)),
+                "{text}"
+            );
+            assert!(
+                text.contains("cube.pes") && text.contains("4096 MiB are available"),
+                "{text}"
+            );
+            assert!(super::super::check_machine_fits(&spec, Some(16 << 30)).is_ok());
+            assert!(super::super::check_machine_fits(&spec, None).is_ok());
         }
     }
 }

@@ -32,15 +32,25 @@ fn probe_refuses_a_size_its_sweep_cannot_spread() {
 fn a_sweep_with_a_failed_point_exits_non_zero() {
     let dir = TempDir::new("hard-sweep-fail");
     for size in ["100", "NaN"] {
-        let output = kernbench(dir.path(), &["sweep", "--bench", "ccl_allreduce", "--size", size]);
+        let output = kernbench(
+            dir.path(),
+            &["sweep", "--bench", "ccl_allreduce", "--size", size],
+        );
         let (code, line) = refusal(&output);
         assert_eq!(code, 1, "{line}");
-        assert!(line.contains("1 of 1 point(s) failed (1 could not run"), "{line}");
+        assert!(
+            line.contains("1 of 1 point(s) failed (1 could not run"),
+            "{line}"
+        );
         assert!(stdout(&output).contains(&format!("size={size}")));
     }
     let args = ["sweep", "--bench", "ccl_allreduce", "--size", "1K,100"];
     let (code, line) = refusal(&kernbench(dir.path(), &args));
-    assert_eq!((code, line.contains("1 of 2 point(s)")), (1, true), "{line}");
+    assert_eq!(
+        (code, line.contains("1 of 2 point(s)")),
+        (1, true),
+        "{line}"
+    );
     let args = ["sweep", "--bench", "ccl_allreduce", "--size", "1K,2K"];
     assert!(kernbench(dir.path(), &args).status.success());
 }
@@ -51,12 +61,24 @@ fn sweep_out_is_checked_before_the_first_point_and_named() {
     let file = dir.path().join("a-file");
     std::fs::write(&file, "x").unwrap();
     let path = file.to_str().unwrap();
-    let args = ["sweep", "--bench", "ccl_allreduce", "--size", "1K", "--out", path];
+    let args = [
+        "sweep",
+        "--bench",
+        "ccl_allreduce",
+        "--size",
+        "1K",
+        "--out",
+        path,
+    ];
     let output = kernbench(dir.path(), &args);
     let (code, line) = refusal(&output);
     assert_eq!(code, 1);
     assert!(line.contains(path), "{line}");
-    assert!(stdout(&output).is_empty(), "no point ran: {}", stdout(&output));
+    assert!(
+        stdout(&output).is_empty(),
+        "no point ran: {}",
+        stdout(&output)
+    );
 }
 
 #[test]
@@ -127,17 +149,40 @@ fn edited(folder: &std::path::Path, name: &str, edit: impl Fn(&mut serde_json::V
     out.to_str().unwrap().to_owned()
 }
 
+/// A change made to a results.json.
+type Edit = fn(&mut serde_json::Value);
+
 #[test]
 fn a_bad_results_file_is_refused_on_load_naming_row_and_field() {
     let dir = TempDir::new("hard-results");
     let d = dir.path();
     let good = sweep_folder(d, "W", &["--bench", "ccl_allreduce", "--size", "1K,2K"]);
-    let cases: [(&str, fn(&mut serde_json::Value), &str); 5] = [
-        ("S", |j| j["rows"][0]["source"] = 99.into(), "rows[0].source: 99 names no source"),
-        ("E", |j| j["sources"] = serde_json::json!([]), "rows[0].source: 0 names no source"),
-        ("H", |j| j["rows"][1]["figures"]["busbw_gbps"] = "HUGE".into(), "rows[1].figures.busbw_gbps"),
-        ("T", |j| j["rows"][0]["figures"]["bytes_per_rank"] = "TINY".into(), "rows[0].figures.bytes_per_rank"),
-        ("N", |j| j["rows"][0]["point"]["size"] = "NaN".into(), "rows[0].point.size: `NaN` is not a size"),
+    let cases: [(&str, Edit, &str); 5] = [
+        (
+            "S",
+            |j| j["rows"][0]["source"] = 99.into(),
+            "rows[0].source: 99 names no source",
+        ),
+        (
+            "E",
+            |j| j["sources"] = serde_json::json!([]),
+            "rows[0].source: 0 names no source",
+        ),
+        (
+            "H",
+            |j| j["rows"][1]["figures"]["busbw_gbps"] = "HUGE".into(),
+            "rows[1].figures.busbw_gbps",
+        ),
+        (
+            "T",
+            |j| j["rows"][0]["figures"]["bytes_per_rank"] = "TINY".into(),
+            "rows[0].figures.bytes_per_rank",
+        ),
+        (
+            "N",
+            |j| j["rows"][0]["point"]["size"] = "NaN".into(),
+            "rows[0].point.size: `NaN` is not a size",
+        ),
     ];
     for (name, edit, expected) in cases {
         let folder = edited(&good, name, edit);
@@ -147,7 +192,10 @@ fn a_bad_results_file_is_refused_on_load_naming_row_and_field() {
         ] {
             let (code, line) = refusal(&kernbench(d, &args));
             assert_eq!(code, 2, "{line}");
-            assert!(line.contains(expected) && line.contains(&folder), "{expected}: {line}");
+            assert!(
+                line.contains(expected) && line.contains(&folder),
+                "{expected}: {line}"
+            );
         }
     }
     let zero = d.join("Z");
@@ -176,7 +224,11 @@ fn the_figures_draw_what_they_can_of_extreme_finite_values() {
                 log_x,
                 log_y,
             };
-            let drawn = chart("f.svg", axes, vec![curve(vec![(1.0, 2.0), (extreme, extreme)])]);
+            let drawn = chart(
+                "f.svg",
+                axes,
+                vec![curve(vec![(1.0, 2.0), (extreme, extreme)])],
+            );
             assert!(drawn.is_some(), "the finite, ordinary point is drawn");
             let alone = chart("f.svg", axes, vec![curve(vec![(extreme, extreme)])]);
             assert!(alone.is_none(), "{extreme:e}: nothing drawable, no chart");
@@ -203,25 +255,62 @@ fn nccl_log(collective: &str, dtype: &str) -> String {
 fn a_real_nccl_tests_log_is_compared_and_a_mismatch_refused() {
     let dir = TempDir::new("hard-reference");
     let d = dir.path();
-    sweep_folder(d, "W", &["--bench", "ccl_allreduce", "--size", "1K,2K", "--dtype", "f32"]);
+    sweep_folder(
+        d,
+        "W",
+        &[
+            "--bench",
+            "ccl_allreduce",
+            "--size",
+            "1K,2K",
+            "--dtype",
+            "f32",
+        ],
+    );
     std::fs::write(d.join("ar.txt"), nccl_log("all_reduce", "float")).unwrap();
     let output = kernbench(d, &["report", "W", "--reference", "ar.txt", "--out", "R"]);
     assert!(output.status.success(), "{}", stderr(&output));
-    assert!(stdout(&output).contains("      1024        18.410"), "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains("      1024        18.410"),
+        "{}",
+        stdout(&output)
+    );
     assert!(stderr(&output).is_empty(), "{}", stderr(&output));
     std::fs::write(d.join("ag.txt"), nccl_log("all_gather", "float")).unwrap();
-    let (code, line) = refusal(&kernbench(d, &["report", "W", "--reference", "ag.txt", "--out", "R"]));
+    let (code, line) = refusal(&kernbench(
+        d,
+        &["report", "W", "--reference", "ag.txt", "--out", "R"],
+    ));
     assert_eq!(code, 2);
-    assert!(line.contains("ag.txt: the log measured ccl_allgather but the results are ccl_allreduce"), "{line}");
+    assert!(
+        line.contains("ag.txt: the log measured ccl_allgather but the results are ccl_allreduce"),
+        "{line}"
+    );
     std::fs::write(d.join("half.txt"), nccl_log("all_reduce", "half")).unwrap();
     let output = kernbench(d, &["report", "W", "--reference", "half.txt", "--out", "R"]);
     assert!(output.status.success());
-    assert!(stderr(&output).contains("warning: --reference half.txt: the log measured f16 but the results are f32"), "{}", stderr(&output));
-    sweep_folder(d, "G", &["--bench", "gemm_single_pe", "--shape", "16x16x16"]);
-    let (code, line) = refusal(&kernbench(d, &["report", "G", "--reference", "ar.txt", "--out", "R"]));
+    assert!(
+        stderr(&output).contains(
+            "warning: --reference half.txt: the log measured f16 but the results are f32"
+        ),
+        "{}",
+        stderr(&output)
+    );
+    sweep_folder(
+        d,
+        "G",
+        &["--bench", "gemm_single_pe", "--shape", "16x16x16"],
+    );
+    let (code, line) = refusal(&kernbench(
+        d,
+        &["report", "G", "--reference", "ar.txt", "--out", "R"],
+    ));
     assert_eq!(code, 2);
     assert!(line.contains("no result row is a collective"), "{line}");
-    let (code, line) = refusal(&kernbench(d, &["report", "W", "--reference", "/dev/zero", "--out", "R"]));
+    let (code, line) = refusal(&kernbench(
+        d,
+        &["report", "W", "--reference", "/dev/zero", "--out", "R"],
+    ));
     assert_eq!(code, 2);
     assert!(line.contains("/dev/zero: not a text file"), "{line}");
 }
@@ -230,12 +319,22 @@ fn a_real_nccl_tests_log_is_compared_and_a_mismatch_refused() {
 fn sweep_sizes_beyond_a_ranks_hbm_are_refused_before_any_point_runs() {
     let dir = TempDir::new("hard-hbm");
     let args = [
-        "--fidelity", "flow", "sweep", "--bench", "ccl_allreduce", "-b", "1K", "-e",
+        "--fidelity",
+        "flow",
+        "sweep",
+        "--bench",
+        "ccl_allreduce",
+        "-b",
+        "1K",
+        "-e",
         "18446744073709551615",
     ];
     let output = kernbench(dir.path(), &args);
     let (code, line) = refusal(&output);
     assert_eq!(code, 2);
-    assert!(line.contains("more than a rank's HBM") && line.contains("cube.hbm.capacity"), "{line}");
+    assert!(
+        line.contains("more than a rank's HBM") && line.contains("cube.hbm.capacity"),
+        "{line}"
+    );
     assert!(stdout(&output).is_empty(), "no point ran");
 }

@@ -62,7 +62,10 @@ fn a_long_run_neither_blocks_other_requests_nor_outlives_its_limit() {
     let mut so_far = Vec::new();
     let _ = run.read_to_end(&mut so_far);
     let so_far = String::from_utf8_lossy(&so_far);
-    assert!(!so_far.contains("</html>"), "the drawing waited for the run");
+    assert!(
+        !so_far.contains("</html>"),
+        "the drawing waited for the run"
+    );
     run.get_ref().set_nonblocking(false).unwrap();
     page += &so_far;
     run.read_to_string(&mut page).unwrap();
@@ -78,6 +81,12 @@ fn a_data_check_too_big_for_the_form_is_refused_up_front() {
     request(&server.1, "run?bench=ccl_allreduce&size=1G&verify_data=1")
         .read_to_string(&mut reply)
         .unwrap();
-    assert!(reply.starts_with("HTTP/1.0 400") || reply.starts_with("HTTP/1.1 400"), "{reply}");
-    assert!(reply.contains("the data check of these points would keep about"), "{reply}");
+    assert!(
+        reply.starts_with("HTTP/1.0 400") || reply.starts_with("HTTP/1.1 400"),
+        "{reply}"
+    );
+    assert!(
+        reply.contains("the data check of these points would keep about"),
+        "{reply}"
+    );
 }

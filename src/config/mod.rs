@@ -82,10 +82,13 @@ impl Document {
     pub fn read(source: &ConfigSource) -> Result<Self, ConfigError> {
         match source {
             ConfigSource::File(path) => {
-                let text = read_capped(path, CONFIG_CAP, "a configuration file").map_err(|source| ConfigError::Read {
-                    path: path.clone(),
-                    source,
-                })?;
+                let text =
+                    read_capped(path, CONFIG_CAP, "a configuration file").map_err(|source| {
+                        ConfigError::Read {
+                            path: path.clone(),
+                            source,
+                        }
+                    })?;
                 Document::parse(&text, &path.display().to_string())
             }
             ConfigSource::Text { name, text } => Document::parse(text, name),

@@ -127,7 +127,11 @@ impl Reference {
             let workloads = distinct(rows.iter().map(|r| r.workload.clone()));
             return Err(format!(
                 "no result row is a collective with a size to compare (the results are {})",
-                if workloads.is_empty() { "empty".to_owned() } else { workloads.join(", ") }
+                if workloads.is_empty() {
+                    "empty".to_owned()
+                } else {
+                    workloads.join(", ")
+                }
             ));
         }
         let workloads = distinct(collectives.iter().map(|r| r.workload.clone()));
@@ -139,10 +143,14 @@ impl Reference {
                 workloads.join(", ")
             ));
         }
-        let dtypes = distinct(collectives.iter().filter_map(|r| match r.figures.get("dtype") {
-            Some(crate::workloads::Value::Text(t)) => Some(t.clone()),
-            _ => None,
-        }));
+        let dtypes = distinct(
+            collectives
+                .iter()
+                .filter_map(|r| match r.figures.get("dtype") {
+                    Some(crate::workloads::Value::Text(t)) => Some(t.clone()),
+                    _ => None,
+                }),
+        );
         if let Some(dtype) = &self.dtype
             && !dtypes.is_empty()
             && !dtypes.contains(dtype)
@@ -205,7 +213,10 @@ fn dtype_of(nccl: &str) -> Option<&'static str> {
 /// command line), path and `_mpi` suffix stripped.
 fn named_collective(line: &str) -> Option<&'static str> {
     line.split(|c: char| c.is_whitespace() || c == '/' || c == ':')
-        .filter_map(|word| word.strip_suffix("_perf").or_else(|| word.strip_suffix("_perf_mpi")))
+        .filter_map(|word| {
+            word.strip_suffix("_perf")
+                .or_else(|| word.strip_suffix("_perf_mpi"))
+        })
         .find_map(collective_of)
 }
 
@@ -219,7 +230,10 @@ pub fn parse_nccl_log(text: &str) -> Result<Reference, LineError> {
         .map(str::to_owned);
     let mut dtype: Option<(usize, String)> = None;
     for (number, line) in (1..).zip(text.lines()) {
-        let Some(name) = is_row(line).then(|| line.split_whitespace().nth(2)).flatten() else {
+        let Some(name) = is_row(line)
+            .then(|| line.split_whitespace().nth(2))
+            .flatten()
+        else {
             continue;
         };
         let ours = dtype_of(name).map_or_else(|| name.to_owned(), str::to_owned);
@@ -227,7 +241,9 @@ pub fn parse_nccl_log(text: &str) -> Result<Reference, LineError> {
             Some((_, seen)) if *seen != ours => {
                 return Err((
                     number,
-                    format!("type `{name}` differs from the earlier rows' {seen}: one data type per log"),
+                    format!(
+                        "type `{name}` differs from the earlier rows' {seen}: one data type per log"
+                    ),
                 ));
             }
             Some(_) => {}
@@ -438,7 +454,8 @@ node01:41237:41240 [0] NCCL INFO Channel 00/32 :    0   1
         assert!(got.measured.iter().all(|m| m.in_place_us.is_none()));
         let old = parse_nccl_log(SAMPLE).unwrap();
         assert_eq!((old.collective, old.dtype.as_deref()), (None, Some("f32")));
-        let from_command = "# ./build/all_gather_perf -b 8 -e 64\n8 2 float none -1 1 0 0 0 1 0 0 0\n";
+        let from_command =
+            "# ./build/all_gather_perf -b 8 -e 64\n8 2 float none -1 1 0 0 0 1 0 0 0\n";
         let got = parse_nccl_log(from_command).unwrap().collective;
         assert_eq!(got.as_deref(), Some("ccl_allgather"));
     }

@@ -73,17 +73,15 @@ pub enum ReportError {
 /// The result set `dir/results.json`.
 pub fn load(dir: &Path) -> Result<ResultSet, ReportError> {
     let path = dir.join("results.json");
-    let text = read_capped(&path, RESULTS_CAP, "a results.json").map_err(|source| {
-        ReportError::Read {
-            path: path.clone(),
-            source,
-        }
-    })?;
-    let set: ResultSet =
-        serde_json::from_str(&text).map_err(|source| ReportError::Json {
+    let text =
+        read_capped(&path, RESULTS_CAP, "a results.json").map_err(|source| ReportError::Read {
             path: path.clone(),
             source,
         })?;
+    let set: ResultSet = serde_json::from_str(&text).map_err(|source| ReportError::Json {
+        path: path.clone(),
+        source,
+    })?;
     validate(&set).map_err(|(row, field, message)| ReportError::Invalid {
         path,
         row,

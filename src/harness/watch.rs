@@ -84,7 +84,11 @@ pub fn sweep(
 
 /// Runs `work` in this thread while `beat` is called with the wall time
 /// so far every `every` until it returns.
-pub fn heartbeat<R>(every: Duration, beat: &(dyn Fn(Duration) + Sync), work: impl FnOnce() -> R) -> R {
+pub fn heartbeat<R>(
+    every: Duration,
+    beat: &(dyn Fn(Duration) + Sync),
+    work: impl FnOnce() -> R,
+) -> R {
     let (finished, wait) = mpsc::channel::<()>();
     let start = Instant::now();
     std::thread::scope(|scope| {
@@ -118,15 +122,19 @@ mod tests {
         let beat = |_: Duration| *beats.lock().unwrap() += 1;
         let (tx, rx) = mpsc::channel::<()>();
         // The work waits until the heartbeat has beaten twice.
-        let got = heartbeat(Duration::from_millis(1), &|d| {
-            beat(d);
-            if *beats.lock().unwrap() == 2 {
-                let _ = tx.send(());
-            }
-        }, || {
-            rx.recv().unwrap();
-            7
-        });
+        let got = heartbeat(
+            Duration::from_millis(1),
+            &|d| {
+                beat(d);
+                if *beats.lock().unwrap() == 2 {
+                    let _ = tx.send(());
+                }
+            },
+            || {
+                rx.recv().unwrap();
+                7
+            },
+        );
         assert_eq!(got, 7);
         assert!(*beats.lock().unwrap() >= 2);
     }

@@ -44,10 +44,10 @@ use tiny_http::{Header, Response, Server as HttpServer};
 use tracing_subscriber::layer::SubscriberExt;
 
 use super::figures;
-use super::watch;
 use super::report::{self, escape};
 use super::results::{ResultSet, Source};
 use super::sweep::{self, Axis, Plan, Variant};
+use super::watch;
 use crate::ccl::CclConfig;
 use crate::topology::naming::Side;
 use crate::topology::{EdgeKind, Fidelity, GridPos, Machine, NodeKind, Slot, TopologySpec};
@@ -175,23 +175,23 @@ impl Server {
         let reply = self.reply(request.url());
         // A browser that went away is not the server's problem.
         let _ = match reply {
-                Reply::Html(status, html) => request.respond(
-                    Response::from_string(html)
-                        .with_status_code(status)
-                        .with_header(content_type("text/html; charset=utf-8")),
-                ),
-                Reply::Svg(svg) => request
-                    .respond(Response::from_string(svg).with_header(content_type("image/svg+xml"))),
-                Reply::Trace(file) => request.respond(
-                    Response::from_file(file)
-                        .with_header(content_type("application/json"))
-                        .with_header(header(
-                            "Content-Disposition",
-                            "attachment; filename=\"kernbench-trace.json\"",
-                        )),
-                ),
-                Reply::Run(plan, query) => self.stream_run(request, &plan, &query),
-            };
+            Reply::Html(status, html) => request.respond(
+                Response::from_string(html)
+                    .with_status_code(status)
+                    .with_header(content_type("text/html; charset=utf-8")),
+            ),
+            Reply::Svg(svg) => request
+                .respond(Response::from_string(svg).with_header(content_type("image/svg+xml"))),
+            Reply::Trace(file) => request.respond(
+                Response::from_file(file)
+                    .with_header(content_type("application/json"))
+                    .with_header(header(
+                        "Content-Disposition",
+                        "attachment; filename=\"kernbench-trace.json\"",
+                    )),
+            ),
+            Reply::Run(plan, query) => self.stream_run(request, &plan, &query),
+        };
     }
 
     /// The reply to `url` (path and query).
@@ -199,7 +199,9 @@ impl Server {
         let (path, query) = url.split_once('?').unwrap_or((url, ""));
         let outcome = match path {
             "/" => Ok(Reply::Html(200, self.home())),
-            "/run" => self.checked_plan(query).map(|plan| Reply::Run(plan, query.to_owned())),
+            "/run" => self
+                .checked_plan(query)
+                .map(|plan| Reply::Run(plan, query.to_owned())),
             "/trace" => self.trace(query).map(Reply::Trace),
             "/topology.svg" => Ok(Reply::Svg(self.topology_svg.clone())),
             "/cube.svg" => Ok(Reply::Svg(self.cube_svg.clone())),
@@ -309,16 +311,27 @@ impl Server {
         ));
         let jobs = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
         let every = PROGRESS_EVERY;
-        let outcome = watch::sweep(plan, &points, jobs, Some(limit), every, &mut |done, elapsed| {
-            send(format!(
-                "<p class=\"progress\">{done} of {} point(s) done ({:.1} s)</p>\n",
-                points.len(),
-                elapsed.as_secs_f64()
-            ));
-        });
+        let outcome = watch::sweep(
+            plan,
+            &points,
+            jobs,
+            Some(limit),
+            every,
+            &mut |done, elapsed| {
+                send(format!(
+                    "<p class=\"progress\">{done} of {} point(s) done ({:.1} s)</p>\n",
+                    points.len(),
+                    elapsed.as_secs_f64()
+                ));
+            },
+        );
         let mut body = String::new();
         if outcome.stopped {
-            let finished = outcome.rows.iter().filter(|r| !sweep::was_cancelled(r)).count();
+            let finished = outcome
+                .rows
+                .iter()
+                .filter(|r| !sweep::was_cancelled(r))
+                .count();
             let _ = writeln!(
                 body,
                 "<p class=\"error\" id=\"limit\">stopped at the limit of {} s: {} of {} point(s) \

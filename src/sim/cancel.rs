@@ -72,7 +72,11 @@ mod tests {
         let mut simulation = with_cancel(flag, endless);
         let error = simulation.run().unwrap_err();
         assert!(matches!(error, SimError::Cancelled { .. }), "{error}");
-        assert!(simulation.stats().polls <= CHECK_EVERY, "{:?}", simulation.stats());
+        assert!(
+            simulation.stats().polls <= CHECK_EVERY,
+            "{:?}",
+            simulation.stats()
+        );
     }
 
     #[test]
