@@ -1,7 +1,7 @@
 //! Watching runs by the wall clock: progress lines while a sweep or a long
 //! run goes on, and the wall-time limit after which it is cancelled.
 //!
-//! [`sweep`] runs a sweep's points on worker threads while the calling
+//! [`sweep()`] runs a sweep's points on worker threads while the calling
 //! thread reports progress after every point and every `every` of wall
 //! time, and, given a limit, raises the sweep's cancellation flag when it
 //! is reached ([`crate::sim::cancel`], ADR-0030). [`heartbeat`] runs one

@@ -5,7 +5,7 @@
 //! The flag is handed to every simulation created on this thread inside
 //! [`with_cancel`], so a caller can bound a whole workload run (however
 //! many simulations it makes) without the workload knowing. The executor
-//! reads the flag every [`CHECK_EVERY`] polls — one relaxed atomic load —
+//! reads the flag every 1,024 polls — one relaxed atomic load —
 //! and stops the run with [`SimError::Cancelled`](super::SimError). The
 //! model never reads a clock: when to raise the flag is the host's
 //! business, and a run that is not cancelled is unchanged event for event.
