@@ -83,7 +83,7 @@ mod tests {
     fn a_lowered_flag_changes_nothing_and_the_scope_ends_with_the_call() {
         let flag = Arc::new(AtomicBool::new(false));
         let run = |simulation: &mut Simulation| {
-            simulation.spawn("short", sleep(SimDuration::from_ps(5000)));
+            simulation.spawn("short", async { sleep(SimDuration::from_ps(5000)).await });
             simulation.run().unwrap()
         };
         let with = with_cancel(flag, || run(&mut Simulation::new()));
