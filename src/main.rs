@@ -20,7 +20,9 @@ use tracing_subscriber::{EnvFilter, Layer};
 use kernbench::ccl::CclConfig;
 use kernbench::config::units::parse_positive_bytes;
 use kernbench::config::{ConfigError, ConfigSource, Overrides};
-use kernbench::harness::{figures, progress, reference, report, results, sweep, table, vary, web};
+use kernbench::harness::{
+    figures, progress, reference, report, results, sweep, table, vary, watch, web,
+};
 use kernbench::topology::{
     Fidelity, GraphView, Machine, Scope, TopologyError, TopologySpec, ViewError,
 };
@@ -305,6 +307,13 @@ enum CliError {
     View(#[from] ViewError),
     #[error("--format dot needs --view system, sip or cube")]
     DotWithoutView,
+    #[error(
+        "the machine would take about {} MiB of host memory to build (system.sips.count x \
+         sip.cube_mesh x cube.pes), but {} MiB are available: lower one of those keys",
+        needed >> 20,
+        available >> 20
+    )]
+    MachineTooBig { needed: u128, available: u64 },
     #[error("cannot write output: {0}")]
     Output(#[from] io::Error),
     #[error("cannot write output to {}: {source}", path.display())]
@@ -351,6 +360,7 @@ impl CliError {
             | CliError::Topology(_)
             | CliError::View(_)
             | CliError::DotWithoutView
+            | CliError::MachineTooBig { .. }
             | CliError::Report(_)
             | CliError::Reference(_) => ExitCode::from(2),
             CliError::Workload(error) if error.is_usage() => ExitCode::from(2),
@@ -372,8 +382,21 @@ impl CliError {
 /// files, so that `topo` and `probe` refuse what `run` refuses, with the
 /// same message.
 fn check_pair(topology: &TopologySpec, ccl: &CclConfig) -> Result<(), CliError> {
+    check_machine_fits(topology, workloads::collective::host_available())?;
     let machine = Machine::build(topology)?;
     kernbench::runtime::check_config(&machine, ccl).map_err(CliError::Ccl)
+}
+
+/// Refuses, before building it, a machine whose compiled graph would not
+/// fit the host's available memory (none known: not checked).
+fn check_machine_fits(topology: &TopologySpec, available: Option<u64>) -> Result<(), CliError> {
+    let needed = Machine::estimated_bytes(topology);
+    match available {
+        Some(available) if needed > u128::from(available) => {
+            Err(CliError::MachineTooBig { needed, available })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Loads and checks both configuration files, so every subcommand (`topo`
@@ -585,10 +608,23 @@ fn bench(
     if let Some(hint) = progress::packet_hint(topology.simulation.fidelity, &options) {
         eprintln!("{hint}");
     }
-    let shown = progress::RunProgress::start();
-    let report = workload.run(machine.clone(), &options);
-    drop(shown);
-    let report = report?;
+    let report = if io::stderr().is_terminal() {
+        let shown = progress::RunProgress::start();
+        let report = workload.run(machine.clone(), &options);
+        drop(shown);
+        report?
+    } else {
+        let beat = |elapsed: std::time::Duration| {
+            eprintln!(
+                "run {}: running for {:.0} s",
+                workload.name,
+                elapsed.as_secs_f64()
+            );
+        };
+        watch::heartbeat(watch::LINE_EVERY, &beat, || {
+            workload.run(machine.clone(), &options)
+        })?
+    };
     if let (Some(dir), Some(explanation)) = (&args.out, &report.explain) {
         write_explanation(dir, &machine, explanation)?;
     }
@@ -644,13 +680,8 @@ fn run_sweep(
                 .map(NonZeroUsize::get)
         })
         .unwrap_or(1);
-    let bar = if io::stderr().is_terminal() {
-        indicatif::ProgressBar::new(points.len() as u64)
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    let rows = sweep::run(&plan, &points, jobs, &|| bar.inc(1));
-    bar.finish_and_clear();
+    plan.check_sizes().map_err(CliError::Workload)?;
+    let rows = run_points(&plan, &points, jobs);
     let source = results::Source {
         command: command_line(),
         sweep: command_line_without(&["--shard", "--out", "--jobs"]),
@@ -687,6 +718,33 @@ fn run_sweep(
         write_results(dir, &set)?;
     }
     sweep_outcome(&rows)
+}
+
+/// Runs the sweep's points with progress on stderr: a bar on a terminal,
+/// else a line every few seconds (a log or a batch job sees it going).
+fn run_points(plan: &sweep::Plan, points: &[sweep::Point], jobs: usize) -> Vec<results::Row> {
+    let total = points.len();
+    let terminal = io::stderr().is_terminal();
+    let bar = if terminal {
+        indicatif::ProgressBar::new(total as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let mut next_line = watch::LINE_EVERY;
+    let every = if terminal {
+        std::time::Duration::from_millis(200)
+    } else {
+        watch::LINE_EVERY
+    };
+    let watched = watch::sweep(plan, points, jobs, None, every, &mut |done, elapsed| {
+        bar.set_position(done as u64);
+        if !terminal && elapsed >= next_line && done < total {
+            eprintln!("{}", watch::sweep_line(done, total, elapsed));
+            next_line = elapsed + watch::LINE_EVERY;
+        }
+    });
+    bar.finish_and_clear();
+    watched.rows
 }
 
 /// A sweep succeeds only when every point ran and passed its checks (CI
@@ -1040,6 +1098,35 @@ mod workload_flags {
         #[test]
         fn the_cli_with_every_workload_flag_is_well_formed() {
             super::super::command().debug_assert();
+        }
+
+        #[test]
+        fn a_machine_larger_than_the_host_is_refused_with_its_estimate() {
+            let sets = [
+                "system.sips.count=254",
+                "sip.cube_mesh={w: 16, h: 16}",
+                "cube.pes=240",
+            ]
+            .map(String::from);
+            let overrides = kernbench::config::Overrides::parse(&sets).unwrap();
+            let source = kernbench::topology::TopologySpec::default_source();
+            let spec =
+                kernbench::topology::TopologySpec::load(&source, &overrides.topology).unwrap();
+            // 254 x 256 cubes x 240 PEs: 15.6 M PEs at 550 B and 65,024 cubes at 11 KiB.
+            let needed = 254u128 * 256 * 240 * 550 + 254 * 256 * (11 << 10);
+            assert_eq!(kernbench::topology::Machine::estimated_bytes(&spec), needed);
+            let error = super::super::check_machine_fits(&spec, Some(4 << 30)).unwrap_err();
+            let text = error.to_string();
+            assert!(
+                text.contains(&format!("about {} MiB", needed >> 20)),
+                "{text}"
+            );
+            assert!(
+                text.contains("cube.pes") && text.contains("4096 MiB are available"),
+                "{text}"
+            );
+            assert!(super::super::check_machine_fits(&spec, Some(16 << 30)).is_ok());
+            assert!(super::super::check_machine_fits(&spec, None).is_ok());
         }
     }
 }

@@ -149,12 +149,15 @@ fn edited(folder: &std::path::Path, name: &str, edit: impl Fn(&mut serde_json::V
     out.to_str().unwrap().to_owned()
 }
 
+/// A change made to a results.json.
+type Edit = fn(&mut serde_json::Value);
+
 #[test]
 fn a_bad_results_file_is_refused_on_load_naming_row_and_field() {
     let dir = TempDir::new("hard-results");
     let d = dir.path();
     let good = sweep_folder(d, "W", &["--bench", "ccl_allreduce", "--size", "1K,2K"]);
-    let cases: [(&str, fn(&mut serde_json::Value), &str); 5] = [
+    let cases: [(&str, Edit, &str); 5] = [
         (
             "S",
             |j| j["rows"][0]["source"] = 99.into(),
@@ -313,4 +316,28 @@ fn a_real_nccl_tests_log_is_compared_and_a_mismatch_refused() {
     ));
     assert_eq!(code, 2);
     assert!(line.contains("/dev/zero: not a text file"), "{line}");
+}
+
+#[test]
+fn sweep_sizes_beyond_a_ranks_hbm_are_refused_before_any_point_runs() {
+    let dir = TempDir::new("hard-hbm");
+    let args = [
+        "--fidelity",
+        "flow",
+        "sweep",
+        "--bench",
+        "ccl_allreduce",
+        "-b",
+        "1K",
+        "-e",
+        "18446744073709551615",
+    ];
+    let output = kernbench(dir.path(), &args);
+    let (code, line) = refusal(&output);
+    assert_eq!(code, 2);
+    assert!(
+        line.contains("more than a rank's HBM") && line.contains("cube.hbm.capacity"),
+        "{line}"
+    );
+    assert!(stdout(&output).is_empty(), "no point ran");
 }

@@ -6,8 +6,9 @@
 //! [`gemm_figures`], with readable [`ticks`], and
 //! the stacked bars of [`attribution`]), and reports merging result folders and comparing
 //! them with measurements ([`report`], [`reference`](mod@reference)), and the local web
-//! UI over all of it ([`web`]); a long run's progress line on stderr
-//! ([`progress`]).
+//! UI over all of it ([`web`]); a long run's progress line on a terminal
+//! ([`progress`]), progress lines off a terminal and wall-time limits of
+//! long runs ([`watch`]).
 //!
 //! A client of `workloads`; nothing of the CLI.
 
@@ -23,4 +24,5 @@ pub mod sweep;
 pub mod table;
 pub mod ticks;
 pub mod vary;
+pub mod watch;
 pub mod web;

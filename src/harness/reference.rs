@@ -11,7 +11,7 @@
 //! error naming the file and line. The log's collective is read from its
 //! header (`# Collective test starting: all_gather_perf`, or the
 //! `..._perf` command line) and its data type from the `type` column, so
-//! that [`Reference::mismatch`] can refuse a comparison of, say, an
+//! that [`Reference::check`] can refuse a comparison of, say, an
 //! all-gather in float with all-reduce results in f16.
 //!
 //! The file is read through [`read_capped`] ([`REFERENCE_CAP`]).

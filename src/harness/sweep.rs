@@ -133,6 +133,34 @@ impl Plan {
             .collect()
     }
 
+    /// Refuses, before anything runs, a `size` no rank can hold: more than
+    /// a SIP's HBM (its cubes × `cube.hbm.capacity`) in some variant, as
+    /// `run` refuses it (a sweep's `-e` can reach 16 EiB).
+    pub fn check_sizes(&self) -> Result<(), WorkloadError> {
+        let Some(axis) = self.axes.iter().find(|a| a.name == "size") else {
+            return Ok(());
+        };
+        for variant in &self.variants {
+            let spec = &variant.topology;
+            let hbm = spec.cube.hbm.capacity.get().bytes();
+            let capacity = u128::from(hbm) * u128::from(spec.cubes_per_sip());
+            for value in &axis.values {
+                let Ok(size) = value.parse::<ByteSize>() else {
+                    continue;
+                };
+                if u128::from(size.0) > capacity {
+                    return Err(WorkloadError::BadOption(format!(
+                        "--size {value}: more than a rank's HBM ({} cubes x {} = {capacity} B, \
+                         cube.hbm.capacity): lower the largest size (-e) or raise cube.hbm.capacity",
+                        spec.cubes_per_sip(),
+                        spec.cube.hbm.capacity
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The options of `point`: its parameter values (not the variant's).
     fn options(&self, point: &Point) -> Options {
         let variant = &self.variants[point.variant];

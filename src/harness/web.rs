@@ -36,9 +36,9 @@ use std::io::Write as _;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tiny_http::{Header, Response, Server as HttpServer};
 use tracing_subscriber::layer::SubscriberExt;
@@ -47,6 +47,7 @@ use super::figures;
 use super::report::{self, escape};
 use super::results::{ResultSet, Source};
 use super::sweep::{self, Axis, Plan, Variant};
+use super::watch;
 use crate::ccl::CclConfig;
 use crate::topology::naming::Side;
 use crate::topology::{EdgeKind, Fidelity, GridPos, Machine, NodeKind, Slot, TopologySpec};
@@ -242,6 +243,7 @@ impl Server {
     /// limit or its data check would keep more than [`MAX_DATA_BYTES`].
     fn checked_plan(&self, query: &str) -> Result<Plan, String> {
         let plan = self.plan(query)?;
+        plan.check_sizes().map_err(|e| e.to_string())?;
         let points = plan.points();
         if points.len() > MAX_POINTS {
             return Err(format!(
@@ -307,21 +309,35 @@ impl Server {
             points.len(),
             limit.as_secs()
         ));
-        let outcome = bounded_sweep(plan, &points, limit, &mut |done, elapsed| {
-            send(format!(
-                "<p class=\"progress\">{done} of {} point(s) done ({:.1} s)</p>\n",
-                points.len(),
-                elapsed.as_secs_f64()
-            ));
-        });
+        let jobs = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+        let every = PROGRESS_EVERY;
+        let outcome = watch::sweep(
+            plan,
+            &points,
+            jobs,
+            Some(limit),
+            every,
+            &mut |done, elapsed| {
+                send(format!(
+                    "<p class=\"progress\">{done} of {} point(s) done ({:.1} s)</p>\n",
+                    points.len(),
+                    elapsed.as_secs_f64()
+                ));
+            },
+        );
         let mut body = String::new();
         if outcome.stopped {
+            let finished = outcome
+                .rows
+                .iter()
+                .filter(|r| !sweep::was_cancelled(r))
+                .count();
             let _ = writeln!(
                 body,
                 "<p class=\"error\" id=\"limit\">stopped at the limit of {} s: {} of {} point(s) \
                  finished; the others are rows saying so. Longer runs belong to `kernbench sweep`.</p>",
                 limit.as_secs(),
-                outcome.finished,
+                finished,
                 points.len()
             );
         }
@@ -406,64 +422,6 @@ impl Server {
                 Ok(variant(fields, topology))
             })
             .collect()
-    }
-}
-
-/// The rows of a bounded sweep and whether it hit its limit.
-struct Bounded {
-    rows: Vec<super::results::Row>,
-    stopped: bool,
-    finished: usize,
-}
-
-/// Runs `points` of `plan` on the available cores, cancelling them after
-/// `limit` of wall time (the points not run become rows saying so);
-/// `progress` hears the points done and the time so far, after each point
-/// and every few seconds.
-fn bounded_sweep(
-    plan: &Plan,
-    points: &[sweep::Point],
-    limit: Duration,
-    progress: &mut dyn FnMut(usize, Duration),
-) -> Bounded {
-    let jobs = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
-    let cancel = Arc::new(AtomicBool::new(false));
-    let done = AtomicUsize::new(0);
-    let (tick, ticks) = mpsc::channel::<()>();
-    let start = Instant::now();
-    let rows = std::thread::scope(|scope| {
-        let runner = scope.spawn(|| {
-            let tick = tick;
-            sweep::run_cancellable(plan, points, jobs, &cancel, &|| {
-                done.fetch_add(1, Ordering::Relaxed);
-                let _ = tick.send(());
-            })
-        });
-        loop {
-            let left = limit.saturating_sub(start.elapsed());
-            let wait = if left.is_zero() {
-                PROGRESS_EVERY
-            } else {
-                left.min(PROGRESS_EVERY)
-            };
-            match ticks.recv_timeout(wait) {
-                Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => {
-                    progress(done.load(Ordering::Relaxed), start.elapsed());
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            }
-            if start.elapsed() >= limit {
-                cancel.store(true, Ordering::Relaxed);
-            }
-        }
-        runner.join().expect("the sweep does not panic")
-    });
-    let stopped = cancel.load(Ordering::Relaxed);
-    let finished = rows.iter().filter(|r| !sweep::was_cancelled(r)).count();
-    Bounded {
-        rows,
-        stopped,
-        finished,
     }
 }
 

@@ -5,7 +5,7 @@
 //! The flag is handed to every simulation created on this thread inside
 //! [`with_cancel`], so a caller can bound a whole workload run (however
 //! many simulations it makes) without the workload knowing. The executor
-//! reads the flag every [`CHECK_EVERY`] polls — one relaxed atomic load —
+//! reads the flag every 1,024 polls — one relaxed atomic load —
 //! and stops the run with [`SimError::Cancelled`](super::SimError). The
 //! model never reads a clock: when to raise the flag is the host's
 //! business, and a run that is not cancelled is unchanged event for event.
@@ -83,7 +83,7 @@ mod tests {
     fn a_lowered_flag_changes_nothing_and_the_scope_ends_with_the_call() {
         let flag = Arc::new(AtomicBool::new(false));
         let run = |simulation: &mut Simulation| {
-            simulation.spawn("short", sleep(SimDuration::from_ps(5000)));
+            simulation.spawn("short", async { sleep(SimDuration::from_ps(5000)).await });
             simulation.run().unwrap()
         };
         let with = with_cancel(flag, || run(&mut Simulation::new()));

@@ -251,6 +251,17 @@ impl Machine {
         })
     }
 
+    /// Host bytes [`Machine::build`] takes for `spec`, estimated from its
+    /// counts before anything is built: about 550 B per PE and 11 KiB per
+    /// cube (its routers, attachments, edges and index entries), measured
+    /// on a release build at 16 and 254 SIPs of 16 × 16 cubes of 240 PEs
+    /// (issue 26 item 8). A lower bound of what a debug build takes.
+    pub fn estimated_bytes(spec: &TopologySpec) -> u128 {
+        let cubes = u128::from(spec.system.sips.count().get()) * u128::from(spec.cubes_per_sip());
+        let pes = cubes * u128::from(spec.cube.pes.get());
+        pes * 550 + cubes * (11 << 10)
+    }
+
     /// The spec the machine was built from.
     pub fn spec(&self) -> &TopologySpec {
         &self.spec

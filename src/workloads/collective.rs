@@ -383,12 +383,30 @@ fn check_host_memory(
     )))
 }
 
-/// The host memory available now (Linux `MemAvailable`), if known.
-fn host_available() -> Option<u64> {
+/// The host memory available now, if known: Linux `MemAvailable`, or
+/// less when the process is capped (cgroup v2 `memory.max`, `ulimit -v`).
+pub fn host_available() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
+    let available = kib.checked_mul(1024)?;
+    let cgroup = std::fs::read_to_string("/sys/fs/cgroup/memory.max")
+        .ok()
+        .and_then(|text| text.trim().parse::<u64>().ok());
+    let address_space = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|limits| {
+            let line = limits
+                .lines()
+                .find(|l| l.starts_with("Max address space"))?;
+            line.split_whitespace().nth(3)?.parse::<u64>().ok()
+        });
+    Some(
+        [cgroup, address_space]
+            .into_iter()
+            .flatten()
+            .fold(available, u64::min),
+    )
 }
 
 /// The DDP worker: place, fill, call between barriers, read back.
