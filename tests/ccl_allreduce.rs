@@ -122,7 +122,8 @@ fn a_size_that_does_not_split_into_tiles_is_a_usage_error() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("--size 100: must be a positive multiple of 32 B"),
+        stderr.contains("--size 100: 50 f16 elements per rank do not split into 16 equal blocks")
+            && stderr.contains("the nearest are 96 B and 128 B"),
         "{stderr}"
     );
 }
