@@ -605,7 +605,10 @@ fn bench(
         ccl: Some(ccl),
         explain: args.explain,
     };
-    if let Some(hint) = progress::packet_hint(topology.simulation.fidelity, &options) {
+    // For a person at a terminal, like the progress line: scripts and
+    // tests read stderr's one `error:` line.
+    let hint = progress::packet_hint(topology.simulation.fidelity, &options);
+    if let Some(hint) = hint.filter(|_| io::stderr().is_terminal()) {
         eprintln!("{hint}");
     }
     let report = if io::stderr().is_terminal() {
