@@ -66,11 +66,12 @@ fn tb(out: &mut String, id: usize, send: i64, recv: i64, steps: &[StepText<'_>])
     out.push_str("    </tb>\n");
 }
 
-/// The ring all-reduce over `n` ranks (at least 2), one chunk per rank:
-/// `n − 1` reduce-scatter steps (`s`, then `rrs`, ending in `rrcs` at the
-/// chunk's owner, which starts the all-gather) and `n − 1` all-gather
-/// steps (`rcs`, ending in `r`); at step `k` rank `r` sends chunk
-/// `r − k` to `r + 1` (modulo `n`), so rank `r` owns chunk `r + 1`.
+/// The ring all-reduce over `n` ranks (at least 2), one chunk per rank,
+/// `2n − 1` steps: `s`, then `n − 1` reduce-scatter receives (`rrs`,
+/// ending in `rrcs` at the chunk's owner, which starts the all-gather) and
+/// `n − 1` all-gather receives (`rcs`, ending in `r`); at step `k` rank
+/// `r` sends chunk `r − k` to `r + 1` (modulo `n`), so rank `r` owns
+/// chunk `r + 1`.
 pub fn ring(n: usize) -> String {
     let n = n.max(2);
     let at = |r: usize, k: usize| ((r + n * n - k) % n) as i64;
@@ -148,12 +149,13 @@ mod tests {
     use crate::ccl::msccl::program::{Program, StepKind};
 
     #[test]
-    fn the_ring_reads_back_with_two_n_minus_two_steps_per_rank() {
+    fn the_ring_reads_back_with_two_n_minus_one_steps_per_rank() {
         for n in [2, 3, 4, 8] {
             let program = Program::parse("ring.xml", &ring(n), n, Collective::AllReduce).unwrap();
             for (r, gpu) in program.gpus.iter().enumerate() {
                 let tb = &gpu.tbs[0];
-                assert_eq!(tb.steps.len(), 2 * (n - 1));
+                // One send, then 2 (n − 1) receiving steps.
+                assert_eq!(tb.steps.len(), 2 * n - 1);
                 assert_eq!(
                     (tb.send, tb.recv),
                     (Some((r + 1) % n), Some((r + n - 1) % n))
