@@ -123,9 +123,9 @@ fn missing_file_and_bad_set_exit_2_without_panicking() {
 fn topo_refuses_what_run_refuses_with_the_same_message() {
     let dir = TempDir::new("topo-same-as-run");
     let cases: [&[&str]; 7] = [
-        &["--set", "system.sips.count=255"],
-        &["--set", "sip.cube_mesh={w: 32, h: 32}"],
-        &["--set", "cube.pes=241"],
+        &["--set", "system.sips.count=2147483648"],
+        &["--set", "cube.sram.capacity=8388608 TiB"],
+        &["--set", "cube.pes=5000"],
         &["--set", "ccl.algorithms.intercube_allreduce.module=nope"],
         &["--set", "ccl.defaults.world_size=7"],
         &["--set", "pe.tcm.capacity=16 KiB"],
