@@ -47,7 +47,12 @@ pub fn collective_node(
 }
 
 /// A `COMP_NODE` of `num_ops` operations touching `tensor_size` bytes.
-pub fn compute_node((id, name): (u64, &str), num_ops: u64, tensor_size: u64, deps: Vec<u64>) -> Node {
+pub fn compute_node(
+    (id, name): (u64, &str),
+    num_ops: u64,
+    tensor_size: u64,
+    deps: Vec<u64>,
+) -> Node {
     let attr = vec![
         Attribute::boolean("is_cpu_op", false),
         Attribute::int64("num_ops", num_ops as i64),
@@ -94,7 +99,15 @@ fn node((id, name): (u64, &str), kind: NodeType, deps: Vec<u64>, attr: Vec<Attri
 pub fn collective(comm: CommType, bytes: u64, ranks: usize) -> Vec<RawTrace> {
     let name = super::world::comm_name(comm);
     (0..ranks)
-        .map(|_| trace(vec![collective_node((0, name), comm, bytes, None, Vec::new())]))
+        .map(|_| {
+            trace(vec![collective_node(
+                (0, name),
+                comm,
+                bytes,
+                None,
+                Vec::new(),
+            )])
+        })
         .collect()
 }
 

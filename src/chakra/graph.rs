@@ -234,7 +234,8 @@ pub fn topological_order<'a>(n: usize, deps: impl Fn(usize) -> &'a [usize]) -> V
             children[d].push(i);
         }
     }
-    let mut ready: std::collections::BTreeSet<usize> = (0..n).filter(|&i| waiting[i] == 0).collect();
+    let mut ready: std::collections::BTreeSet<usize> =
+        (0..n).filter(|&i| waiting[i] == 0).collect();
     let mut order = Vec::with_capacity(n);
     while let Some(i) = ready.pop_first() {
         order.push(i);
@@ -258,7 +259,10 @@ fn op(node: &Node, warnings: &mut Warnings) -> Result<Op, String> {
                 attrs.insert(name, value);
             }
         } else if !KNOWN_IGNORED.contains(&name) {
-            *warnings.unknown_attributes.entry(attr.name.clone()).or_default() += 1;
+            *warnings
+                .unknown_attributes
+                .entry(attr.name.clone())
+                .or_default() += 1;
         }
     }
     let int = |name: &str| -> Result<Option<u64>, String> {
@@ -274,7 +278,10 @@ fn op(node: &Node, warnings: &mut Warnings) -> Result<Op, String> {
     };
     let required = |name: &str| -> Result<u64, String> {
         int(name)?.ok_or_else(|| {
-            format!("node {} (`{}`): attribute {name} is missing", node.id, node.name)
+            format!(
+                "node {} (`{}`): attribute {name} is missing",
+                node.id, node.name
+            )
         })
     };
     let rank = |name: &str| -> Result<usize, String> { Ok(required(name)? as usize) };
@@ -370,8 +377,18 @@ mod tests {
                 Attribute::int64("mystery", 3),
             ],
         );
-        let comp = node(1, NodeType::Comp, &[], vec![Attribute::int64("num_ops", 10)]);
-        let graph = build(&raw(vec![comp, coll, node(3, NodeType::Invalid, &[2], vec![])])).unwrap();
+        let comp = node(
+            1,
+            NodeType::Comp,
+            &[],
+            vec![Attribute::int64("num_ops", 10)],
+        );
+        let graph = build(&raw(vec![
+            comp,
+            coll,
+            node(3, NodeType::Invalid, &[2], vec![]),
+        ]))
+        .unwrap();
         assert_eq!(graph.nodes[1].deps, [0]);
         assert_eq!(
             graph.nodes[1].op,
@@ -407,7 +424,12 @@ mod tests {
             build(&no_type).unwrap_err(),
             "node 4 (`n4`): attribute comm_type is missing"
         );
-        let send = raw(vec![node(5, NodeType::CommSend, &[], vec![Attribute::int64("comm_size", 8)])]);
+        let send = raw(vec![node(
+            5,
+            NodeType::CommSend,
+            &[],
+            vec![Attribute::int64("comm_size", 8)],
+        )]);
         assert_eq!(
             build(&send).unwrap_err(),
             "node 5 (`n5`): attribute comm_dst is missing"

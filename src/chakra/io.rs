@@ -148,7 +148,10 @@ mod tests {
         assert!(cut.starts_with("byte 8: the Node message is"), "{cut}");
         assert!(cut.contains("truncated"), "{cut}");
         let text = decode(b"hello, this is not a trace\n").unwrap_err();
-        assert!(text.starts_with("byte 0: the GlobalMetadata message"), "{text}");
+        assert!(
+            text.starts_with("byte 0: the GlobalMetadata message"),
+            "{text}"
+        );
         assert!(decode(&[]).unwrap_err().starts_with("empty file"));
     }
 }

@@ -126,7 +126,14 @@ pub fn check(
     }
     let mut merged = Merged::new(graphs);
     for (name, by_rank) in &sequences {
-        match_collectives(files, graphs, name, &world.groups[name], by_rank, &mut merged)?;
+        match_collectives(
+            files,
+            graphs,
+            name,
+            &world.groups[name],
+            by_rank,
+            &mut merged,
+        )?;
     }
     for (&(src, dst, tag), [sends, recvs]) in &p2p {
         match_p2p(files, graphs, (src, dst, tag), (sends, recvs), &mut merged)?;
@@ -378,7 +385,10 @@ impl Merged {
 }
 
 fn describe(files: &[String], rank: usize, node: &EtNode) -> String {
-    format!("rank {rank} ({}) node {} `{}`", files[rank], node.id, node.name)
+    format!(
+        "rank {rank} ({}) node {} `{}`",
+        files[rank], node.id, node.name
+    )
 }
 
 #[cfg(test)]
@@ -445,7 +455,10 @@ mod tests {
             graph(vec![(recv(0), vec![]), (send(0), vec![0])]),
         ];
         let error = check(&files(2), &crossed, &none).unwrap_err();
-        assert!(error.starts_with("deadlock: these nodes wait on each other: rank 0 (t.0.et) node 10"), "{error}");
+        assert!(
+            error.starts_with("deadlock: these nodes wait on each other: rank 0 (t.0.et) node 10"),
+            "{error}"
+        );
         assert!(error.contains("rank 1 (t.1.et) node 11"), "{error}");
     }
 
@@ -467,7 +480,12 @@ mod tests {
         let ok = [mine("a"), mine("a"), mine("b"), mine("b")];
         let world = check(&files(4), &ok, &groups).unwrap();
         assert_eq!(world.groups["b"], [2, 3]);
-        let wrong = [mine("a"), mine("a"), mine("b"), graph(vec![(all_reduce(16, Some("b")), vec![])])];
+        let wrong = [
+            mine("a"),
+            mine("a"),
+            mine("b"),
+            graph(vec![(all_reduce(16, Some("b")), vec![])]),
+        ];
         let error = check(&files(4), &wrong, &groups).unwrap_err();
         assert_eq!(
             error,
@@ -479,6 +497,9 @@ mod tests {
         assert!(error.contains("does not include rank 1"), "{error}");
         let missing = [mine("a"), graph(vec![]), mine("b"), mine("b")];
         let error = check(&files(4), &missing, &groups).unwrap_err();
-        assert!(error.contains("rank 0 has 1 collectives, rank 1 has 0"), "{error}");
+        assert!(
+            error.contains("rank 0 has 1 collectives, rank 1 has 0"),
+            "{error}"
+        );
     }
 }

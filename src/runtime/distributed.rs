@@ -1232,12 +1232,10 @@ impl Group {
                 plans.insert(collective, plan);
             }
         }
-        let world_size = plans
-            .values()
-            .next()
-            .map_or(members.map_or(machine.sip_count() as usize, <[u32]>::len), |p| {
-                p.world_size
-            });
+        let world_size = plans.values().next().map_or(
+            members.map_or(machine.sip_count() as usize, <[u32]>::len),
+            |p| p.world_size,
+        );
         if let Some((&call, plan)) = plans.iter().find(|(_, p)| p.world_size != world_size) {
             return Err(DistError::WorldSizeDiffers {
                 call,

@@ -38,7 +38,7 @@ use super::{Figure, WorkloadError};
 use crate::chakra::world::comm_name;
 use crate::chakra::{CommType, Op, TraceSet};
 use crate::mem::DType;
-use crate::runtime::{DPPolicy, Distributed, ReduceOp, Split, Tensor, Torch, scope_rank, spawn};
+use crate::runtime::{DPPolicy, Distributed, ReduceOp, Split, Tensor, Torch, spawn};
 use crate::sim::{self, Event, Resource, SimDuration, SimTime};
 use crate::trace::{self, CompleteEvent};
 
@@ -132,12 +132,15 @@ struct RankContext {
     host: Resource,
     /// Trace lanes per stream: when each becomes free.
     lanes: RefCell<BTreeMap<Stream, Vec<SimTime>>>,
-    failure: RefCell<Option<(usize, WorkloadError)>>,
 }
 
 /// Runs `set` on the machine of `torch` (see the module docs); every rank
 /// must have a SIP (the caller checks).
-pub async fn run(torch: Torch, set: Rc<TraceSet>, mode: ComputeMode) -> Result<EtResult, WorkloadError> {
+pub async fn run(
+    torch: Torch,
+    set: Rc<TraceSet>,
+    mode: ComputeMode,
+) -> Result<EtResult, WorkloadError> {
     let dist = torch.distributed.clone();
     dist.init_process_group("ahbm")?;
     let n = set.graphs.len();
@@ -282,7 +285,11 @@ impl RankContext {
         mode: ComputeMode,
     ) -> Rc<RankContext> {
         let graph = &set.graphs[rank];
-        let done = graph.nodes.iter().map(|n| Event::new(&format!("rank{rank}.et.node{}", n.id))).collect();
+        let done = graph
+            .nodes
+            .iter()
+            .map(|n| Event::new(&format!("rank{rank}.et.node{}", n.id)))
+            .collect();
         let mut last: BTreeMap<String, usize> = BTreeMap::new();
         let previous = graph
             .nodes
@@ -302,41 +309,24 @@ impl RankContext {
             memory: Resource::new(&format!("rank{rank}.et.memory"), 1),
             host: Resource::new(&format!("rank{rank}.et.host"), 1),
             lanes: RefCell::new(BTreeMap::new()),
-            failure: RefCell::new(None),
             set,
             groups,
             mode,
         })
     }
 
-    /// Every node as a task of its own; their times in file order, or the
-    /// first failure.
+    /// Every node at once (each waits for its own dependencies), polled by
+    /// the rank's task so that a failure cancels the rank; their times in
+    /// file order, or the first failure, naming the node.
     async fn run(self: Rc<Self>) -> Result<RankSpans, WorkloadError> {
         let count = self.set.graphs[self.rank].nodes.len();
-        let handles: Vec<_> = (0..count)
-            .map(|i| {
-                let context = self.clone();
-                let name = format!("rank{}.et.node{}", self.rank, self.set.graphs[self.rank].nodes[i].id);
-                sim::spawn(&name, scope_rank(self.rank, async move { context.node(i).await }))
-            })
-            .collect();
-        let mut spans = Vec::with_capacity(count);
-        for handle in handles {
-            spans.push(handle.await?);
-        }
-        if let Some((i, error)) = self.failure.borrow_mut().take() {
-            let node = &self.set.graphs[self.rank].nodes[i];
-            return Err(WorkloadError::BadOption(format!(
-                "{}: node {} (`{}`): {error}",
-                self.set.files[self.rank], node.id, node.name
-            )));
-        }
-        Ok(spans)
+        let nodes = (0..count).map(|i| self.clone().node(i));
+        futures::future::try_join_all(nodes).await
     }
 
     /// Node `i`: waits for its dependencies and its stream, runs, marks
-    /// itself done (also when it failed, so the rank drains).
-    async fn node(self: Rc<Self>, i: usize) -> Span {
+    /// itself done.
+    async fn node(self: Rc<Self>, i: usize) -> Result<Span, WorkloadError> {
         let node = &self.set.graphs[self.rank].nodes[i];
         for &d in &node.deps {
             self.done[d].wait().await;
@@ -352,16 +342,21 @@ impl RankContext {
             Stream::Comm | Stream::None => None,
         };
         let start = sim::now();
-        if let Err(error) = self.execute(&node.op, node.duration_micros).await {
-            self.failure.borrow_mut().get_or_insert((i, error));
-        }
+        self.execute(&node.op, node.duration_micros)
+            .await
+            .map_err(|error| {
+                WorkloadError::BadOption(format!(
+                    "{}: node {} (`{}`): {error}",
+                    self.set.files[self.rank], node.id, node.name
+                ))
+            })?;
         let span = Span {
             start,
             end: sim::now(),
         };
         self.done[i].set();
         self.record(stream, &node.name, span);
-        span
+        Ok(span)
     }
 
     async fn execute(&self, op: &Op, micros: u64) -> Result<(), WorkloadError> {
@@ -418,7 +413,12 @@ impl RankContext {
             .named(name))
     }
 
-    async fn collective(&self, dist: &Distributed, comm: CommType, bytes: u64) -> Result<(), WorkloadError> {
+    async fn collective(
+        &self,
+        dist: &Distributed,
+        comm: CommType,
+        bytes: u64,
+    ) -> Result<(), WorkloadError> {
         let Some(collective) = collective_of(comm) else {
             dist.barrier().await?;
             return Ok(());
@@ -439,7 +439,9 @@ impl RankContext {
             (CommType::Broadcast, _) => dist.broadcast(&input, root).await?,
             (CommType::AllGather, Some(out)) => dist.all_gather(out, &input).await?,
             (CommType::AllToAll, Some(out)) => dist.all_to_all(out, &input).await?,
-            (CommType::Gather, Some(out)) => dist.gather(&input, is_root.then_some(out), root).await?,
+            (CommType::Gather, Some(out)) => {
+                dist.gather(&input, is_root.then_some(out), root).await?
+            }
             (CommType::Scatter, Some(out)) => {
                 dist.scatter(out, is_root.then_some(&input), root).await?
             }
@@ -455,7 +457,10 @@ impl RankContext {
 
     async fn p2p(&self, send: bool, peer: usize, bytes: u64) -> Result<(), WorkloadError> {
         let cubes = self.torch.device().fabric().machine().cubes_per_sip() as usize;
-        let elements = bytes.div_ceil(DType::F16.size()).div_ceil(cubes as u64).max(1) as usize;
+        let elements = bytes
+            .div_ceil(DType::F16.size())
+            .div_ceil(cubes as u64)
+            .max(1) as usize;
         let dist = &self.torch.distributed;
         let tensor = self.tensor("et.p2p", elements)?;
         let work = match send {
@@ -475,7 +480,10 @@ impl RankContext {
         let lane = {
             let mut lanes = self.lanes.borrow_mut();
             let lanes = lanes.entry(stream).or_default();
-            let lane = lanes.iter().position(|&free| free <= span.start).unwrap_or(lanes.len());
+            let lane = lanes
+                .iter()
+                .position(|&free| free <= span.start)
+                .unwrap_or(lanes.len());
             if lane == lanes.len() {
                 lanes.push(span.end);
             }
@@ -527,7 +535,9 @@ fn union(mut spans: Vec<(SimTime, SimTime)>) -> Vec<(SimTime, SimTime)> {
 }
 
 fn measure(spans: &[(SimTime, SimTime)]) -> SimDuration {
-    spans.iter().fold(SimDuration::ZERO, |sum, &(s, e)| sum + (e - s))
+    spans
+        .iter()
+        .fold(SimDuration::ZERO, |sum, &(s, e)| sum + (e - s))
 }
 
 /// The part of `a` (a union) that `b` (a union) does not cover.
@@ -566,7 +576,10 @@ pub fn split(set: &TraceSet, result: &EtResult, rank: usize) -> RankSplit {
     let nodes = &set.graphs[rank].nodes;
     let spans = &result.spans[rank];
     let pick = |want: Stream| {
-        let chosen = nodes.iter().zip(spans).filter(|(n, _)| Stream::of(&n.op) == want);
+        let chosen = nodes
+            .iter()
+            .zip(spans)
+            .filter(|(n, _)| Stream::of(&n.op) == want);
         union(chosen.map(|(_, s)| (s.start, s.end)).collect())
     };
     let (compute, comm) = (pick(Stream::Compute), pick(Stream::Comm));
@@ -577,6 +590,15 @@ pub fn split(set: &TraceSet, result: &EtResult, rank: usize) -> RankSplit {
         comm: measure(&comm),
         exposed: uncovered(&comm, &compute),
     }
+}
+
+/// The time from the first node to the last rank's last node.
+pub fn step_time(set: &TraceSet, result: &EtResult) -> SimDuration {
+    let ranks = 0..set.graphs.len();
+    ranks
+        .map(|r| split(set, result, r).span)
+        .max()
+        .unwrap_or_default()
 }
 
 /// The figures of a run: `et_ps`, the per-rank split (and its largest),
@@ -590,7 +612,10 @@ pub fn figures(set: &TraceSet, result: &EtResult) -> Vec<Figure> {
     let largest = |f: fn(&RankSplit) -> SimDuration| splits.iter().map(f).max().unwrap_or_default();
     let mut figures = vec![
         Figure::int("ranks", n as u64),
-        Figure::int("nodes", set.graphs.iter().map(|g| g.nodes.len() as u64).sum()),
+        Figure::int(
+            "nodes",
+            set.graphs.iter().map(|g| g.nodes.len() as u64).sum(),
+        ),
         Figure::time("et_ps", et),
         Figure::time("compute_ps", largest(|s| s.compute)),
         Figure::time("comm_ps", largest(|s| s.comm)),
@@ -598,7 +623,10 @@ pub fn figures(set: &TraceSet, result: &EtResult) -> Vec<Figure> {
     ];
     figures.extend(collective_figures(set, result));
     figures.push(Figure::int("skipped_nodes", set.warnings.skipped_nodes()));
-    figures.push(Figure::int("ignored_attributes", set.warnings.ignored_attributes()));
+    figures.push(Figure::int(
+        "ignored_attributes",
+        set.warnings.ignored_attributes(),
+    ));
     for (r, s) in splits.iter().enumerate() {
         figures.extend([
             Figure::time(figure_name(format!("rank{r}_ps")), s.span),
@@ -623,7 +651,9 @@ fn collective_figures(set: &TraceSet, result: &EtResult) -> Vec<Figure> {
             };
             let key = group_key(set, group.as_deref());
             let k = seq.entry(key.clone()).or_default();
-            let entry = calls.entry((key, *k)).or_insert((*comm, *bytes, span.start, span.end));
+            let entry = calls
+                .entry((key, *k))
+                .or_insert((*comm, *bytes, span.start, span.end));
             entry.2 = entry.2.min(span.start);
             entry.3 = entry.3.max(span.end);
             *k += 1;
@@ -671,7 +701,14 @@ mod tests {
     fn layouts_follow_the_ccl_workloads() {
         // 1 MiB per rank, 16 cubes, 8 ranks: 32768 f16 per cube tile.
         let all_reduce = Layout::new(CommType::AllReduce, 1 << 20, 16, 128);
-        assert_eq!((all_reduce.in_blocks, all_reduce.out_blocks, all_reduce.n_elem), (1, 0, 32768));
+        assert_eq!(
+            (
+                all_reduce.in_blocks,
+                all_reduce.out_blocks,
+                all_reduce.n_elem
+            ),
+            (1, 0, 32768)
+        );
         let rs = Layout::new(CommType::ReduceScatter, 1 << 20, 16, 128);
         assert_eq!((rs.in_blocks, rs.out_blocks, rs.n_elem), (128, 1, 256));
         // Rounded up to a whole element per block.
