@@ -34,6 +34,10 @@ use super::{collective_node, compute_node, p2p_node, trace};
 use crate::chakra::io::RawTrace;
 use crate::chakra::schema::{CommType, Node};
 
+/// Process-group names and their ranks (written as
+/// `PREFIX.comm_groups.json`).
+pub type Groups = BTreeMap<String, Vec<usize>>;
+
 /// The smallest DP gradient bucket (PyTorch DDP's default, 25 MiB).
 pub const BUCKET_BYTES: u64 = 25 << 20;
 
@@ -215,7 +219,7 @@ impl Step {
     }
 
     /// Every rank's trace and the process groups (`tp{i}`, `dp{i}`).
-    pub fn generate(&self) -> Result<(Vec<RawTrace>, BTreeMap<String, Vec<usize>>), String> {
+    pub fn generate(&self) -> Result<(Vec<RawTrace>, Groups), String> {
         self.check()?;
         let groups = self.groups();
         let traces = (0..self.ranks())
@@ -226,7 +230,7 @@ impl Step {
 
     /// The TP groups (`tp{stage·DP + replica}`) and DP groups
     /// (`dp{stage·TP + shard}`).
-    fn groups(&self) -> BTreeMap<String, Vec<usize>> {
+    fn groups(&self) -> Groups {
         let mut groups = BTreeMap::new();
         for stage in 0..self.pp {
             for replica in 0..self.dp {
