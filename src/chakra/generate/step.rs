@@ -534,7 +534,7 @@ mod tests {
         let (t, h) = (128u64, 768u64);
         assert_eq!(s.flops(), 3 * 4 * (24 * t * h * h + 4 * t * t * h));
         assert!(
-            step(3, 1, 1, 1)
+            step(5, 1, 1, 1)
                 .check()
                 .unwrap_err()
                 .contains("must divide")
