@@ -107,10 +107,63 @@ enum Command {
     /// found twice is kept once when its results are identical and refused
     /// (exit 2, naming the run and both folders) when they differ.
     Report(ReportArgs),
+    /// Write Chakra execution traces OUT.0.et ... OUT.{N-1}.et (and
+    /// OUT.comm_groups.json): a collective microbenchmark (--collective
+    /// --size --ranks) or one transformer training step (--model --tp --dp
+    /// --pp --layers --micro-batches --seq; 1F1B). `run --bench chakra --et
+    /// OUT` runs them.
+    ChakraGen(ChakraGenArgs),
     /// Serve a local web UI: the machine drawn as SVG, a form that runs a
     /// workload or a small sweep (table, figures, Perfetto trace), and the
     /// report of --results DIR. Prints `listening on URL` first.
     Web(WebArgs),
+}
+
+#[derive(Debug, Args)]
+struct ChakraGenArgs {
+    /// The file prefix to write.
+    #[arg(long, value_name = "PREFIX")]
+    out: PathBuf,
+    /// A microbenchmark of this collective (all_reduce, all_gather, ...).
+    #[arg(
+        long,
+        value_name = "NAME",
+        conflicts_with = "model",
+        required_unless_present = "model"
+    )]
+    collective: Option<String>,
+    /// Its bytes per rank (K/M/G suffixes).
+    #[arg(
+        long,
+        value_name = "BYTES",
+        requires = "collective",
+        default_value = "1M"
+    )]
+    size: workloads::ByteSize,
+    /// Its ranks.
+    #[arg(long, value_name = "N", requires = "collective", default_value_t = 8)]
+    ranks: usize,
+    /// A training step of this model (gpt3-125m ... gpt3-175b).
+    #[arg(long, value_name = "NAME")]
+    model: Option<String>,
+    /// Tensor-parallel degree.
+    #[arg(long, value_name = "T", default_value_t = 1)]
+    tp: usize,
+    /// Data-parallel degree.
+    #[arg(long, value_name = "D", default_value_t = 1)]
+    dp: usize,
+    /// Pipeline stages (1F1B).
+    #[arg(long, value_name = "P", default_value_t = 1)]
+    pp: usize,
+    /// Layers (default: the model's).
+    #[arg(long, value_name = "L")]
+    layers: Option<usize>,
+    /// Micro-batches per step.
+    #[arg(long, value_name = "M", default_value_t = 1)]
+    micro_batches: usize,
+    /// Sequence length.
+    #[arg(long, value_name = "S", default_value_t = 2048)]
+    seq: u64,
 }
 
 #[derive(Debug, Args)]
@@ -541,6 +594,7 @@ fn run(cli: &Cli, matches: &ArgMatches) -> Result<(), CliError> {
         }
         Command::Report(ref args) => run_report(args),
         Command::Web(ref args) => serve(topology, ccl, args),
+        Command::ChakraGen(ref args) => chakra_gen(args),
         Command::Run(ref args) => {
             let params = matches
                 .subcommand_matches("run")
@@ -549,6 +603,51 @@ fn run(cli: &Cli, matches: &ArgMatches) -> Result<(), CliError> {
             bench(&topology, ccl, args, params)
         }
     }
+}
+
+/// `chakra-gen`: writes the traces and says what it wrote.
+fn chakra_gen(args: &ChakraGenArgs) -> Result<(), CliError> {
+    use kernbench::chakra::{self, generate};
+    let usage = |e: String| CliError::Workload(WorkloadError::BadOption(e));
+    let (traces, groups) = match (&args.collective, &args.model) {
+        (Some(name), _) => {
+            let comm = generate::comm_type(name).map_err(usage)?;
+            (
+                generate::collective(comm, args.size.0, args.ranks),
+                BTreeMap::new(),
+            )
+        }
+        (None, Some(name)) => {
+            let model = generate::step::model(name).map_err(usage)?;
+            let step = generate::step::Step {
+                model,
+                tp: args.tp,
+                dp: args.dp,
+                pp: args.pp,
+                layers: args.layers.unwrap_or(model.layers),
+                micro_batches: args.micro_batches,
+                seq: args.seq,
+            };
+            step.generate().map_err(usage)?
+        }
+        (None, None) => return Err(usage("chakra-gen needs --collective or --model".to_owned())),
+    };
+    let written = chakra::write(&args.out, &traces, &groups)?;
+    let nodes: usize = traces.iter().map(|t| t.nodes.len()).sum();
+    let text = format!(
+        "wrote {} files ({} ranks, {nodes} nodes): {} ... {}\n",
+        written.len(),
+        traces.len(),
+        written
+            .first()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        written
+            .last()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+    );
+    print_out(&text)
 }
 
 fn probe(topology: &TopologySpec, args: &ProbeArgs) -> Result<(), CliError> {

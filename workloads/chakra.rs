@@ -52,7 +52,9 @@ async fn run(torch: kernbench::runtime::Torch, options: Options) -> Result<Outco
             "chakra needs --et PREFIX (the traces PREFIX.0.et ... PREFIX.{N-1}.et)".to_owned(),
         ));
     };
-    let mode = options.get::<ComputeMode>("et-compute")?.unwrap_or_default();
+    let mode = options
+        .get::<ComputeMode>("et-compute")?
+        .unwrap_or_default();
     let groups = options.get::<PathBuf>("et-comm-groups")?;
     let sips = torch.device().fabric().machine().sip_count() as usize;
     let n = chakra::rank_count(&prefix).map_err(WorkloadError::BadOption)?;
@@ -67,10 +69,13 @@ async fn run(torch: kernbench::runtime::Torch, options: Options) -> Result<Outco
     warn(&set);
     let set = Rc::new(set);
     let result = et::run(torch, set.clone(), mode).await?;
-    let mut figures = vec![Figure::text("et_compute", match mode {
-        ComputeMode::Roofline => "roofline",
-        ComputeMode::Measured => "measured",
-    })];
+    let mut figures = vec![Figure::text(
+        "et_compute",
+        match mode {
+            ComputeMode::Roofline => "roofline",
+            ComputeMode::Measured => "measured",
+        },
+    )];
     figures.extend(et::figures(&set, &result));
     Ok(Outcome {
         checks: Vec::new(),
@@ -92,7 +97,8 @@ fn warn(set: &chakra::TraceSet) {
 }
 
 fn has_pg_names(set: &chakra::TraceSet) -> bool {
-    set.graphs.iter().flat_map(|g| &g.nodes).any(|n| {
-        matches!(&n.op, chakra::Op::Collective { group: Some(_), .. })
-    })
+    set.graphs
+        .iter()
+        .flat_map(|g| &g.nodes)
+        .any(|n| matches!(&n.op, chakra::Op::Collective { group: Some(_), .. }))
 }

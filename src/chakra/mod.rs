@@ -147,18 +147,31 @@ pub fn load(prefix: &Path, groups: Option<&Path>) -> Result<TraceSet, String> {
         None => BTreeMap::new(),
     };
     let mut files = Vec::with_capacity(n);
-    let mut graphs = Vec::with_capacity(n);
-    let mut warnings = Warnings::default();
+    let mut raws = Vec::with_capacity(n);
     for rank in 0..n {
         let path = rank_file(prefix, rank);
         let name = path.display().to_string();
-        let raw = io::read(&path).map_err(|e| format!("{name}: {e}"))?;
-        let graph = graph::build(&raw).map_err(|e| format!("{name}: {e}"))?;
-        warnings.merge(&graph.warnings);
+        raws.push(io::read(&path).map_err(|e| format!("{name}: {e}"))?);
         files.push(name);
+    }
+    assemble(files, &raws, &comm_groups)
+}
+
+/// The checked set of traces `raws` (rank `r`'s at index `r`, named
+/// `files[r]` in messages) with `comm_groups`.
+pub fn assemble(
+    files: Vec<String>,
+    raws: &[io::RawTrace],
+    comm_groups: &BTreeMap<String, Vec<usize>>,
+) -> Result<TraceSet, String> {
+    let mut graphs = Vec::with_capacity(raws.len());
+    let mut warnings = Warnings::default();
+    for (name, raw) in files.iter().zip(raws) {
+        let graph = graph::build(raw).map_err(|e| format!("{name}: {e}"))?;
+        warnings.merge(&graph.warnings);
         graphs.push(graph);
     }
-    let world = world::check(&files, &graphs, &comm_groups)?;
+    let world = world::check(&files, &graphs, comm_groups)?;
     Ok(TraceSet {
         files,
         graphs,

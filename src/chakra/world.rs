@@ -51,6 +51,9 @@ pub fn comm_name(comm: CommType) -> &'static str {
     }
 }
 
+/// A send or receive: its rank and node index.
+type End = (usize, u64);
+
 /// One rank's collective, as matched.
 #[derive(Debug, Clone, Copy)]
 struct Call {
@@ -74,7 +77,7 @@ pub fn check(
         ..World::default()
     };
     let mut sequences: BTreeMap<String, BTreeMap<usize, Vec<Call>>> = BTreeMap::new();
-    let mut p2p: BTreeMap<(usize, usize, u64), [Vec<(usize, u64)>; 2]> = BTreeMap::new();
+    let mut p2p: BTreeMap<(usize, usize, u64), [Vec<End>; 2]> = BTreeMap::new();
     for (rank, graph) in graphs.iter().enumerate() {
         let at = |i: usize| format!("{}: node {}", files[rank], graph.nodes[i].id);
         for (i, node) in graph.nodes.iter().enumerate() {
@@ -242,7 +245,7 @@ fn match_p2p(
     files: &[String],
     graphs: &[RankGraph],
     (src, dst, tag): (usize, usize, u64),
-    (sends, recvs): (&[(usize, u64)], &[(usize, u64)]),
+    (sends, recvs): (&[End], &[End]),
     merged: &mut Merged,
 ) -> Result<(), String> {
     let bytes = |(rank, node): (usize, u64)| match graphs[rank].nodes[node as usize].op {

@@ -38,7 +38,7 @@ use super::{Figure, WorkloadError};
 use crate::chakra::world::comm_name;
 use crate::chakra::{CommType, Op, TraceSet};
 use crate::mem::DType;
-use crate::runtime::{DPPolicy, Distributed, ReduceOp, Split, Tensor, Torch, scope_rank, spawn};
+use crate::runtime::{DPPolicy, Distributed, ReduceOp, Split, Tensor, Torch, spawn};
 use crate::sim::{self, Event, Resource, SimDuration, SimTime};
 use crate::trace::{self, CompleteEvent};
 
@@ -132,7 +132,6 @@ struct RankContext {
     host: Resource,
     /// Trace lanes per stream: when each becomes free.
     lanes: RefCell<BTreeMap<Stream, Vec<SimTime>>>,
-    failure: RefCell<Option<(usize, WorkloadError)>>,
 }
 
 /// Runs `set` on the machine of `torch` (see the module docs); every rank
@@ -310,47 +309,24 @@ impl RankContext {
             memory: Resource::new(&format!("rank{rank}.et.memory"), 1),
             host: Resource::new(&format!("rank{rank}.et.host"), 1),
             lanes: RefCell::new(BTreeMap::new()),
-            failure: RefCell::new(None),
             set,
             groups,
             mode,
         })
     }
 
-    /// Every node as a task of its own; their times in file order, or the
-    /// first failure.
+    /// Every node at once (each waits for its own dependencies), polled by
+    /// the rank's task so that a failure cancels the rank; their times in
+    /// file order, or the first failure, naming the node.
     async fn run(self: Rc<Self>) -> Result<RankSpans, WorkloadError> {
         let count = self.set.graphs[self.rank].nodes.len();
-        let handles: Vec<_> = (0..count)
-            .map(|i| {
-                let context = self.clone();
-                let name = format!(
-                    "rank{}.et.node{}",
-                    self.rank, self.set.graphs[self.rank].nodes[i].id
-                );
-                sim::spawn(
-                    &name,
-                    scope_rank(self.rank, async move { context.node(i).await }),
-                )
-            })
-            .collect();
-        let mut spans = Vec::with_capacity(count);
-        for handle in handles {
-            spans.push(handle.await?);
-        }
-        if let Some((i, error)) = self.failure.borrow_mut().take() {
-            let node = &self.set.graphs[self.rank].nodes[i];
-            return Err(WorkloadError::BadOption(format!(
-                "{}: node {} (`{}`): {error}",
-                self.set.files[self.rank], node.id, node.name
-            )));
-        }
-        Ok(spans)
+        let nodes = (0..count).map(|i| self.clone().node(i));
+        futures::future::try_join_all(nodes).await
     }
 
     /// Node `i`: waits for its dependencies and its stream, runs, marks
-    /// itself done (also when it failed, so the rank drains).
-    async fn node(self: Rc<Self>, i: usize) -> Span {
+    /// itself done.
+    async fn node(self: Rc<Self>, i: usize) -> Result<Span, WorkloadError> {
         let node = &self.set.graphs[self.rank].nodes[i];
         for &d in &node.deps {
             self.done[d].wait().await;
@@ -366,16 +342,21 @@ impl RankContext {
             Stream::Comm | Stream::None => None,
         };
         let start = sim::now();
-        if let Err(error) = self.execute(&node.op, node.duration_micros).await {
-            self.failure.borrow_mut().get_or_insert((i, error));
-        }
+        self.execute(&node.op, node.duration_micros)
+            .await
+            .map_err(|error| {
+                WorkloadError::BadOption(format!(
+                    "{}: node {} (`{}`): {error}",
+                    self.set.files[self.rank], node.id, node.name
+                ))
+            })?;
         let span = Span {
             start,
             end: sim::now(),
         };
         self.done[i].set();
         self.record(stream, &node.name, span);
-        span
+        Ok(span)
     }
 
     async fn execute(&self, op: &Op, micros: u64) -> Result<(), WorkloadError> {
@@ -609,6 +590,15 @@ pub fn split(set: &TraceSet, result: &EtResult, rank: usize) -> RankSplit {
         comm: measure(&comm),
         exposed: uncovered(&comm, &compute),
     }
+}
+
+/// The time from the first node to the last rank's last node.
+pub fn step_time(set: &TraceSet, result: &EtResult) -> SimDuration {
+    let ranks = 0..set.graphs.len();
+    ranks
+        .map(|r| split(set, result, r).span)
+        .max()
+        .unwrap_or_default()
 }
 
 /// The figures of a run: `et_ps`, the per-rank split (and its largest),
