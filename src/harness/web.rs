@@ -209,6 +209,16 @@ impl Server {
             escape(query)
         );
         body += &report::report_body(&set, None, &figures::figures(&rows));
+        if plan.explain {
+            let machine = Machine::build(&self.settings.topology).map_err(|e| e.to_string())?;
+            let heat_maps = report::explanations_html(&rows, Some(&machine));
+            body = body.replacen("<h2>Explanations</h2>", "", 1);
+            body = body.replacen(
+                "<h2>All columns</h2>",
+                &format!("{heat_maps}<h2>All columns</h2>"),
+                1,
+            );
+        }
         Ok(with_nav(plan.workload.name, &body))
     }
 
@@ -233,7 +243,9 @@ impl Server {
         let form = Form::parse(query)?;
         let workload = workloads::find(&form.bench).map_err(|e| e.to_string())?;
         let variants = self.variants(&form.fidelities)?;
-        Plan::new(workload, variants, form.axes, form.verify_data).map_err(|e| e.to_string())
+        Plan::new(workload, variants, form.axes, form.verify_data)
+            .map(|plan| plan.explained(form.explain))
+            .map_err(|e| e.to_string())
     }
 
     /// One variant per fidelity asked for (the configured machine if none).
@@ -282,6 +294,7 @@ struct Form {
     fidelities: Vec<String>,
     axes: Vec<Axis>,
     verify_data: bool,
+    explain: bool,
 }
 
 impl Form {
@@ -293,6 +306,7 @@ impl Form {
         let mut bench = None;
         let mut fidelities = Vec::new();
         let mut verify_data = false;
+        let mut explain = false;
         let mut axes: Vec<Axis> = Vec::new();
         let mut range: [Option<String>; 3] = Default::default();
         for (key, value) in form_urlencoded::parse(query.as_bytes()) {
@@ -308,6 +322,7 @@ impl Form {
                 "bench" => bench = Some(value.trim().to_owned()),
                 "fidelity" => fidelities.extend(values()),
                 "verify_data" => verify_data = true,
+                "explain" => explain = true,
                 "b" => range[0] = Some(value.trim().to_owned()),
                 "e" => range[1] = Some(value.trim().to_owned()),
                 "f" => range[2] = Some(value.trim().to_owned()),
@@ -332,6 +347,7 @@ impl Form {
             fidelities,
             axes,
             verify_data,
+            explain,
         })
     }
 }
@@ -404,7 +420,8 @@ fn form() -> String {
     }
     let _ = writeln!(
         html,
-        "<label><input type=\"checkbox\" name=\"verify_data\" value=\"1\">verify data</label></p>\n\
+        "<label><input type=\"checkbox\" name=\"verify_data\" value=\"1\">verify data</label>\
+         <label><input type=\"checkbox\" name=\"explain\" value=\"1\">explain (critical path, heat map)</label></p>\n\
          <p><button type=\"submit\">run</button> (at most {MAX_POINTS} points; \
          leave the fields a workload does not take empty)</p>\n</form>"
     );
