@@ -9,6 +9,7 @@ use std::num::NonZeroU64;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use kernbench::config::Overrides;
 use kernbench::config::units::{Bandwidth, Fraction, Size};
 use kernbench::explain::Explanation;
 use kernbench::hw::explain as hwx;
@@ -29,8 +30,8 @@ const ALGORITHMS: [&str; 8] = [
 ];
 
 fn machine(sets: &[&str]) -> Arc<Machine> {
-    let overrides: Vec<String> = sets.iter().map(|s| (*s).to_owned()).collect();
-    let spec = TopologySpec::load(&TopologySpec::default_source(), &overrides).unwrap();
+    let overrides = Overrides::parse(sets).unwrap();
+    let spec = TopologySpec::load(&TopologySpec::default_source(), &overrides.topology).unwrap();
     Arc::new(Machine::build(&spec).unwrap())
 }
 
