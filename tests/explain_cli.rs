@@ -146,7 +146,7 @@ fn sweep_explain_writes_the_class_columns_and_report_shows_the_heat_maps() {
 }
 
 /// The server, killed when the test ends.
-struct WebServer(Child, String);
+struct WebServer(Child);
 
 impl Drop for WebServer {
     fn drop(&mut self) {
@@ -212,7 +212,7 @@ fn the_web_run_page_draws_the_heat_maps_in_a_browser() {
         .strip_prefix("listening on ")
         .unwrap()
         .to_owned();
-    let _server = WebServer(child, url.clone());
+    let _server = WebServer(child);
     let run = format!("{url}run?bench=ccl_allreduce&size=256K&fidelity=flow&explain=1");
     let output = browse(&chromium, &["--dump-dom"], &run);
     assert!(output.status.success(), "{output:?}");

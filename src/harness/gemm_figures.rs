@@ -237,6 +237,7 @@ mod tests {
             simulated_ps: Some(1),
             checks_passed: 0,
             checks_failed: 0,
+            explain: None,
             figures: Fields(vec![
                 ("flops".to_owned(), Value::Int(flops)),
                 ("achieved_tflops".to_owned(), Value::Real(tflops(time_ps))),

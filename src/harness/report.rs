@@ -392,6 +392,7 @@ mod tests {
             simulated_ps: Some(ps),
             checks_passed: 0,
             checks_failed: 0,
+            explain: None,
             figures: Fields(Vec::new()),
         }
     }
