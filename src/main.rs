@@ -592,7 +592,7 @@ fn run(cli: &Cli, matches: &ArgMatches) -> Result<(), CliError> {
                 .unwrap_or_default();
             run_sweep(cli, topology, ccl, args, axes)
         }
-        Command::Report(ref args) => run_report(args),
+        Command::Report(ref args) => run_report(args, &topology),
         Command::Web(ref args) => serve(topology, ccl, args),
         Command::ChakraGen(ref args) => chakra_gen(args),
         Command::Run(ref args) => {
@@ -982,7 +982,7 @@ fn write_file(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), CliError> {
 }
 
 /// `kernbench report`: merge, compare with the reference, write.
-fn run_report(args: &ReportArgs) -> Result<(), CliError> {
+fn run_report(args: &ReportArgs, topology: &TopologySpec) -> Result<(), CliError> {
     prepare_out(&args.out)?;
     let sets = args
         .dirs
@@ -1012,7 +1012,17 @@ fn run_report(args: &ReportArgs) -> Result<(), CliError> {
             svgs.push(svg);
         }
     }
-    let html = report::index_html(&set, comparison.as_deref(), &svgs);
+    let mut html = report::index_html(&set, comparison.as_deref(), &svgs);
+    let explained: Vec<_> = set.rows().filter(|r| r.explain.is_some()).collect();
+    if !explained.is_empty() {
+        // The heat maps, drawn on the machine of this command's flags.
+        let machine = Machine::build(topology)?;
+        let heat = report::explanations_html(&explained, Some(&machine));
+        html = report::with_section(
+            &html,
+            &heat.replacen("<h2>Explanations</h2>", "<h2>Heat maps</h2>", 1),
+        );
+    }
     write_file(&args.out.join("index.html"), html)?;
     let rows: Vec<_> = set.rows().collect();
     print_out(&table::render(&rows))?;

@@ -76,7 +76,7 @@ pub fn finish(simulation: &Simulation, device: &Device, host: u32) -> Option<Exp
         device.fabric().explain_end(simulation.now(), poll, what);
     }
     let recording = hwx::finish()?;
-    Some(Explanation::new(&log, &recording))
+    Some(Explanation::from_recording(&log, &recording))
 }
 
 /// One step of the critical path, or several equal ones merged.
@@ -202,7 +202,9 @@ const OTHER: u32 = u32::MAX;
 type RawStep = (u32, TermKind, u64, u64);
 
 impl Explanation {
-    fn new(log: &CausalLog, recording: &Recording) -> Explanation {
+    /// The explanation of what `log` and `recording` hold (the interval
+    /// the recording marks).
+    pub fn from_recording(log: &CausalLog, recording: &Recording) -> Explanation {
         let start = recording.start.unwrap_or(SimTime::ZERO);
         let (end, end_poll) = recording.end.unwrap_or((start, None));
         let raw = walk(log, recording, end_poll, start, end);

@@ -314,6 +314,55 @@ pub fn index_html(set: &ResultSet, comparison: Option<&str>, svgs: &[Svg]) -> St
     )
 }
 
+/// The explanations of the explained rows (`--explain`), each with its
+/// link heat maps when `machine` is given (drawn on it: link names absent
+/// from it stay grey); empty when no row is explained.
+pub fn explanations_html(rows: &[&Row], machine: Option<&crate::topology::Machine>) -> String {
+    use super::web::{Heat, cube_heat_svg, topology_heat_svg};
+    let explained: Vec<_> = rows
+        .iter()
+        .filter_map(|r| Some((r, r.explain.as_ref()?)))
+        .collect();
+    if explained.is_empty() {
+        return String::new();
+    }
+    let mut html = String::from("<h2>Explanations</h2>\n");
+    for (row, explanation) in explained {
+        let point: Vec<String> = row
+            .point
+            .0
+            .iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        let _ = writeln!(
+            html,
+            "<h3>{} {}</h3>\n<pre>{}</pre>",
+            escape(&row.workload),
+            escape(&point.join(" ")),
+            escape(&explanation.to_string())
+        );
+        if let Some(machine) = machine {
+            let heat = Heat::of(explanation);
+            let _ = writeln!(
+                html,
+                "<figure class=\"heatmap\">\n{}\n{}\n<figcaption>link busy fraction over the interval: \
+                 the machine, and the cube with the busiest NoC link</figcaption>\n</figure>",
+                topology_heat_svg(machine, Some(&heat)),
+                cube_heat_svg(machine, Some(&heat))
+            );
+        }
+    }
+    html
+}
+
+/// `html` (a whole page) with `section` added at the end of its body.
+pub fn with_section(html: &str, section: &str) -> String {
+    match html.rfind("</body>") {
+        Some(at) => [&html[..at], section, &html[at..]].concat(),
+        None => [html, section].concat(),
+    }
+}
+
 /// A whole HTML page titled `title` around `body`, with the report's
 /// style sheet (`kernbench report` and `kernbench web` share it).
 pub fn page(title: &str, body: &str) -> String {
@@ -374,6 +423,7 @@ pub fn report_body(set: &ResultSet, comparison: Option<&str>, svgs: &[Svg]) -> S
             escape(&svg.title)
         );
     }
+    html += &explanations_html(&rows, None);
     html += "<h2>All columns</h2>\n<table>\n";
     for (number, record) in set.records().iter().enumerate() {
         let (cell, source) = if number == 0 {

@@ -371,6 +371,26 @@ impl Server {
             escape(query)
         );
         body += &report::report_body(&set, None, &figures::figures(&rows));
+        if plan.explain {
+            match Machine::build(&self.settings.topology) {
+                Ok(machine) => {
+                    let heat_maps = report::explanations_html(&rows, Some(&machine));
+                    body = body.replacen("<h2>Explanations</h2>", "", 1);
+                    body = body.replacen(
+                        "<h2>All columns</h2>",
+                        &format!("{heat_maps}<h2>All columns</h2>"),
+                        1,
+                    );
+                }
+                Err(error) => {
+                    let _ = writeln!(
+                        body,
+                        "<p class=\"error\">no heat map: {}</p>",
+                        escape(&error.to_string())
+                    );
+                }
+            }
+        }
         send(body + &tail);
     }
 
@@ -396,7 +416,9 @@ impl Server {
         let form = Form::parse(query)?;
         let workload = workloads::find(&form.bench).map_err(|e| e.to_string())?;
         let variants = self.variants(&form.fidelities)?;
-        Plan::new(workload, variants, form.axes, form.verify_data).map_err(|e| e.to_string())
+        Plan::new(workload, variants, form.axes, form.verify_data)
+            .map(|plan| plan.explained(form.explain))
+            .map_err(|e| e.to_string())
     }
 
     /// One variant per fidelity asked for (the configured machine if none).
@@ -479,6 +501,7 @@ struct Form {
     fidelities: Vec<String>,
     axes: Vec<Axis>,
     verify_data: bool,
+    explain: bool,
 }
 
 impl Form {
@@ -490,6 +513,7 @@ impl Form {
         let mut bench = None;
         let mut fidelities = Vec::new();
         let mut verify_data = false;
+        let mut explain = false;
         let mut axes: Vec<Axis> = Vec::new();
         let mut range: [Option<String>; 3] = Default::default();
         for (key, value) in form_urlencoded::parse(query.as_bytes()) {
@@ -505,6 +529,7 @@ impl Form {
                 "bench" => bench = Some(value.trim().to_owned()),
                 "fidelity" => fidelities.extend(values()),
                 "verify_data" => verify_data = true,
+                "explain" => explain = true,
                 "b" => range[0] = Some(value.trim().to_owned()),
                 "e" => range[1] = Some(value.trim().to_owned()),
                 "f" => range[2] = Some(value.trim().to_owned()),
@@ -529,6 +554,7 @@ impl Form {
             fidelities,
             axes,
             verify_data,
+            explain,
         })
     }
 }
@@ -601,7 +627,8 @@ fn form() -> String {
     }
     let _ = writeln!(
         html,
-        "<label><input type=\"checkbox\" name=\"verify_data\" value=\"1\">verify data</label></p>\n\
+        "<label><input type=\"checkbox\" name=\"verify_data\" value=\"1\">verify data</label>\
+         <label><input type=\"checkbox\" name=\"explain\" value=\"1\">explain (critical path, heat map)</label></p>\n\
          <p><button type=\"submit\">run</button> (at most {MAX_POINTS} points; \
          leave the fields a workload does not take empty)</p>\n</form>"
     );

@@ -168,7 +168,7 @@ impl Link {
         self.stats(now).utilisation()
     }
 
-    pub(crate) fn server(&self) -> &SerialServer {
+    pub fn server(&self) -> &SerialServer {
         &self.server
     }
 

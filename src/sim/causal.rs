@@ -98,7 +98,7 @@ mod tests {
     fn wakes_are_traced_to_the_poll_or_timer_that_caused_them() {
         let mut simulation = Simulation::new();
         simulation.record_causes();
-        let event = Event::new("event");
+        let event = Event::new("e");
         let set = event.clone();
         simulation.spawn("setter", async move {
             sim::sleep_until_labelled(sim::SimTime::from_ps(700), 42).await;
