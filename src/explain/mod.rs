@@ -312,7 +312,7 @@ impl Explanation {
                 mostly: self
                     .critical_path
                     .iter()
-                    .filter(|s| s.kind != "queue")
+                    .filter(|s| s.kind != "queue" && is_link_class(&s.class))
                     .max_by_key(|s| s.duration_ps)
                     .map_or_else(String::new, |s| s.component.clone()),
                 ps: link_transfer - model_ps,
@@ -327,6 +327,11 @@ impl Explanation {
             terms,
         });
     }
+}
+
+/// Whether `class` names a class of links.
+fn is_link_class(class: &str) -> bool {
+    Class::ALL.iter().any(|c| c.name() == class && c.is_link())
 }
 
 /// The key with the largest value (the first of equals).
