@@ -164,26 +164,42 @@ fn chromium() -> Option<PathBuf> {
     })
 }
 
+/// Runs headless Chromium on `url` with `args`, at most 90 s. Its output
+/// goes to files, not pipes: a page larger than a pipe's buffer would
+/// block Chromium on its write while this waits for it to exit.
 fn browse(chromium: &Path, args: &[&str], url: &str) -> std::process::Output {
-    let profile = Path::new(env!("CARGO_TARGET_TMPDIR")).join("explain-chromium");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let profile = dir.join("explain-chromium");
+    let (out_path, err_path) = (
+        dir.join("explain-chromium.out"),
+        dir.join("explain-chromium.err"),
+    );
     let mut child = Command::new(chromium)
         .args(["--headless", "--disable-gpu", "--no-sandbox"])
+        .args(["--disable-background-networking", "--no-first-run"])
         .arg(format!("--user-data-dir={}", profile.display()))
         .args(args)
         .arg(url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(std::fs::File::create(&out_path).expect("a file for stdout"))
+        .stderr(std::fs::File::create(&err_path).expect("a file for stderr"))
         .spawn()
         .expect("chromium starts");
     let deadline = Instant::now() + Duration::from_secs(90);
-    while child.try_wait().expect("chromium runs").is_none() {
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("chromium runs") {
+            break status;
+        }
         if Instant::now() > deadline {
             let _ = child.kill();
             panic!("chromium did not finish on {url}");
         }
         std::thread::sleep(Duration::from_millis(20));
+    };
+    std::process::Output {
+        status,
+        stdout: std::fs::read(&out_path).expect("chromium's stdout"),
+        stderr: std::fs::read(&err_path).expect("chromium's stderr"),
     }
-    child.wait_with_output().expect("output")
 }
 
 #[test]

@@ -276,22 +276,39 @@ impl Server {
         query: &str,
     ) -> std::io::Result<()> {
         // Written by hand so that each piece is flushed as it is made
-        // (tiny_http's chunked bodies are buffered 8 KiB at a time); the
-        // body ends when the connection closes.
+        // (tiny_http's chunked bodies are buffered 8 KiB at a time). An
+        // HTTP/1.1 client gets one chunk per piece and the zero-length
+        // chunk at the end, so it knows where the page ends while the
+        // connection stays open; an HTTP/1.0 client reads to the close.
+        let chunked = *request.http_version() >= tiny_http::HTTPVersion(1, 1);
         let mut writer = request.into_writer();
+        let framing: &[u8] = if chunked {
+            b"Transfer-Encoding: chunked\r\n"
+        } else {
+            b"Connection: close\r\n"
+        };
         writer.write_all(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n\
-              Cache-Control: no-store\r\nConnection: close\r\n\r\n",
+              Cache-Control: no-store\r\n",
         )?;
+        writer.write_all(framing)?;
+        writer.write_all(b"\r\n")?;
         let mut outcome = Ok(());
         self.run_page(plan, query, &mut |text: String| {
-            if outcome.is_ok() {
-                outcome = writer
-                    .write_all(text.as_bytes())
-                    .and_then(|()| writer.flush());
+            if outcome.is_ok() && !text.is_empty() {
+                outcome = if chunked {
+                    write!(writer, "{:x}\r\n{text}\r\n", text.len())
+                } else {
+                    writer.write_all(text.as_bytes())
+                }
+                .and_then(|()| writer.flush());
             }
         });
-        outcome
+        outcome?;
+        if chunked {
+            writer.write_all(b"0\r\n\r\n")?;
+        }
+        writer.flush()
     }
 
     /// The page of `/run`, sent in pieces to `out` as the run goes.
