@@ -303,11 +303,8 @@ impl Core {
             let next = self.run_queue.borrow_mut().pop_front();
             if let Some(id) = next {
                 self.poll_task(id)?;
-                if self.polls.get() % super::cancel::CHECK_EVERY == 0
-                    && super::cancel::raised(&self.cancel)
-                {
-                    self.drop_all_tasks();
-                    return Err(SimError::Cancelled { time: self.now() });
+                if self.polls.get() % super::cancel::CHECK_EVERY == 0 {
+                    self.look_outside()?;
                 }
                 budget -= 1;
                 if budget == 0 {
@@ -425,11 +422,25 @@ impl Core {
             hash = (hash ^ word).wrapping_mul(FNV_PRIME);
         }
         self.order_hash.set(hash);
-        let polls = self.polls.get() + 1;
-        self.polls.set(polls);
-        if polls % super::observe::EVERY_POLLS == 0 {
+        self.polls.set(self.polls.get() + 1);
+    }
+
+    /// What the event loop does once every [`CHECK_EVERY`] polls, the one
+    /// test it adds per poll: tells this thread's observer the counters
+    /// (every [`EVERY_POLLS`]) and stops the run if the cancel flag is up.
+    ///
+    /// [`CHECK_EVERY`]: super::cancel::CHECK_EVERY
+    /// [`EVERY_POLLS`]: super::observe::EVERY_POLLS
+    #[cold]
+    fn look_outside(&self) -> Result<(), SimError> {
+        if self.polls.get() % super::observe::EVERY_POLLS == 0 {
             super::observe::notify(&self.stats());
         }
+        if super::cancel::raised(&self.cancel) {
+            self.drop_all_tasks();
+            return Err(SimError::Cancelled { time: self.now() });
+        }
+        Ok(())
     }
 
     /// Frees a finished task's slot for reuse under a new generation.

@@ -17,6 +17,10 @@ use super::SimStats;
 /// nothing measurable (one mask test per poll), often enough for a
 /// display (a few times a second at millions of polls per second).
 pub const EVERY_POLLS: u64 = 1 << 16;
+const _: () = assert!(
+    EVERY_POLLS % super::cancel::CHECK_EVERY == 0,
+    "the executor looks for the observer only when it looks for the cancel flag"
+);
 
 type Observer = Box<dyn FnMut(&SimStats)>;
 
