@@ -592,7 +592,7 @@ fn run(cli: &Cli, matches: &ArgMatches) -> Result<(), CliError> {
                 .unwrap_or_default();
             run_sweep(cli, topology, ccl, args, axes)
         }
-        Command::Report(ref args) => run_report(args, &topology),
+        Command::Report(ref args) => run_report(cli, args, &topology),
         Command::Web(ref args) => serve(topology, ccl, args),
         Command::ChakraGen(ref args) => chakra_gen(args),
         Command::Run(ref args) => {
@@ -982,7 +982,7 @@ fn write_file(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), CliError> {
 }
 
 /// `kernbench report`: merge, compare with the reference, write.
-fn run_report(args: &ReportArgs, topology: &TopologySpec) -> Result<(), CliError> {
+fn run_report(cli: &Cli, args: &ReportArgs, topology: &TopologySpec) -> Result<(), CliError> {
     prepare_out(&args.out)?;
     let sets = args
         .dirs
@@ -1012,17 +1012,18 @@ fn run_report(args: &ReportArgs, topology: &TopologySpec) -> Result<(), CliError
             svgs.push(svg);
         }
     }
-    let mut html = report::index_html(&set, comparison.as_deref(), &svgs);
-    let explained: Vec<_> = set.rows().filter(|r| r.explain.is_some()).collect();
-    if !explained.is_empty() {
-        // The heat maps, drawn on the machine of this command's flags.
-        let machine = Machine::build(topology)?;
-        let heat = report::explanations_html(&explained, Some(&machine));
-        html = report::with_section(
-            &html,
-            &heat.replacen("<h2>Explanations</h2>", "<h2>Heat maps</h2>", 1),
-        );
-    }
+    // Heat maps are drawn on this command's machine, with a row's varied
+    // values applied, when it is the machine the row ran on.
+    let (topology_source, ccl_source, sets) = config_sources(cli);
+    let base = vary::Base {
+        topology: &topology_source,
+        ccl: &ccl_source,
+        sets: &sets,
+    };
+    let varied = |extra: &[(String, String)]| base.load(extra).map(|(spec, _)| spec);
+    let machine_of =
+        |source: &_, row: &_| report::machine_for_row(topology, Some(&varied), source, row);
+    let html = report::index_html(&set, comparison.as_deref(), &svgs, Some(&machine_of));
     write_file(&args.out.join("index.html"), html)?;
     let rows: Vec<_> = set.rows().collect();
     print_out(&table::render(&rows))?;

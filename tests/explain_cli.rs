@@ -141,8 +141,31 @@ fn sweep_explain_writes_the_class_columns_and_report_shows_the_heat_maps() {
     }
     kernbench(&["report", dir, "--out", report]);
     let html = std::fs::read_to_string(merged.join("index.html")).unwrap();
-    assert!(html.contains("<h2>Explanations</h2>") && html.contains("<h2>Heat maps</h2>"));
+    assert_eq!(html.matches("<h2>Explanations</h2>").count(), 1);
+    // Each of the two explained rows once, each with its heat maps.
+    assert_eq!(html.matches("<h3>ccl_allreduce").count(), 2, "{html}");
+    assert_eq!(html.matches("class=\"heatmap\"").count(), 2, "{html}");
     assert!(!heat_colours(&html).is_empty());
+
+    // Given another machine, the report says so instead of drawing on it.
+    let elsewhere = tmp("explain-report-elsewhere");
+    let other = elsewhere.to_str().unwrap();
+    kernbench(&[
+        "--set",
+        "system.sips.count=4",
+        "report",
+        dir,
+        "--out",
+        other,
+    ]);
+    let html = std::fs::read_to_string(elsewhere.join("index.html")).unwrap();
+    assert!(!html.contains("class=\"heatmap\""), "{html}");
+    assert_eq!(
+        html.matches("no heat map: the row ran on another machine")
+            .count(),
+        2,
+        "{html}"
+    );
 }
 
 /// The server, killed when the test ends.
@@ -233,19 +256,29 @@ fn the_web_run_page_draws_the_heat_maps_in_a_browser() {
     let output = browse(&chromium, &["--dump-dom"], &run);
     assert!(output.status.success(), "{output:?}");
     let page = String::from_utf8_lossy(&output.stdout);
-    assert!(page.contains("<h2>Explanations</h2>"), "{page}");
+    assert_eq!(page.matches("<h2>Explanations</h2>").count(), 1, "{page}");
+    assert_eq!(page.matches("<h3>ccl_allreduce").count(), 1, "{page}");
     assert!(page.contains("class=\"heatmap\"") && page.contains("link busy fraction"));
     assert!(!heat_colours(&page).is_empty(), "no coloured link");
-    let shot = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .unwrap()
-        .join("explain-heat.png");
+    // The screenshot is of the heat maps alone (the page above them is
+    // long): target/explain-heat.png, to look at.
+    let start = page.find("<figure class=\"heatmap\"").unwrap();
+    let end = start + page[start..].find("</figure>").unwrap() + "</figure>".len();
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap();
+    let figure = target.join("explain-heat.html");
+    let html = format!(
+        "<!DOCTYPE html><html><body>{}</body></html>",
+        &page[start..end]
+    );
+    std::fs::write(&figure, html).unwrap();
+    let shot = target.join("explain-heat.png");
     let _ = std::fs::remove_file(&shot);
     let arg = format!("--screenshot={}", shot.display());
+    let url = format!("file://{}", figure.display());
     let output = browse(
         &chromium,
-        &[&arg, "--window-size=1280,4000", "--hide-scrollbars"],
-        &run,
+        &[&arg, "--window-size=900,1500", "--hide-scrollbars"],
+        &url,
     );
     assert!(output.status.success(), "{output:?}");
     let png = std::fs::read(&shot).expect("the screenshot");

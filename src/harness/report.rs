@@ -20,6 +20,8 @@ use super::reference::Measured;
 use super::results::{Fields, ResultSet, Row, Source, SourcedRow};
 use super::table::{self, names};
 use crate::config::read_capped;
+use crate::explain::Explanation;
+use crate::topology::{Machine, TopologySpec};
 use crate::workloads::Value;
 
 /// A result folder that cannot be merged.
@@ -304,30 +306,41 @@ pub fn measured_vs_simulated(rows: &[&Row], measured: &[Measured]) -> Option<Svg
 
 /// The self-contained page: sources (command lines, machines), the
 /// printed tables, every column of every row, the figures inline.
-pub fn index_html(set: &ResultSet, comparison: Option<&str>, svgs: &[Svg]) -> String {
+pub fn index_html(
+    set: &ResultSet,
+    comparison: Option<&str>,
+    svgs: &[Svg],
+    machine_of: Option<MachineOf<'_>>,
+) -> String {
     page(
         "kernbench report",
         &format!(
             "<h1>kernbench report</h1>\n{}",
-            report_body(set, comparison, svgs)
+            report_body(set, comparison, svgs, machine_of)
         ),
     )
 }
 
+/// The machine an explained row ran on, to draw its heat maps on, or why
+/// it cannot be known (then the row's explanation says so instead).
+pub type MachineOf<'a> = &'a dyn Fn(&Source, &Row) -> Result<Machine, String>;
+
 /// The explanations of the explained rows (`--explain`), each with its
-/// link heat maps when `machine` is given (drawn on it: link names absent
-/// from it stay grey); empty when no row is explained.
-pub fn explanations_html(rows: &[&Row], machine: Option<&crate::topology::Machine>) -> String {
-    use super::web::{Heat, cube_heat_svg, topology_heat_svg};
-    let explained: Vec<_> = rows
+/// link heat maps when `machine_of` is given (drawn on the machine it
+/// names for the row, or a line saying why there is none); empty when no
+/// row is explained.
+pub fn explanations_html(set: &ResultSet, machine_of: Option<MachineOf<'_>>) -> String {
+    let explained: Vec<_> = set
+        .rows
         .iter()
-        .filter_map(|r| Some((r, r.explain.as_ref()?)))
+        .filter_map(|r| Some((r, r.row.explain.as_ref()?)))
         .collect();
     if explained.is_empty() {
         return String::new();
     }
     let mut html = String::from("<h2>Explanations</h2>\n");
-    for (row, explanation) in explained {
+    for (number, (sourced, explanation)) in explained.into_iter().enumerate() {
+        let row = &sourced.row;
         let point: Vec<String> = row
             .point
             .0
@@ -341,26 +354,81 @@ pub fn explanations_html(rows: &[&Row], machine: Option<&crate::topology::Machin
             escape(&point.join(" ")),
             escape(&explanation.to_string())
         );
-        if let Some(machine) = machine {
-            let heat = Heat::of(explanation);
-            let _ = writeln!(
-                html,
-                "<figure class=\"heatmap\">\n{}\n{}\n<figcaption>link busy fraction over the interval: \
-                 the machine, and the cube with the busiest NoC link</figcaption>\n</figure>",
-                topology_heat_svg(machine, Some(&heat)),
-                cube_heat_svg(machine, Some(&heat))
-            );
+        let Some(machine_of) = machine_of else {
+            continue;
+        };
+        match set
+            .sources
+            .get(sourced.source)
+            .ok_or_else(|| {
+                format!(
+                    "row {} names source {}, which is absent",
+                    row.index, sourced.source
+                )
+            })
+            .and_then(|source| machine_of(source, row))
+        {
+            Ok(machine) => html += &heat_maps_html(number, &machine, explanation),
+            Err(why) => {
+                let _ = writeln!(html, "<p class=\"note\">no heat map: {}</p>", escape(&why));
+            }
         }
     }
     html
 }
 
-/// `html` (a whole page) with `section` added at the end of its body.
-pub fn with_section(html: &str, section: &str) -> String {
-    match html.rfind("</body>") {
-        Some(at) => [&html[..at], section, &html[at..]].concat(),
-        None => [html, section].concat(),
+/// The configuration with a row's varied `(key, value)`s applied.
+pub type Varied<'a> = &'a dyn Fn(&[(String, String)]) -> Result<TopologySpec, String>;
+
+/// The machine of `topology` for a row of `source`, checked to be the one
+/// the row ran on: with the row's values of the keys its sweep varied
+/// applied by `vary` (`None`: nothing can be applied, so a varied row has
+/// no heat map), and its summary equal to the source's for an unvaried
+/// sweep.
+pub fn machine_for_row(
+    topology: &TopologySpec,
+    vary: Option<Varied<'_>>,
+    source: &Source,
+    row: &Row,
+) -> Result<Machine, String> {
+    let varied: Vec<(String, String)> = row
+        .point
+        .0
+        .iter()
+        .filter(|(name, _)| source.varied.contains(name))
+        .cloned()
+        .collect();
+    let spec = match (varied.is_empty(), vary) {
+        (true, _) => topology.clone(),
+        (false, Some(vary)) => vary(&varied)?,
+        (false, None) => {
+            return Err(format!(
+                "the row varies {}; `kernbench report` with the sweep's flags draws it",
+                source.varied.join(", ")
+            ));
+        }
+    };
+    if varied.is_empty() && spec.summary().to_string() != source.machine {
+        return Err(format!(
+            "the row ran on another machine than this command's; give it the sweep's flags ({})",
+            source.config
+        ));
     }
+    Machine::build(&spec).map_err(|e| e.to_string())
+}
+
+/// One explanation's two heat maps (the machine, the busiest cube) on
+/// `machine`, as the figure `#heatmap-{number}`; link names absent from it
+/// stay grey.
+fn heat_maps_html(number: usize, machine: &Machine, explanation: &Explanation) -> String {
+    use super::web::{Heat, cube_heat_svg, topology_heat_svg};
+    let heat = Heat::of(explanation);
+    format!(
+        "<figure class=\"heatmap\" id=\"heatmap-{number}\">\n{}\n{}\n<figcaption>link busy fraction over the interval: \
+         the machine, and the cube with the busiest NoC link</figcaption>\n</figure>\n",
+        topology_heat_svg(machine, Some(&heat)),
+        cube_heat_svg(machine, Some(&heat))
+    )
 }
 
 /// A whole HTML page titled `title` around `body`, with the report's
@@ -382,7 +450,12 @@ pub fn page(title: &str, body: &str) -> String {
 /// The report's sections: sources (command lines, machines), the printed
 /// tables, the comparison with measurements if any, the figures inline and
 /// every column of every row.
-pub fn report_body(set: &ResultSet, comparison: Option<&str>, svgs: &[Svg]) -> String {
+pub fn report_body(
+    set: &ResultSet,
+    comparison: Option<&str>,
+    svgs: &[Svg],
+    machine_of: Option<MachineOf<'_>>,
+) -> String {
     let mut html = String::from("<h2>Sources</h2>\n");
     for (index, source) in set.sources.iter().enumerate() {
         let shard = source.shard.as_deref().unwrap_or("whole sweep");
@@ -423,7 +496,7 @@ pub fn report_body(set: &ResultSet, comparison: Option<&str>, svgs: &[Svg]) -> S
             escape(&svg.title)
         );
     }
-    html += &explanations_html(&rows, None);
+    html += &explanations_html(set, machine_of);
     html += "<h2>All columns</h2>\n<table>\n";
     for (number, record) in set.records().iter().enumerate() {
         let (cell, source) = if number == 0 {

@@ -150,7 +150,7 @@ pub struct Base<'a> {
 
 impl Base<'_> {
     /// The checked configuration with `extra` overrides after the base's.
-    fn load(&self, extra: &[(String, String)]) -> Result<(TopologySpec, CclConfig), String> {
+    pub fn load(&self, extra: &[(String, String)]) -> Result<(TopologySpec, CclConfig), String> {
         let sets: Vec<String> = self
             .sets
             .iter()

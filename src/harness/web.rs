@@ -234,7 +234,10 @@ impl Server {
         if let Some(set) = &self.settings.results {
             let rows: Vec<_> = set.rows().collect();
             body += "<h2>Results</h2>\n";
-            body += &report::report_body(set, None, &figures::figures(&rows));
+            let topology = &self.settings.topology;
+            let machine_of =
+                |source: &_, row: &_| report::machine_for_row(topology, None, source, row);
+            body += &report::report_body(set, None, &figures::figures(&rows), Some(&machine_of));
         }
         with_nav("kernbench", &body)
     }
@@ -387,27 +390,12 @@ impl Server {
              (open it in ui.perfetto.dev)</p>",
             escape(query)
         );
-        body += &report::report_body(&set, None, &figures::figures(&rows));
-        if plan.explain {
-            match Machine::build(&self.settings.topology) {
-                Ok(machine) => {
-                    let heat_maps = report::explanations_html(&rows, Some(&machine));
-                    body = body.replacen("<h2>Explanations</h2>", "", 1);
-                    body = body.replacen(
-                        "<h2>All columns</h2>",
-                        &format!("{heat_maps}<h2>All columns</h2>"),
-                        1,
-                    );
-                }
-                Err(error) => {
-                    let _ = writeln!(
-                        body,
-                        "<p class=\"error\">no heat map: {}</p>",
-                        escape(&error.to_string())
-                    );
-                }
-            }
-        }
+        // The page's runs are all on the server's machine.
+        let machine_of = |_: &_, _: &_| {
+            Machine::build(&self.settings.topology).map_err(|error| error.to_string())
+        };
+        let machine_of: report::MachineOf<'_> = &machine_of;
+        body += &report::report_body(&set, None, &figures::figures(&rows), Some(machine_of));
         send(body + &tail);
     }
 
@@ -905,15 +893,20 @@ pub fn topology_heat_svg(machine: &Machine, heat: Option<&Heat>) -> String {
     let _ = writeln!(
         svg,
         "<text x=\"{x}\" y=\"20\" font-size=\"14\">{} SIPs ({w}x{h}, {}), each {cw}x{ch} cubes of {} PEs</text>\n\
-         <text x=\"{x}\" y=\"38\">shaded: the IO cube (PCIe endpoint, IO_CPU); blue: UCIe; red: inter-SIP \
-         (dashed: wrap-around to the SIP named); grey: PCIe</text>",
+         <text x=\"{x}\" y=\"38\">shaded: the IO cube (PCIe endpoint, IO_CPU); blue: UCIe</text>\n\
+         <text x=\"{x}\" y=\"54\">red: inter-SIP (dashed: wrap-around to the SIP named); grey: PCIe</text>",
         machine.sip_count(),
         machine.spec().system.sips.topology(),
         machine.pes_per_cube(),
         x = px::MARGIN / 4,
     );
     if heat.is_some() {
-        heat_legend(&mut svg, f64::from(px::MARGIN / 4), 58.0);
+        // In the bottom margin, clear of the host box and the title.
+        heat_legend(
+            &mut svg,
+            f64::from(px::MARGIN / 4),
+            f64::from(height) - 44.0,
+        );
     }
     draw_host(&mut svg, &geometry);
     draw_links(&mut svg, &geometry, EdgeKind::InterSip, heat);
@@ -1084,7 +1077,9 @@ pub fn cube_heat_svg(machine: &Machine, heat: Option<&Heat>) -> String {
     let layout = machine.layout();
     let (w, h) = (f64::from(layout.width()), f64::from(layout.height()));
     let width = 2.0 * MARGIN + w * CELL + (w - 1.0) * GAP;
-    let height = 2.0 * MARGIN + 30.0 + h * CELL + (h - 1.0) * GAP;
+    // A heat map's legend gets a band of its own below the drawing.
+    let legend_band = if heat.is_some() { 50.0 } else { 0.0 };
+    let height = 2.0 * MARGIN + 30.0 + h * CELL + (h - 1.0) * GAP + legend_band;
     let corner = |pos: GridPos| {
         let step = CELL + GAP;
         (
@@ -1112,7 +1107,7 @@ pub fn cube_heat_svg(machine: &Machine, heat: Option<&Heat>) -> String {
             svg,
             "<text x=\"10\" y=\"56\">sip{sip}.cube{cube} (the cube with the busiest NoC link)</text>"
         );
-        heat_legend(&mut svg, width - 280.0, 20.0);
+        heat_legend(&mut svg, 10.0, height - 44.0);
     }
     let in_cube = |node: &crate::topology::Node| node.sip == Some(sip) && node.cube == Some(cube);
     for (id, edge) in machine.edges().iter().enumerate() {
