@@ -18,7 +18,7 @@
 
 use plotters::prelude::*;
 
-use super::figures::{Hover, Svg, Ticked, grouped, with_hovers};
+use super::figures::{Area, DrawResult, Hover, Svg, Ticked, draw_legend, grouped, with_hovers};
 use super::results::Row;
 use super::table::{self, names};
 use super::ticks::Unit;
@@ -148,7 +148,6 @@ fn chart(file: &str, title: &str, classes: &[String], rows: &[&Row]) -> Option<S
     })
 }
 
-type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 /// A bar: its label and segments `(class index, bottom, top)`.
 type Bar = (String, Vec<(usize, f64, f64)>);
 type Bars = [Bar];
@@ -160,7 +159,7 @@ fn draw(
     classes: &[String],
     bars: &Bars,
     high: f64,
-) -> Result<Vec<Hover>, DrawingAreaErrorKind<std::io::Error>> {
+) -> DrawResult<Vec<Hover>> {
     root.fill(&WHITE)?;
     let n = bars.len();
     let xs = -0.5..n as f64 - 0.5;
@@ -219,13 +218,7 @@ fn draw(
             .label(class.as_str())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 13))
-        .draw()?;
+    draw_legend(&mut chart)?;
     Ok(hovers)
 }
 

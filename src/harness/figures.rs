@@ -360,8 +360,10 @@ impl Ranged for Ticked {
     }
 }
 
-type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
-type DrawResult<T = ()> = Result<T, DrawingAreaErrorKind<std::io::Error>>;
+/// A figure's drawing area.
+pub type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+/// What drawing on an [`Area`] returns.
+pub type DrawResult<T = ()> = Result<T, DrawingAreaErrorKind<std::io::Error>>;
 
 /// A point's hover value: where it is drawn and what its `<title>` says.
 #[derive(Debug, Clone, PartialEq)]
@@ -476,14 +478,22 @@ where
         .label(&curve.label)
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
     }
+    draw_legend(&mut chart)?;
+    Ok(hovers)
+}
+
+/// The series' legend, boxed in the chart's upper left (every figure
+/// draws it the same way).
+pub fn draw_legend<'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+) -> DrawResult<()> {
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(("sans-serif", 13))
-        .draw()?;
-    Ok(hovers)
+        .draw()
 }
 
 #[cfg(test)]
