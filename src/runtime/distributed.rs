@@ -484,6 +484,14 @@ impl Distributed {
         self.init(backend, Some((collective, algorithm)))
     }
 
+    /// The ccl.yaml this was given, or the embedded default.
+    fn ccl_config(&self) -> Result<std::borrow::Cow<'_, CclConfig>, DistError> {
+        Ok(match &self.inner.ccl {
+            Some(ccl) => std::borrow::Cow::Borrowed(ccl),
+            None => std::borrow::Cow::Owned(CclConfig::load(&CclConfig::default_source(), &[])?),
+        })
+    }
+
     fn init(&self, backend: &str, chosen: Option<(Collective, &str)>) -> Result<(), DistError> {
         if backend != BACKEND {
             return Err(DistError::UnsupportedBackend(backend.to_owned()));
@@ -492,15 +500,8 @@ impl Distributed {
             tracing::debug!("init_process_group: already initialized");
             return Ok(());
         }
-        let loaded;
-        let ccl = match &self.inner.ccl {
-            Some(ccl) => ccl,
-            None => {
-                loaded = CclConfig::load(&CclConfig::default_source(), &[])?;
-                &loaded
-            }
-        };
-        let group = Group::build(self.inner.device.fabric().machine(), ccl, chosen, None)?;
+        let ccl = self.ccl_config()?;
+        let group = Group::build(self.inner.device.fabric().machine(), &ccl, chosen, None)?;
         *self.inner.group.borrow_mut() = Some(Rc::new(group));
         Ok(())
     }
@@ -537,16 +538,9 @@ impl Distributed {
             return Err(bad("a rank appears twice".to_owned()));
         }
         let members: Vec<u32> = ranks.iter().map(|&r| r as u32).collect();
-        let loaded;
-        let ccl = match &self.inner.ccl {
-            Some(ccl) => ccl,
-            None => {
-                loaded = CclConfig::load(&CclConfig::default_source(), &[])?;
-                &loaded
-            }
-        };
+        let ccl = self.ccl_config()?;
         let machine = self.inner.device.fabric().machine();
-        let group = Group::build(machine, ccl, None, Some(&members))?;
+        let group = Group::build(machine, &ccl, None, Some(&members))?;
         let inner = Inner {
             device: self.inner.device.clone(),
             ccl: self.inner.ccl.clone(),
