@@ -1,15 +1,15 @@
 //! `--explain` from the command line and the web UI (ADR-0028): `run
 //! --explain --json` carries the explanation and its figures, `run
 //! --explain --out DIR` writes explain.json and the heat maps, `sweep
-//! --explain` and `report` show them, and the web run page with `explain`
-//! renders the heat maps in headless Chromium (screenshot under
-//! `target/explain-heat.png`; skipped, with the reason printed, where no
-//! Chromium is installed).
+//! --explain` and `report` show them (the web run page's heat maps in a
+//! browser: tests/web_browser.rs).
 
-use std::io::{BufRead, BufReader};
+mod cli_common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+
+use cli_common::web::heat_colours;
 
 const KERNBENCH: &str = env!("CARGO_BIN_EXE_kernbench");
 
@@ -23,16 +23,6 @@ fn tmp(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&dir);
     dir
-}
-
-/// The colours of the heat map's links (`stroke` of lines inside `heat`
-/// groups and NoC links), idle grey left out.
-fn heat_colours(svg: &str) -> Vec<&str> {
-    svg.split("stroke=\"")
-        .skip(1)
-        .filter_map(|rest| rest.split('"').next())
-        .filter(|c| c.starts_with('#') && c.len() == 7 && *c != "#cccccc" && *c != "#ccc")
-        .collect()
 }
 
 #[test]
@@ -166,121 +156,4 @@ fn sweep_explain_writes_the_class_columns_and_report_shows_the_heat_maps() {
         2,
         "{html}"
     );
-}
-
-/// The server, killed when the test ends.
-struct WebServer(Child);
-
-impl Drop for WebServer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn chromium() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    ["chromium", "chromium-browser"].iter().find_map(|name| {
-        std::env::split_paths(&path)
-            .map(|dir| dir.join(name))
-            .find(|candidate| candidate.is_file())
-    })
-}
-
-/// Runs headless Chromium on `url` with `args`, at most 90 s. Its output
-/// goes to files, not pipes: a page larger than a pipe's buffer would
-/// block Chromium on its write while this waits for it to exit.
-fn browse(chromium: &Path, args: &[&str], url: &str) -> std::process::Output {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let profile = dir.join("explain-chromium");
-    let (out_path, err_path) = (
-        dir.join("explain-chromium.out"),
-        dir.join("explain-chromium.err"),
-    );
-    let mut child = Command::new(chromium)
-        .args(["--headless", "--disable-gpu", "--no-sandbox"])
-        .args(["--disable-background-networking", "--no-first-run"])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(args)
-        .arg(url)
-        .stdout(std::fs::File::create(&out_path).expect("a file for stdout"))
-        .stderr(std::fs::File::create(&err_path).expect("a file for stderr"))
-        .spawn()
-        .expect("chromium starts");
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("chromium runs") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("chromium did not finish on {url}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    std::process::Output {
-        status,
-        stdout: std::fs::read(&out_path).expect("chromium's stdout"),
-        stderr: std::fs::read(&err_path).expect("chromium's stderr"),
-    }
-}
-
-#[test]
-fn the_web_run_page_draws_the_heat_maps_in_a_browser() {
-    let Some(chromium) = chromium() else {
-        println!("skipped: no chromium on PATH (.ci/run installs the Debian package)");
-        return;
-    };
-    let mut child = Command::new(KERNBENCH)
-        .args([
-            "--set",
-            "system.sips.count=4",
-            "--set",
-            "system.sips.topology=torus_2d",
-        ])
-        .args(["web", "--port", "0"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("kernbench starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_owned();
-    let _server = WebServer(child);
-    let run = format!("{url}run?bench=ccl_allreduce&size=256K&fidelity=flow&explain=1");
-    let output = browse(&chromium, &["--dump-dom"], &run);
-    assert!(output.status.success(), "{output:?}");
-    let page = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(page.matches("<h2>Explanations</h2>").count(), 1, "{page}");
-    assert_eq!(page.matches("<h3>ccl_allreduce").count(), 1, "{page}");
-    assert!(page.contains("class=\"heatmap\"") && page.contains("link busy fraction"));
-    assert!(!heat_colours(&page).is_empty(), "no coloured link");
-    // The screenshot is of the heat maps alone (the page above them is
-    // long): target/explain-heat.png, to look at.
-    let start = page.find("<figure class=\"heatmap\"").unwrap();
-    let end = start + page[start..].find("</figure>").unwrap() + "</figure>".len();
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap();
-    let figure = target.join("explain-heat.html");
-    let html = format!(
-        "<!DOCTYPE html><html><body>{}</body></html>",
-        &page[start..end]
-    );
-    std::fs::write(&figure, html).unwrap();
-    let shot = target.join("explain-heat.png");
-    let _ = std::fs::remove_file(&shot);
-    let arg = format!("--screenshot={}", shot.display());
-    let url = format!("file://{}", figure.display());
-    let output = browse(
-        &chromium,
-        &[&arg, "--window-size=900,1500", "--hide-scrollbars"],
-        &url,
-    );
-    assert!(output.status.success(), "{output:?}");
-    let png = std::fs::read(&shot).expect("the screenshot");
-    assert!(png.starts_with(b"\x89PNG"));
 }

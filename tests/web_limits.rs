@@ -2,57 +2,28 @@
 //! answered while a run is in flight, and a run stops at its wall-time
 //! limit with a page saying so.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+mod cli_common;
 
-const KERNBENCH: &str = env!("CARGO_BIN_EXE_kernbench");
+use std::io::{BufRead, BufReader, Read};
 
-/// The server, killed when the test ends.
-struct WebServer(Child, String);
-
-impl Drop for WebServer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use cli_common::web::WebServer;
 
 fn start(limit_secs: &str) -> WebServer {
-    let mut child = Command::new(KERNBENCH)
-        .args(["web", "--port", "0", "--run-limit", limit_secs])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("kernbench starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let host = line
-        .trim()
-        .trim_start_matches("listening on http://")
-        .trim_end_matches('/')
-        .to_owned();
-    WebServer(child, host)
-}
-
-fn request(host: &str, path: &str) -> TcpStream {
-    let mut stream = TcpStream::connect(host).expect("the server accepts");
-    write!(stream, "GET /{path} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
-    stream
+    WebServer::start(&[], &["--run-limit", limit_secs])
 }
 
 #[test]
 fn a_long_run_neither_blocks_other_requests_nor_outlives_its_limit() {
     let server = start("3");
     // 21 sizes up to 1 GiB: minutes of simulation in a debug build.
-    let mut run = BufReader::new(request(&server.1, "run?bench=ccl_allreduce&b=1K&e=1G"));
+    let mut run = BufReader::new(server.request("run?bench=ccl_allreduce&b=1K&e=1G"));
     let mut page = String::new();
     while !page.contains("running 21 point(s)") {
         assert!(run.read_line(&mut page).unwrap() > 0, "{page}");
     }
     let mut svg = String::new();
-    request(&server.1, "topology.svg")
+    server
+        .request("topology.svg")
         .read_to_string(&mut svg)
         .unwrap();
     assert!(svg.starts_with("HTTP/1.") && svg.contains("<svg"), "{svg}");
@@ -78,7 +49,8 @@ fn a_long_run_neither_blocks_other_requests_nor_outlives_its_limit() {
 fn a_data_check_too_big_for_the_form_is_refused_up_front() {
     let server = start("60");
     let mut reply = String::new();
-    request(&server.1, "run?bench=ccl_allreduce&size=1G&verify_data=1")
+    server
+        .request("run?bench=ccl_allreduce&size=1G&verify_data=1")
         .read_to_string(&mut reply)
         .unwrap();
     assert!(

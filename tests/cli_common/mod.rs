@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod web;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
