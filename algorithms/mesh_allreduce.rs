@@ -32,7 +32,7 @@ use kernbench::ccl::topology::{Dir, NeighborMap, TopologyError};
 use kernbench::ccl::{CclAlgorithm, Collective, Endpoints, KernelArgs, WorldShape};
 use kernbench::sim::SimDuration;
 use kernbench::tl::{Kernel, KernelError, Tl};
-use kernbench::topology::SipGrid;
+use kernbench::topology::SipArrangement;
 
 struct MeshAllreduce;
 
@@ -56,7 +56,12 @@ impl CclAlgorithm for MeshAllreduce {
 
     fn endpoints(&self, shape: &WorldShape) -> Result<Endpoints, TopologyError> {
         let mut endpoints = Endpoints::flat(shape)?;
-        let layout = Layout::new(shape.n_sips, shape.sip_grid, shape.cube_w, shape.cube_h);
+        let layout = Layout::new(
+            shape.n_sips,
+            shape.sip_arrangement,
+            shape.cube_w,
+            shape.cube_h,
+        );
         endpoints.tables = (0..endpoints.coords.len() as u32)
             .map(|e| layout.table(e))
             .collect();
@@ -90,20 +95,20 @@ impl CclAlgorithm for MeshAllreduce {
 struct Layout {
     n_sips: u32,
     /// The SIP grid `(W, H)`; `None` for a ring (SIPs side by side).
-    sip_grid: Option<(u32, u32)>,
+    sip_dims: Option<(u32, u32)>,
     cube_w: u32,
     cube_h: u32,
 }
 
 impl Layout {
-    fn new(n_sips: u32, sips: SipGrid, cube_w: u32, cube_h: u32) -> Layout {
-        let sip_grid = match sips {
-            SipGrid::Ring => None,
-            SipGrid::Torus { w, h } | SipGrid::Mesh { w, h } => Some((w, h)),
+    fn new(n_sips: u32, sips: SipArrangement, cube_w: u32, cube_h: u32) -> Layout {
+        let sip_dims = match sips {
+            SipArrangement::Ring { .. } => None,
+            SipArrangement::Torus { w, h } | SipArrangement::Mesh { w, h } => Some((w, h)),
         };
         Layout {
             n_sips,
-            sip_grid,
+            sip_dims,
             cube_w,
             cube_h,
         }
@@ -111,12 +116,12 @@ impl Layout {
 
     fn of(args: &KernelArgs) -> Layout {
         let t = &args.tile;
-        Layout::new(t.n_sips, args.sip_grid, t.cube_w, t.cube_h)
+        Layout::new(t.n_sips, args.sip_arrangement, t.cube_w, t.cube_h)
     }
 
     /// The grid's width and height.
     fn size(&self) -> (u32, u32) {
-        let (sw, sh) = self.sip_grid.unwrap_or((self.n_sips, 1));
+        let (sw, sh) = self.sip_dims.unwrap_or((self.n_sips, 1));
         (sw * self.cube_w, sh * self.cube_h)
     }
 
@@ -124,7 +129,7 @@ impl Layout {
     fn position(&self, e: u32) -> GridPos {
         let cubes = self.cube_w * self.cube_h;
         let (sip, cube) = (e / cubes, e % cubes);
-        let (sw, _) = self.sip_grid.unwrap_or((self.n_sips, 1));
+        let (sw, _) = self.sip_dims.unwrap_or((self.n_sips, 1));
         let (w, h) = self.size();
         GridPos {
             x: sip % sw * self.cube_w + cube % self.cube_w,
@@ -136,7 +141,7 @@ impl Layout {
 
     /// The endpoint at grid position `(x, y)`.
     fn endpoint(&self, x: u32, y: u32) -> usize {
-        let (sw, _) = self.sip_grid.unwrap_or((self.n_sips, 1));
+        let (sw, _) = self.sip_dims.unwrap_or((self.n_sips, 1));
         let sip = y / self.cube_h * sw + x / self.cube_w;
         let cube = y % self.cube_h * self.cube_w + x % self.cube_w;
         (sip * self.cube_w * self.cube_h + cube) as usize

@@ -31,10 +31,7 @@ impl CclAlgorithm for TestDoubleSend {
     /// receive, which comes after the neighbour's own second send: a
     /// circular wait.
     fn requirements(&self) -> Requirements {
-        Requirements {
-            min_slots: 2,
-            ..Requirements::default()
-        }
+        Requirements { min_slots: 2 }
     }
 }
 

@@ -3,7 +3,7 @@
 
 use kernbench::ccl::CclConfig;
 use kernbench::config::{ConfigError, ConfigSource, Override, Overrides};
-use kernbench::topology::{SipTopology, TopologySpec};
+use kernbench::topology::{SipArrangement, TopologySpec};
 
 const TOPOLOGY: &str = include_str!("../configs/topology.yaml");
 const CCL: &str = include_str!("../configs/ccl.yaml");
@@ -36,8 +36,8 @@ fn error_of(text: String) -> String {
 #[test]
 fn embedded_defaults_parse() {
     let spec = TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap();
-    assert_eq!(spec.system.sips.count().get(), 2);
-    assert_eq!(spec.system.sips.topology(), SipTopology::Ring1d);
+    assert_eq!(spec.system.sips.count(), 2);
+    assert_eq!(spec.system.sips, SipArrangement::Ring { n: 2 });
     assert_eq!(
         (spec.sip.cube_mesh.w.get(), spec.sip.cube_mesh.h.get()),
         (4, 4)

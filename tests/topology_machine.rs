@@ -40,7 +40,7 @@ fn default_machine_counts_follow_from_the_spec() {
     let machine = Machine::build(&spec).unwrap();
     let (w, h, zone) = noc_grid(&spec);
     assert_eq!((w, h, zone), (5, 6, 3), "the documented default layout");
-    let sips = u64::from(spec.system.sips.count().get());
+    let sips = u64::from(spec.system.sips.count());
     let cubes = spec.cubes_per_sip();
     let pes = u64::from(spec.cube.pes.get());
     let (mw, mh) = (

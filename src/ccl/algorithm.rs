@@ -29,7 +29,7 @@ use std::rc::Rc;
 use crate::mem::DType;
 use crate::sim::SimDuration;
 use crate::tl::{Grid, Kernel, KernelError, TensorHandle, Tl};
-use crate::topology::SipGrid;
+use crate::topology::SipArrangement;
 
 use super::collective::{Collective, ParamSpec, Params, ReduceOp, Requirements};
 use super::cost::{CostError, Network};
@@ -53,7 +53,7 @@ pub struct TileArgs {
 
 /// The standard kernel arguments (D3): the tensor, [`TileArgs`], what to
 /// compute (`dtype`, `op`, `root`) and where this SIP sits (seed ADR-0047
-/// D5's trailing SIP values, as one [`SipGrid`]).
+/// D5's trailing SIP values, as one [`SipArrangement`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct KernelArgs {
     /// Virtual address of the tensor's first byte on this SIP.
@@ -78,7 +78,7 @@ pub struct KernelArgs {
     /// This SIP's rank.
     pub sip_rank: u32,
     /// How the SIPs are connected.
-    pub sip_grid: SipGrid,
+    pub sip_arrangement: SipArrangement,
     /// ccl.yaml's `root_cube` of the entry, if set.
     pub root_cube: Option<u32>,
     /// ccl.yaml's `params` of the entry, checked against

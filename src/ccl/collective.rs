@@ -11,7 +11,6 @@ use std::fmt;
 
 use crate::config::units::NonZeroSize;
 use crate::mem::BinaryFn;
-use crate::topology::SipTopology;
 
 use super::ParamValue;
 
@@ -185,16 +184,11 @@ pub struct Requirements {
     /// an algorithm that forwards the slot it received while receiving
     /// the next.
     pub min_slots: usize,
-    /// The SIP grid kinds it serves; empty = any.
-    pub sip_topologies: &'static [SipTopology],
 }
 
 impl Default for Requirements {
     fn default() -> Self {
-        Requirements {
-            min_slots: 1,
-            sip_topologies: &[],
-        }
+        Requirements { min_slots: 1 }
     }
 }
 

@@ -1,7 +1,7 @@
 //! The world a collective runs in and its IPCQ endpoints.
 //!
 //! [`WorldShape`] is what the process group derives from topology.yaml,
-//! ccl.yaml and the world size: SIPs, cube mesh, [`SipGrid`] (the one SIP
+//! ccl.yaml and the world size: SIPs, cube mesh, [`SipArrangement`] (the one SIP
 //! vocabulary from the topology to the kernel) and the entry's builtin
 //! table. A world size the SIP grid cannot hold is a [`WorldError`] here,
 //! at `init_process_group`, never a deadlock later.
@@ -15,7 +15,7 @@
 //! Knows ranks, tables and machine shapes; nothing of kernels or time.
 
 use crate::tl::PeCoord;
-use crate::topology::{SipGrid, TopologySpec};
+use crate::topology::{SipArrangement, TopologySpec};
 
 use super::topology::{Builtin, NeighborMap, TopologyError};
 
@@ -29,7 +29,7 @@ pub struct WorldShape {
     /// Cube-mesh height the kernel sees.
     pub cube_h: u32,
     /// How the participating SIPs are connected.
-    pub sip_grid: SipGrid,
+    pub sip_arrangement: SipArrangement,
     /// The ccl.yaml `topology` of the algorithm entry.
     pub builtin: Builtin,
     /// ccl.yaml's `root_cube` of the entry, checked against the cube mesh.
@@ -49,7 +49,7 @@ pub enum WorldError {
         /// The world size.
         world_size: u32,
         /// The machine's SIP grid.
-        grid: SipGrid,
+        grid: SipArrangement,
         /// SIPs on it.
         cells: u32,
     },
@@ -73,13 +73,13 @@ impl WorldShape {
         root_cube: Option<u32>,
     ) -> Result<WorldShape, WorldError> {
         let mesh = spec.sip.cube_mesh;
-        let sip_grid = spec.system.sips.sip_grid();
-        if let Some((w, h)) = sip_grid.dims()
+        let sip_arrangement = spec.system.sips;
+        if let Some((w, h)) = sip_arrangement.dims()
             && w * h != world_size
         {
             return Err(WorldError::GridSize {
                 world_size,
-                grid: sip_grid,
+                grid: sip_arrangement,
                 cells: w * h,
             });
         }
@@ -87,7 +87,7 @@ impl WorldShape {
             n_sips: world_size,
             cube_w: mesh.w.get(),
             cube_h: mesh.h.get(),
-            sip_grid,
+            sip_arrangement,
             builtin,
             root_cube,
         };
@@ -114,7 +114,7 @@ impl WorldShape {
             n_sips: world_size,
             cube_w: mesh.w.get(),
             cube_h: mesh.h.get(),
-            sip_grid: SipGrid::Ring,
+            sip_arrangement: SipArrangement::Ring { n: world_size },
             builtin,
             root_cube,
         };
@@ -141,10 +141,14 @@ impl WorldShape {
     /// `E`/`W`/`N`/`S` on a 2-D grid).
     pub fn sip_tables(&self) -> Result<Vec<NeighborMap>, TopologyError> {
         let n = self.n_sips as usize;
-        match self.sip_grid {
-            SipGrid::Ring => Builtin::Ring1d.tables(n, None),
-            SipGrid::Torus { w, h } => Builtin::Torus2d.tables(n, Some((w as usize, h as usize))),
-            SipGrid::Mesh { w, h } => Builtin::Mesh2d.tables(n, Some((w as usize, h as usize))),
+        match self.sip_arrangement {
+            SipArrangement::Ring { .. } => Builtin::Ring1d.tables(n, None),
+            SipArrangement::Torus { w, h } => {
+                Builtin::Torus2d.tables(n, Some((w as usize, h as usize)))
+            }
+            SipArrangement::Mesh { w, h } => {
+                Builtin::Mesh2d.tables(n, Some((w as usize, h as usize)))
+            }
         }
     }
 }

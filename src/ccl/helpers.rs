@@ -28,7 +28,7 @@ use crate::mem::DType;
 use crate::sim::SimDuration;
 use crate::tl::{Dir, KernelError, TensorHandle, Tl};
 
-use crate::topology::SipGrid;
+use crate::topology::SipArrangement;
 
 use super::algorithm::{KernelArgs, finish, reduce_received};
 use super::collective::{ParamKind, ParamSpec, Params, ReduceOp};
@@ -672,9 +672,11 @@ pub fn cube_and_sip_lines(args: &KernelArgs, cube: u32, line: LineRoot) -> Vec<L
         cubes.column(line, Dir::N, Dir::S),
     ];
     let rank = args.sip_rank;
-    match args.sip_grid {
-        SipGrid::Ring => lines.push(line(rank, args.tile.n_sips, Dir::GlobalW, Dir::GlobalE)),
-        SipGrid::Torus { w, h } | SipGrid::Mesh { w, h } => {
+    match args.sip_arrangement {
+        SipArrangement::Ring { .. } => {
+            lines.push(line(rank, args.tile.n_sips, Dir::GlobalW, Dir::GlobalE));
+        }
+        SipArrangement::Torus { w, h } | SipArrangement::Mesh { w, h } => {
             let sips = GridPos::of(rank, w, h);
             lines.push(sips.row(line, Dir::GlobalW, Dir::GlobalE));
             lines.push(sips.column(line, Dir::GlobalN, Dir::GlobalS));

@@ -896,7 +896,7 @@ pub fn topology_heat_svg(machine: &Machine, heat: Option<&Heat>) -> String {
          <text x=\"{x}\" y=\"38\">shaded: the IO cube (PCIe endpoint, IO_CPU); blue: UCIe</text>\n\
          <text x=\"{x}\" y=\"54\">red: inter-SIP (dashed: wrap-around to the SIP named); grey: PCIe</text>",
         machine.sip_count(),
-        machine.spec().system.sips.topology(),
+        machine.spec().system.sips.name(),
         machine.pes_per_cube(),
         x = px::MARGIN / 4,
     );

@@ -96,7 +96,7 @@ impl DeviceAllocators {
 /// Every memory of `spec`'s machine: host first, then per SIP and cube its
 /// HBM, SRAM and PE TCMs.
 fn spaces(spec: &TopologySpec) -> impl Iterator<Item = MemSpace> {
-    let sips = spec.system.sips.count().get();
+    let sips = spec.system.sips.count();
     let cubes = u32::try_from(spec.cubes_per_sip()).unwrap_or(u32::MAX);
     let pes = spec.cube.pes.get();
     let cube_spaces = (0..sips).flat_map(move |sip| {

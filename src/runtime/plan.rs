@@ -131,7 +131,7 @@ impl Plan {
                 call: collective,
             });
         }
-        check_requirements(entry, algorithm.as_ref(), &config, &shape)?;
+        check_requirements(entry, algorithm.as_ref(), &config)?;
         algorithm
             .supports(&shape, &params)
             .map_err(|reason| refusal(entry, format!("`{}` requires: {reason}", config.module)))?;
@@ -272,7 +272,7 @@ impl Plan {
             op: call.op,
             root: call.root,
             sip_rank: self.group_rank(call.rank)?,
-            sip_grid: self.shape.sip_grid,
+            sip_arrangement: self.shape.sip_arrangement,
             root_cube: self.shape.root_cube,
             params: self.params.clone(),
             slot_bytes: self.ipcq.slot_bytes,
@@ -367,8 +367,7 @@ fn check_chunk_fits_slot(entry: &str, params: &Params, ipcq: IpcqParams) -> Resu
 
 fn world_size(machine: &Machine, config: &Algorithm<'_>) -> Result<usize, DistError> {
     let sips = machine.sip_count();
-    let resolved = config.world_size_or(machine.spec().system.sips.count());
-    let world_size = resolved.get() as usize;
+    let world_size = config.world_size_or(machine.spec().system.sips.count()) as usize;
     if world_size > sips as usize {
         return Err(DistError::WorldTooLarge { world_size, sips });
     }
@@ -376,12 +375,12 @@ fn world_size(machine: &Machine, config: &Algorithm<'_>) -> Result<usize, DistEr
 }
 
 /// The algorithm's declared [`Requirements`](crate::ccl::Requirements)
-/// against the entry's IPCQ settings and the SIP grid.
+/// against the entry's IPCQ settings (an algorithm that serves only some
+/// SIP arrangements says so in its `supports`).
 fn check_requirements(
     entry: &str,
     algorithm: &dyn CclAlgorithm,
     config: &Algorithm<'_>,
-    shape: &WorldShape,
 ) -> Result<(), DistError> {
     let needs = algorithm.requirements();
     let module = config.module;
@@ -392,17 +391,6 @@ fn check_requirements(
                 "`{module}` needs at least {} IPCQ slots per ring, ipcq.slots is {} \
                  (set ccl.yaml ipcq.slots: {})",
                 needs.min_slots, config.ipcq.slots, needs.min_slots
-            ),
-        ));
-    }
-    let kind = shape.sip_grid.kind();
-    if !needs.sip_topologies.is_empty() && !needs.sip_topologies.contains(&kind) {
-        let supported: Vec<_> = needs.sip_topologies.iter().map(|t| t.name()).collect();
-        return Err(refusal(
-            entry,
-            format!(
-                "`{module}` does not support SIP topology {kind} (supports: {})",
-                supported.join(", ")
             ),
         ));
     }

@@ -21,7 +21,7 @@
 //!   kernel_args(world_size, n_elem, 1, 1)`, `sip_rank = r`, so
 //!   `args.endpoint(0) = r` and `args.endpoints() = world_size`
 //!   (`t_ptr` is the tile's device address: there is no VA space here),
-//!   `dtype` f16, `op` sum, no `params`, and `sip_grid` the square grid
+//!   `dtype` f16, `op` sum, no `params`, and `sip_arrangement` the square grid
 //!   of a 2-D table, else a ring;
 //! - one launch of `world_size` programs; afterwards each tile is read back
 //!   (untimed).
@@ -59,7 +59,7 @@ use crate::ccl::registry::{self, UnknownAlgorithm};
 use crate::ccl::topology::{Builtin, TopologyError};
 use crate::ccl::{BufferKind, CclAlgorithm, Endpoints, KernelArgs, Params, ReduceOp};
 use crate::mem::DType;
-use crate::topology::SipGrid;
+use crate::topology::SipArrangement;
 
 /// The algorithm a mock run executes: a registered module name or an
 /// algorithm value (`&str` and `&dyn CclAlgorithm` convert into it).
@@ -191,7 +191,7 @@ fn run<I: AsRef<[f16]>>(
 
     let bytes = (n_elem * 2) as u64;
     let tiles = place_inputs(&device, inputs, bytes)?;
-    let sip_grid = sip_grid_of(builtin, world_size);
+    let sip_arrangement = sip_arrangement_of(builtin, world_size);
     let tile = algorithm.kernel_args(world_size, n_elem, 1, 1);
     let params = Rc::new(Params::default());
     let per_rank: Rc<[KernelArgs]> = tiles
@@ -206,7 +206,7 @@ fn run<I: AsRef<[f16]>>(
             op: ReduceOp::Sum,
             root: 0,
             sip_rank: rank as u32,
-            sip_grid,
+            sip_arrangement,
             root_cube: None,
             params: params.clone(),
             slot_bytes: IpcqParams::default().slot_bytes,
@@ -307,13 +307,15 @@ fn place_inputs<I: AsRef<[f16]>>(
 
 /// The SIP grid the kernels see for the mock's builtin table: the square
 /// grid of a 2-D table (as a 2-D SIP grid would be), else a ring.
-fn sip_grid_of(builtin: Builtin, world_size: usize) -> SipGrid {
+fn sip_arrangement_of(builtin: Builtin, world_size: usize) -> SipArrangement {
     let side = world_size.isqrt() as u32;
     match builtin {
-        Builtin::Torus2d => SipGrid::Torus { w: side, h: side },
-        Builtin::Mesh2d => SipGrid::Mesh { w: side, h: side },
+        Builtin::Torus2d => SipArrangement::Torus { w: side, h: side },
+        Builtin::Mesh2d => SipArrangement::Mesh { w: side, h: side },
         Builtin::None | Builtin::Ring1d | Builtin::Ring1dUnidir | Builtin::TreeBinary => {
-            SipGrid::Ring
+            SipArrangement::Ring {
+                n: world_size as u32,
+            }
         }
     }
 }

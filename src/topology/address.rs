@@ -159,7 +159,7 @@ impl MachineCounts {
             .iter()
             .fold(memories[0], |best, &m| if m.1 > best.1 { m } else { best });
         MachineCounts {
-            sips: spec.system.sips.count().get(),
+            sips: spec.system.sips.count(),
             cubes_per_sip: u32::try_from(spec.cubes_per_sip()).unwrap_or(u32::MAX),
             pes_per_cube: spec.cube.pes.get(),
             largest_memory,

@@ -13,10 +13,10 @@
 
 use std::collections::BTreeMap;
 
-use super::arrangement::{Arrangement, IO_CUBE};
 use super::grid::GridPos;
 use super::layout::CubeLayout;
 use super::machine::{Node, NodeId, NodeKind};
+use super::machine_grids::{IO_CUBE, MachineGrids};
 use super::naming::{self, Side};
 
 /// The node ids of one cube.
@@ -85,24 +85,24 @@ impl Nodes {
     }
 }
 
-/// Expands the machine of `arrangement` with cubes laid out as `layout`
+/// Expands the machine of `grids` with cubes laid out as `layout`
 /// and `pes` PEs per cube.
 pub(crate) fn expand(
-    arrangement: &Arrangement,
+    grids: &MachineGrids,
     layout: &CubeLayout,
     pes: u32,
 ) -> (Vec<Node>, Structure) {
     let mut nodes = Nodes::default();
     let host = nodes.push(naming::HOST.to_owned(), NodeKind::Host, At::default());
-    let sips = (0..arrangement.sips.cells())
-        .map(|sip| expand_sip(&mut nodes, arrangement, layout, sip, pes))
+    let sips = (0..grids.sips.cells())
+        .map(|sip| expand_sip(&mut nodes, grids, layout, sip, pes))
         .collect();
     (nodes.0, Structure { host, sips })
 }
 
 fn expand_sip(
     nodes: &mut Nodes,
-    arrangement: &Arrangement,
+    grids: &MachineGrids,
     layout: &CubeLayout,
     sip: u32,
     pes: u32,
@@ -123,13 +123,13 @@ fn expand_sip(
         NodeKind::IoCpu,
         on_io_cube(layout.io_cpu()),
     );
-    let ports = arrangement
+    let ports = grids
         .sip_port_sides(sip)
         .into_iter()
         .map(|side| {
             let at = At {
                 sip: Some(sip),
-                cube: Some(arrangement.port_cube(side)),
+                cube: Some(grids.port_cube(side)),
                 router: Some(layout.port(side)),
                 side: Some(side),
                 ..At::default()
@@ -140,8 +140,8 @@ fn expand_sip(
             )
         })
         .collect();
-    let cubes = (0..arrangement.cubes.cells())
-        .map(|cube| expand_cube(nodes, arrangement, layout, (sip, cube), pes))
+    let cubes = (0..grids.cubes.cells())
+        .map(|cube| expand_cube(nodes, grids, layout, (sip, cube), pes))
         .collect();
     SipNodes {
         pcie_ep,
@@ -153,7 +153,7 @@ fn expand_sip(
 
 fn expand_cube(
     nodes: &mut Nodes,
-    arrangement: &Arrangement,
+    grids: &MachineGrids,
     layout: &CubeLayout,
     (sip, cube): (u32, u32),
     pes: u32,
@@ -198,7 +198,7 @@ fn expand_cube(
         NodeKind::McpuDma,
         at(Some(layout.mcpu_dma())),
     );
-    let ucie = arrangement
+    let ucie = grids
         .ucie_sides(cube)
         .into_iter()
         .map(|side| {

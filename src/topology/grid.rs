@@ -95,17 +95,17 @@ impl Dim {
 /// A two-dimensional grid: `x` runs west to east, `y` north to south.
 /// Position `i` is row `i / w`, column `i % w`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Grid2 {
+pub(crate) struct LinkGrid {
     /// Columns.
     pub x: Dim,
     /// Rows.
     pub y: Dim,
 }
 
-impl Grid2 {
+impl LinkGrid {
     /// A `w × h` grid without wrap.
-    pub fn mesh(w: u32, h: u32) -> Grid2 {
-        Grid2 {
+    pub fn mesh(w: u32, h: u32) -> LinkGrid {
+        LinkGrid {
             x: Dim::line(w),
             y: Dim::line(h),
         }
@@ -239,23 +239,23 @@ mod tests {
 
     #[test]
     fn links_are_listed_once() {
-        let ring2 = Grid2 {
+        let ring2 = LinkGrid {
             x: Dim::ring(2),
             y: Dim::ring(1),
         };
         assert_eq!(ring2.links(), vec![(pos(0, 0), Side::E)]);
-        let torus = Grid2 {
+        let torus = LinkGrid {
             x: Dim::ring(3),
             y: Dim::ring(3),
         };
         assert_eq!(torus.links().len(), 18);
-        assert_eq!(Grid2::mesh(4, 4).links().len(), 24);
-        assert!(Grid2::mesh(1, 1).links().is_empty());
+        assert_eq!(LinkGrid::mesh(4, 4).links().len(), 24);
+        assert!(LinkGrid::mesh(1, 1).links().is_empty());
     }
 
     #[test]
     fn dimension_order_goes_x_first() {
-        let mesh = Grid2::mesh(4, 4);
+        let mesh = LinkGrid::mesh(4, 4);
         let sides = mesh.route(pos(0, 0), pos(3, 3));
         assert_eq!(
             sides,
@@ -269,12 +269,12 @@ mod tests {
 
     #[test]
     fn rings_go_the_shorter_way_and_ties_go_forward() {
-        let ring = Grid2 {
+        let ring = LinkGrid {
             x: Dim::ring(5),
             y: Dim::line(1),
         };
         assert_eq!(ring.route(pos(0, 0), pos(0, 4)), [Side::W]);
-        let even = Grid2 {
+        let even = LinkGrid {
             x: Dim::ring(4),
             y: Dim::line(1),
         };

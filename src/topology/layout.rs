@@ -28,7 +28,7 @@
 use std::fmt::{self, Write as _};
 use std::ops::Range;
 
-use super::grid::{Grid2, GridPos};
+use super::grid::{GridPos, LinkGrid};
 use super::naming::Side;
 use super::spec::{CubeSpec, Grid};
 
@@ -127,7 +127,7 @@ pub enum Slot {
 /// The NoC layout shared by every cube.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CubeLayout {
-    grid: Grid2,
+    grid: LinkGrid,
     zone: Range<u32>,
     pes: Vec<GridPos>,
     mcpu: GridPos,
@@ -201,7 +201,7 @@ impl CubeLayout {
     fn place(shape: Shape, pes: u32) -> CubeLayout {
         let narrow = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
         let above = narrow(shape.endpoint_rows / 2);
-        let grid = Grid2::mesh(narrow(shape.w), narrow(shape.h()));
+        let grid = LinkGrid::mesh(narrow(shape.w), narrow(shape.h()));
         let zone = above..above + narrow(shape.zone_rows);
         let mut free: Vec<GridPos> = grid
             .positions()
@@ -224,7 +224,7 @@ impl CubeLayout {
     }
 
     /// The router grid.
-    pub(crate) fn grid(&self) -> Grid2 {
+    pub(crate) fn grid(&self) -> LinkGrid {
         self.grid
     }
 

@@ -19,13 +19,13 @@ use std::fmt;
 use serde::Serialize;
 
 use super::address::AddressMap;
-use super::arrangement::{Arrangement, IO_CUBE};
 use super::error::TopologyError;
 use super::expand::{CubeNodes, Structure, expand};
 use super::grid::GridPos;
 use super::index::Index;
 use super::layout::CubeLayout;
 use super::link::{LinkCatalog, LinkParams};
+use super::machine_grids::{IO_CUBE, MachineGrids};
 use super::naming::Side;
 use super::spec::TopologySpec;
 use super::wire::{Wiring, wire};
@@ -215,7 +215,7 @@ pub struct Edge {
 #[derive(Debug, Clone)]
 pub struct Machine {
     spec: TopologySpec,
-    arrangement: Arrangement,
+    grids: MachineGrids,
     layout: CubeLayout,
     address_map: AddressMap,
     nodes: Vec<Node>,
@@ -230,10 +230,10 @@ impl Machine {
         let address_map = AddressMap::new(spec)?;
         let links = LinkCatalog::new(spec)?;
         let layout = CubeLayout::new(&spec.cube)?;
-        let arrangement = Arrangement::new(spec);
-        let (nodes, structure) = expand(&arrangement, &layout, spec.cube.pes.get());
+        let grids = MachineGrids::new(spec);
+        let (nodes, structure) = expand(&grids, &layout, spec.cube.pes.get());
         let edges = wire(&Wiring {
-            arrangement: &arrangement,
+            grids: &grids,
             layout: &layout,
             structure: &structure,
             links: &links,
@@ -241,7 +241,7 @@ impl Machine {
         let index = Index::build(&nodes, &edges)?;
         Ok(Machine {
             spec: spec.clone(),
-            arrangement,
+            grids,
             layout,
             address_map,
             nodes,
@@ -257,7 +257,7 @@ impl Machine {
     /// on a release build at 16 and 254 SIPs of 16 × 16 cubes of 240 PEs
     /// (issue 26 item 8). A lower bound of what a debug build takes.
     pub fn estimated_bytes(spec: &TopologySpec) -> u128 {
-        let cubes = u128::from(spec.system.sips.count().get()) * u128::from(spec.cubes_per_sip());
+        let cubes = u128::from(spec.system.sips.count()) * u128::from(spec.cubes_per_sip());
         let pes = cubes * u128::from(spec.cube.pes.get());
         pes * 550 + cubes * (11 << 10)
     }
@@ -322,33 +322,33 @@ impl Machine {
 
     /// Number of SIPs.
     pub fn sip_count(&self) -> u32 {
-        self.arrangement.sips.cells()
+        self.grids.sips.cells()
     }
 
     /// Cubes in one SIP.
     pub fn cubes_per_sip(&self) -> u32 {
-        self.arrangement.cubes.cells()
+        self.grids.cubes.cells()
     }
 
     /// Where SIP `sip` sits in the SIP grid (row 0 for a ring).
     pub fn sip_pos(&self, sip: u32) -> GridPos {
-        self.arrangement.sips.pos(sip)
+        self.grids.sips.pos(sip)
     }
 
     /// The SIP grid's width and height.
     pub fn sip_grid(&self) -> (u32, u32) {
-        let sips = self.arrangement.sips;
+        let sips = self.grids.sips;
         (sips.width(), sips.height())
     }
 
     /// Where cube `cube` sits in its SIP's cube mesh.
     pub fn cube_pos(&self, cube: u32) -> GridPos {
-        self.arrangement.cubes.pos(cube)
+        self.grids.cubes.pos(cube)
     }
 
     /// The cube mesh's width and height.
     pub fn cube_grid(&self) -> (u32, u32) {
-        let cubes = self.arrangement.cubes;
+        let cubes = self.grids.cubes;
         (cubes.width(), cubes.height())
     }
 
@@ -364,7 +364,7 @@ impl Machine {
 
     /// The cube carrying a SIP's inter-SIP port on `side`.
     pub fn sip_port_cube(&self, side: Side) -> u32 {
-        self.arrangement.port_cube(side)
+        self.grids.port_cube(side)
     }
 
     /// The host.
@@ -434,8 +434,8 @@ impl Machine {
     }
 
     /// The grids of the upper levels (for routing and views).
-    pub(crate) fn arrangement(&self) -> &Arrangement {
-        &self.arrangement
+    pub(crate) fn grids(&self) -> &MachineGrids {
+        &self.grids
     }
 
     fn cube_nodes(&self, sip: u32, cube: u32) -> Option<&CubeNodes> {

@@ -19,7 +19,6 @@
 
 pub mod address;
 mod adjacency;
-mod arrangement;
 mod error;
 mod expand;
 mod grid;
@@ -27,6 +26,7 @@ mod index;
 mod layout;
 mod link;
 mod machine;
+mod machine_grids;
 pub mod naming;
 mod plan;
 mod resolver;
@@ -47,8 +47,8 @@ pub use resolver::{AddressResolver, Resolved};
 pub use routing::{Path, PathRouter, RouteError};
 pub use spec::{
     CubeSpec, DmaSpec, Fidelity, GemmSpec, Grid, HbmError, HbmParams, HbmSpec, HostSpec, IoCpuSpec,
-    LinkSpec, MathSpec, McpuSpec, MemorySpec, NocSpec, PeSpec, SimulationSpec, SipGrid, SipLayout,
-    SipLayoutError, SipSpec, SipTopology, SipsParams, SystemSpec, TopologySpec, UcieSpec,
+    LinkSpec, MathSpec, McpuSpec, MemorySpec, NocSpec, PeSpec, SimulationSpec, SipArrangement,
+    SipArrangementError, SipSpec, SystemSpec, TopologySpec, UcieSpec,
 };
 pub use summary::{ComputeSummary, LinkSummary, MemorySummary, TopologySummary};
 pub use views::{Counts, GraphView, Scope, ViewError, ViewLink, ViewNode};

@@ -166,7 +166,7 @@ fn mount(machine: &Machine, id: NodeId) -> Option<Mount> {
 /// order on the SIP grid, and inside each SIP the UCIe ports from the cube
 /// where it enters to the cube where it leaves.
 fn crossings(machine: &Machine, source: &Mount, target: &Mount) -> Option<Vec<(NodeId, NodeId)>> {
-    let sips = machine.arrangement().sips;
+    let sips = machine.grids().sips;
     let mut list = Vec::new();
     let (mut sip, mut cube) = (source.sip, source.cube);
     for side in sips.route(sips.pos(sip), sips.pos(target.sip)) {
@@ -195,7 +195,7 @@ fn cube_crossings(
     from: u32,
     to: u32,
 ) -> Option<Vec<(NodeId, NodeId)>> {
-    let cubes = machine.arrangement().cubes;
+    let cubes = machine.grids().cubes;
     let mut cube = from;
     let mut list = Vec::new();
     for side in cubes.route(cubes.pos(from), cubes.pos(to)) {

@@ -3,7 +3,7 @@
 //! Every field is either a type that cannot hold a bad value on its own
 //! (`Count` is never zero, `Bandwidth` never zero, `Fraction` in (0, 1]) or
 //! a type whose constructor checks the rules between its fields
-//! ([`SipLayout`], [`HbmSpec`]). So a `TopologySpec` that exists describes a
+//! ([`SipArrangement`], [`HbmSpec`]). So a `TopologySpec` that exists describes a
 //! machine that can be built, and fields can be public and read directly.
 //!
 //! Loading goes through `config::Document`: unknown keys, wrong units and
@@ -93,7 +93,7 @@ impl fmt::Display for Fidelity {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SystemSpec {
     /// How many SIPs and how they are connected.
-    pub sips: SipLayout,
+    pub sips: SipArrangement,
     /// Host-side software costs.
     pub host: HostSpec,
     /// The PCIe link between the host and each SIP.
@@ -466,45 +466,35 @@ pub struct MathSpec {
     pub elements_per_cycle: Count,
 }
 
-/// How the SIPs are connected (`system.sips.topology`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+/// The values `system.sips.topology` takes: the file's name of an
+/// arrangement, read only to build a [`SipArrangement`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(expecting = "ring_1d, torus_2d or mesh_2d_no_wrap")]
-pub enum SipTopology {
-    /// A ring; each SIP talks to east and west neighbours.
+pub(crate) enum ArrangementName {
     #[serde(rename = "ring_1d")]
     Ring1d,
-    /// A `w × h` grid with wrap-around links.
     #[serde(rename = "torus_2d")]
     Torus2d,
-    /// A `w × h` grid without wrap-around links.
     #[serde(rename = "mesh_2d_no_wrap")]
     Mesh2dNoWrap,
 }
 
-impl SipTopology {
-    /// The name used in topology.yaml.
-    pub const fn name(self) -> &'static str {
-        match self {
-            SipTopology::Ring1d => "ring_1d",
-            SipTopology::Torus2d => "torus_2d",
-            SipTopology::Mesh2dNoWrap => "mesh_2d_no_wrap",
-        }
-    }
-}
-
-impl fmt::Display for SipTopology {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// The SIP grid as collectives see it, from the topology to the kernel
-/// (issue 9's one vocabulary): a ring, or a `w × h` grid with or without
-/// wrap. Ranks sit row-major on the 2-D grids.
+/// The SIP arrangement (glossary: arrangement): how the SIPs are laid out,
+/// from topology.yaml's `system.sips` to the kernel. A ring of `n`, or a
+/// `w × h` grid with or without wrap; SIPs (ranks) sit row-major on the
+/// 2-D grids.
+///
+/// A machine's arrangement is built by `SipArrangement::new` when the
+/// spec loads, which checks the grid rules; a collective's world (a
+/// sub-group of SIPs on a logical ring, a mock's square grid) names its
+/// own directly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum SipGrid {
-    /// A ring of all the SIPs (`ring_1d`).
-    Ring,
+pub enum SipArrangement {
+    /// A ring of `n` SIPs (`ring_1d`); each talks to east and west.
+    Ring {
+        /// SIPs on the ring.
+        n: u32,
+    },
     /// A `w × h` grid with wrap-around links (`torus_2d`).
     Torus {
         /// Columns.
@@ -521,54 +511,109 @@ pub enum SipGrid {
     },
 }
 
-impl SipGrid {
-    /// The topology.yaml name of this kind of grid.
-    pub const fn kind(self) -> SipTopology {
+impl SipArrangement {
+    /// Checks `params` (`system.sips` as written) and resolves the grid.
+    ///
+    /// Grid rules (seed ADR-0024 D5): explicit `w`/`h` must multiply to
+    /// `count`; without them a square `count` gives a `sqrt × sqrt` grid;
+    /// anything else is an error. A ring has no grid, and `w`/`h` on a ring
+    /// are an error rather than silently ignored.
+    pub(crate) fn new(params: SipsParams) -> Result<Self, SipArrangementError> {
+        let SipsParams {
+            count,
+            topology,
+            w,
+            h,
+        } = params;
+        let dims = match (topology, w, h) {
+            (ArrangementName::Ring1d, None, None) => {
+                return Ok(SipArrangement::Ring { n: count.get() });
+            }
+            (ArrangementName::Ring1d, w, _) => {
+                let key = if w.is_some() { "w" } else { "h" };
+                return Err(SipArrangementError::GridOnRing { key });
+            }
+            (_, Some(w), Some(h)) => explicit_grid(count, w, h)?,
+            (_, None, None) => square_grid(count, topology)?,
+            (_, w, _) => {
+                let (given, missing) = if w.is_some() { ("w", "h") } else { ("h", "w") };
+                return Err(SipArrangementError::HalfGrid { given, missing });
+            }
+        };
+        let (w, h) = (dims.w.get(), dims.h.get());
+        Ok(if topology == ArrangementName::Torus2d {
+            SipArrangement::Torus { w, h }
+        } else {
+            SipArrangement::Mesh { w, h }
+        })
+    }
+
+    /// Number of SIPs.
+    pub const fn count(self) -> u32 {
         match self {
-            SipGrid::Ring => SipTopology::Ring1d,
-            SipGrid::Torus { .. } => SipTopology::Torus2d,
-            SipGrid::Mesh { .. } => SipTopology::Mesh2dNoWrap,
+            SipArrangement::Ring { n } => n,
+            SipArrangement::Torus { w, h } | SipArrangement::Mesh { w, h } => w * h,
+        }
+    }
+
+    /// The topology.yaml name of this kind of arrangement
+    /// (`system.sips.topology`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            SipArrangement::Ring { .. } => "ring_1d",
+            SipArrangement::Torus { .. } => "torus_2d",
+            SipArrangement::Mesh { .. } => "mesh_2d_no_wrap",
         }
     }
 
     /// The `(w, h)` of a 2-D grid; `None` for a ring.
     pub const fn dims(self) -> Option<(u32, u32)> {
         match self {
-            SipGrid::Ring => None,
-            SipGrid::Torus { w, h } | SipGrid::Mesh { w, h } => Some((w, h)),
+            SipArrangement::Ring { .. } => None,
+            SipArrangement::Torus { w, h } | SipArrangement::Mesh { w, h } => Some((w, h)),
         }
+    }
+
+    /// The `w × h` grid of a 2-D arrangement; `None` for a ring.
+    pub fn grid(self) -> Option<Grid> {
+        let (w, h) = self.dims()?;
+        Some(Grid {
+            w: Count::new(w)?,
+            h: Count::new(h)?,
+        })
     }
 }
 
-impl fmt::Display for SipGrid {
+impl fmt::Display for SipArrangement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.dims() {
-            None => f.write_str(self.kind().name()),
-            Some((w, h)) => write!(f, "{} {w}x{h}", self.kind().name()),
+            None => f.write_str(self.name()),
+            Some((w, h)) => write!(f, "{} {w}x{h}", self.name()),
         }
     }
 }
 
-/// The values of `system.sips:` as written; [`SipLayout`] is the checked form.
+/// The values of `system.sips:` as written; [`SipArrangement`] is the
+/// checked form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(
     deny_unknown_fields,
     expecting = "a mapping with count, topology and optionally w and h"
 )]
-pub struct SipsParams {
+pub(crate) struct SipsParams {
     /// Number of SIPs (= ranks).
     pub count: Count,
-    /// How they are connected.
-    pub topology: SipTopology,
-    /// Grid width, 2-D topologies only.
+    /// How they are arranged.
+    pub topology: ArrangementName,
+    /// Grid width, 2-D arrangements only.
     pub w: Option<Count>,
-    /// Grid height, 2-D topologies only.
+    /// Grid height, 2-D arrangements only.
     pub h: Option<Count>,
 }
 
 /// `system.sips` values that do not describe a SIP arrangement (seed ADR-0024 D5).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SipLayoutError {
+pub enum SipArrangementError {
     /// `w` or `h` given for a ring.
     #[error(
         "sips.{key} sets a 2-D grid, but ring_1d has none: remove it \
@@ -598,7 +643,7 @@ pub enum SipLayoutError {
         /// `sips.count`.
         count: Count,
     },
-    /// A 2-D topology, no grid, and a count that is not a square.
+    /// A 2-D arrangement, no grid, and a count that is not a square.
     #[error(
         "sips.count {count} is not a square, so {topology} cannot derive its grid: \
          set sips.w and sips.h with w x h = {count}"
@@ -606,103 +651,27 @@ pub enum SipLayoutError {
     NotSquare {
         /// `sips.count`.
         count: Count,
-        /// The 2-D topology.
-        topology: SipTopology,
+        /// The 2-D arrangement's name.
+        topology: &'static str,
     },
 }
 
-impl SipLayoutError {
+impl SipArrangementError {
     /// The key under `system.sips` to blame (empty for the section).
     pub fn key(&self) -> &'static str {
         match self {
-            SipLayoutError::GridOnRing { key } => key,
-            SipLayoutError::HalfGrid { given, .. } => given,
-            SipLayoutError::Mismatch { .. } => "",
-            SipLayoutError::NotSquare { .. } => "count",
+            SipArrangementError::GridOnRing { key } => key,
+            SipArrangementError::HalfGrid { given, .. } => given,
+            SipArrangementError::Mismatch { .. } => "",
+            SipArrangementError::NotSquare { .. } => "count",
         }
     }
 }
 
-/// The SIPs and how they are connected: a ring of `count`, or a checked
-/// `w × h` grid for the 2-D topologies.
-///
-/// Grid rules (seed ADR-0024 D5): explicit `w`/`h` must multiply to `count`;
-/// without them a square `count` gives a `sqrt × sqrt` grid; anything else is
-/// an error. A ring has no grid, and `w`/`h` on a ring are an error rather
-/// than silently ignored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SipLayout {
-    count: Count,
-    grid: SipGrid,
-}
-
-impl SipLayout {
-    /// Checks `params` and resolves the grid.
-    pub fn new(params: SipsParams) -> Result<Self, SipLayoutError> {
-        let SipsParams {
-            count,
-            topology,
-            w,
-            h,
-        } = params;
-        let dims = match (topology, w, h) {
-            (SipTopology::Ring1d, None, None) => return Ok(SipLayout::ring(count)),
-            (SipTopology::Ring1d, w, _) => {
-                let key = if w.is_some() { "w" } else { "h" };
-                return Err(SipLayoutError::GridOnRing { key });
-            }
-            (_, Some(w), Some(h)) => explicit_grid(count, w, h)?,
-            (_, None, None) => square_grid(count, topology)?,
-            (_, w, _) => {
-                let (given, missing) = if w.is_some() { ("w", "h") } else { ("h", "w") };
-                return Err(SipLayoutError::HalfGrid { given, missing });
-            }
-        };
-        let (w, h) = (dims.w.get(), dims.h.get());
-        let grid = if topology == SipTopology::Torus2d {
-            SipGrid::Torus { w, h }
-        } else {
-            SipGrid::Mesh { w, h }
-        };
-        Ok(SipLayout { count, grid })
-    }
-
-    fn ring(count: Count) -> SipLayout {
-        SipLayout {
-            count,
-            grid: SipGrid::Ring,
-        }
-    }
-
-    /// Number of SIPs.
-    pub fn count(&self) -> Count {
-        self.count
-    }
-
-    /// How they are connected.
-    pub fn topology(&self) -> SipTopology {
-        self.grid.kind()
-    }
-
-    /// The `w × h` grid of a 2-D topology; `None` for a ring.
-    pub fn grid(&self) -> Option<Grid> {
-        let (w, h) = self.grid.dims()?;
-        Some(Grid {
-            w: Count::new(w)?,
-            h: Count::new(h)?,
-        })
-    }
-
-    /// The SIP grid with its kind and dimensions in one value.
-    pub fn sip_grid(&self) -> SipGrid {
-        self.grid
-    }
-}
-
-fn explicit_grid(count: Count, w: Count, h: Count) -> Result<Grid, SipLayoutError> {
+fn explicit_grid(count: Count, w: Count, h: Count) -> Result<Grid, SipArrangementError> {
     let grid = Grid { w, h };
     if grid.cells() != u64::from(count.get()) {
-        return Err(SipLayoutError::Mismatch {
+        return Err(SipArrangementError::Mismatch {
             w,
             h,
             cells: grid.cells(),
@@ -712,13 +681,23 @@ fn explicit_grid(count: Count, w: Count, h: Count) -> Result<Grid, SipLayoutErro
     Ok(grid)
 }
 
-fn square_grid(count: Count, topology: SipTopology) -> Result<Grid, SipLayoutError> {
+fn square_grid(count: Count, topology: ArrangementName) -> Result<Grid, SipArrangementError> {
     let side = count.get().isqrt();
     match Count::new(side) {
         Some(side) if u64::from(side.get()).pow(2) == u64::from(count.get()) => {
             Ok(Grid { w: side, h: side })
         }
-        _ => Err(SipLayoutError::NotSquare { count, topology }),
+        _ => {
+            let name = if topology == ArrangementName::Torus2d {
+                "torus_2d"
+            } else {
+                "mesh_2d_no_wrap"
+            };
+            Err(SipArrangementError::NotSquare {
+                count,
+                topology: name,
+            })
+        }
     }
 }
 
@@ -777,7 +756,7 @@ impl TopologySpec {
     /// Deserializes and checks a parsed topology document.
     pub fn from_document(document: &Document) -> Result<Self, ConfigError> {
         let file: TopologyFile = document.deserialize()?;
-        let sips = SipLayout::new(file.system.sips)
+        let sips = SipArrangement::new(file.system.sips)
             .map_err(|e| document.error_at(&under("system.sips", e.key()), &e))?;
         let hbm = HbmSpec::new(file.cube.hbm)
             .map_err(|e| document.error_at(&under("cube.hbm", e.key()), &e))?;
@@ -865,7 +844,7 @@ impl TopologySpec {
 
     /// Cubes in the machine.
     pub fn total_cubes(&self) -> u64 {
-        u64::from(self.system.sips.count().get()) * self.cubes_per_sip()
+        u64::from(self.system.sips.count()) * self.cubes_per_sip()
     }
 
     /// PEs in the machine.
@@ -891,7 +870,7 @@ mod tests {
         Count::new(n).unwrap()
     }
 
-    fn sips(n: u32, topology: SipTopology, w: Option<u32>, h: Option<u32>) -> SipsParams {
+    fn sips(n: u32, topology: ArrangementName, w: Option<u32>, h: Option<u32>) -> SipsParams {
         SipsParams {
             count: count(n),
             topology,
@@ -907,8 +886,8 @@ mod tests {
     #[test]
     fn default_machine_matches_the_research_table() {
         let spec = default_spec();
-        assert_eq!(spec.system.sips.count().get(), 2);
-        assert_eq!(spec.system.sips.topology(), SipTopology::Ring1d);
+        assert_eq!(spec.system.sips.count(), 2);
+        assert_eq!(spec.system.sips, SipArrangement::Ring { n: 2 });
         assert_eq!(spec.cubes_per_sip(), 16);
         assert_eq!(spec.total_pes(), 256);
         assert_eq!(spec.pe.clock.hz(), 1_000_000_000);
@@ -931,33 +910,38 @@ mod tests {
 
     #[test]
     fn ring_has_no_grid_and_rejects_one() {
-        let ring = SipLayout::new(sips(5, SipTopology::Ring1d, None, None)).unwrap();
+        let ring = SipArrangement::new(sips(5, ArrangementName::Ring1d, None, None)).unwrap();
         assert_eq!(ring.grid(), None);
-        let error = SipLayout::new(sips(4, SipTopology::Ring1d, Some(2), Some(2))).unwrap_err();
+        let error =
+            SipArrangement::new(sips(4, ArrangementName::Ring1d, Some(2), Some(2))).unwrap_err();
         assert_eq!(error.key(), "w");
     }
 
     #[test]
     fn explicit_grid_must_match_count() {
-        let grid = SipLayout::new(sips(6, SipTopology::Torus2d, Some(3), Some(2))).unwrap();
+        let grid =
+            SipArrangement::new(sips(6, ArrangementName::Torus2d, Some(3), Some(2))).unwrap();
         assert_eq!(grid.grid().unwrap().to_string(), "3x2");
-        let error = SipLayout::new(sips(6, SipTopology::Torus2d, Some(4), Some(2))).unwrap_err();
+        let error =
+            SipArrangement::new(sips(6, ArrangementName::Torus2d, Some(4), Some(2))).unwrap_err();
         assert_eq!(
             error.to_string(),
             "sip layout 4x2 = 8 != sips.count 6 (w=4, h=2)"
         );
         assert_eq!(error.key(), "");
-        let half = SipLayout::new(sips(6, SipTopology::Mesh2dNoWrap, None, Some(2))).unwrap_err();
+        let half =
+            SipArrangement::new(sips(6, ArrangementName::Mesh2dNoWrap, None, Some(2))).unwrap_err();
         assert_eq!(half.key(), "h");
     }
 
     #[test]
     fn square_count_falls_back_to_sqrt() {
-        let square = SipLayout::new(sips(9, SipTopology::Mesh2dNoWrap, None, None)).unwrap();
+        let square =
+            SipArrangement::new(sips(9, ArrangementName::Mesh2dNoWrap, None, None)).unwrap();
         assert_eq!(square.grid().unwrap().to_string(), "3x3");
-        let one = SipLayout::new(sips(1, SipTopology::Torus2d, None, None)).unwrap();
+        let one = SipArrangement::new(sips(1, ArrangementName::Torus2d, None, None)).unwrap();
         assert_eq!(one.grid().unwrap().to_string(), "1x1");
-        let error = SipLayout::new(sips(6, SipTopology::Torus2d, None, None)).unwrap_err();
+        let error = SipArrangement::new(sips(6, ArrangementName::Torus2d, None, None)).unwrap_err();
         assert!(
             error.to_string().contains("set sips.w and sips.h"),
             "{error}"

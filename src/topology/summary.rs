@@ -103,8 +103,8 @@ impl TopologySummary {
     fn of(spec: &TopologySpec) -> Self {
         let sips = spec.system.sips;
         TopologySummary {
-            sips: sips.count().get(),
-            sip_topology: sips.topology().to_string(),
+            sips: sips.count(),
+            sip_topology: sips.name().to_string(),
             sip_grid: sips.grid().map(|grid| grid.to_string()),
             cube_mesh: spec.sip.cube_mesh.to_string(),
             cubes_per_sip: spec.cubes_per_sip(),

@@ -12,9 +12,9 @@ use std::fmt::{self, Write as _};
 
 use serde::Serialize;
 
-use super::arrangement::IO_CUBE;
 use super::link::{LinkFigures, LinkParams};
 use super::machine::{EdgeKind, Machine, Node, NodeKind};
+use super::machine_grids::IO_CUBE;
 use super::naming;
 
 /// What a view shows.
@@ -204,7 +204,7 @@ fn title(machine: &Machine, scope: Scope) -> String {
         Scope::System => format!(
             "system: {} SIPs ({}), host",
             machine.sip_count(),
-            machine.spec().system.sips.topology()
+            machine.spec().system.sips.name()
         ),
         Scope::Sip(sip) => format!(
             "{}: {} cubes ({} mesh), IO cube {IO_CUBE}",

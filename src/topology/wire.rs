@@ -21,12 +21,12 @@
 //!
 //! This stage knows ids, kinds and parameters; it decides no placement.
 
-use super::arrangement::{Arrangement, IO_CUBE};
 use super::expand::{CubeNodes, SipNodes, Structure};
 use super::grid::GridPos;
 use super::layout::CubeLayout;
 use super::link::{LinkCatalog, LinkParams};
 use super::machine::{Edge, EdgeId, EdgeKind, NodeId};
+use super::machine_grids::{IO_CUBE, MachineGrids};
 
 /// The edge list being built.
 struct Edges<'a> {
@@ -53,7 +53,7 @@ impl Edges<'_> {
 
 /// The inputs every wiring step reads.
 pub(crate) struct Wiring<'a> {
-    pub arrangement: &'a Arrangement,
+    pub grids: &'a MachineGrids,
     pub layout: &'a CubeLayout,
     pub structure: &'a Structure,
     pub links: &'a LinkCatalog,
@@ -71,7 +71,7 @@ pub(crate) fn wire(wiring: &Wiring<'_>) -> Vec<Edge> {
         for cube in &sip.cubes {
             wire_cube(&mut edges, wiring.layout, cube);
         }
-        wire_ucie(&mut edges, wiring.arrangement, sip);
+        wire_ucie(&mut edges, wiring.grids, sip);
     }
     wire_inter_sip(&mut edges, wiring);
     edges.edges
@@ -99,7 +99,7 @@ fn wire_sip_level(edges: &mut Edges<'_>, wiring: &Wiring<'_>, host: NodeId, sip:
         edges.link(node, at, EdgeKind::Attach, links.noc_attach);
     }
     for (&side, &port) in &sip.ports {
-        let cube = &sip.cubes[wiring.arrangement.port_cube(side) as usize];
+        let cube = &sip.cubes[wiring.grids.port_cube(side) as usize];
         let at = router(cube, layout, layout.port(side));
         edges.link(port, at, EdgeKind::Attach, links.noc_attach);
     }
@@ -148,8 +148,8 @@ fn wire_cube(edges: &mut Edges<'_>, layout: &CubeLayout, cube: &CubeNodes) {
     }
 }
 
-fn wire_ucie(edges: &mut Edges<'_>, arrangement: &Arrangement, sip: &SipNodes) {
-    let mesh = arrangement.cubes;
+fn wire_ucie(edges: &mut Edges<'_>, grids: &MachineGrids, sip: &SipNodes) {
+    let mesh = grids.cubes;
     for (pos, side) in mesh.links() {
         let Some(next) = mesh.neighbour(pos, side) else {
             continue;
@@ -164,7 +164,7 @@ fn wire_ucie(edges: &mut Edges<'_>, arrangement: &Arrangement, sip: &SipNodes) {
 }
 
 fn wire_inter_sip(edges: &mut Edges<'_>, wiring: &Wiring<'_>) {
-    let grid = wiring.arrangement.sips;
+    let grid = wiring.grids.sips;
     let sips = &wiring.structure.sips;
     for (pos, side) in grid.links() {
         let Some(next) = grid.neighbour(pos, side) else {

@@ -1,11 +1,11 @@
-//! The two upper levels of the machine: how SIPs are arranged
+//! The grids of the two upper levels of the machine: the SIP arrangement
 //! (`ring_1d`, `torus_2d`, `mesh_2d_no_wrap`), the cube mesh inside a SIP,
 //! and on which cube each SIP-level attachment sits.
 //!
 //! Decisions (documented in `docs/topology.md`):
 //!
 //! - `ring_1d` of `n` SIPs is a `n × 1` grid whose row is a ring; the 2-D
-//!   topologies use `SipLayout::grid()`, `torus_2d` wrapping both
+//!   arrangements use their `w × h`, `torus_2d` wrapping both
 //!   dimensions. A wrapping dimension of 2 is a line (one link, not two),
 //!   of 1 has no links.
 //! - The PCIe endpoint and IO_CPU attach to the NoC of cube 0, the IO cube.
@@ -16,45 +16,40 @@
 //!
 //! This module knows grids and indices only: no nodes, names or latencies.
 
-use super::grid::{Dim, Grid2};
+use super::grid::{Dim, LinkGrid};
 use super::naming::Side;
-use super::spec::{SipTopology, TopologySpec};
+use super::spec::{SipArrangement, TopologySpec};
 
 /// The cube whose NoC carries the PCIe endpoint and the IO_CPU.
 pub const IO_CUBE: u32 = 0;
 
 /// The SIP grid and the cube mesh of one machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Arrangement {
+pub(crate) struct MachineGrids {
     /// SIP `s` sits at `sips.pos(s)`.
-    pub sips: Grid2,
+    pub sips: LinkGrid,
     /// Cube `c` of a SIP sits at `cubes.pos(c)`.
-    pub cubes: Grid2,
+    pub cubes: LinkGrid,
 }
 
-impl Arrangement {
-    /// The arrangement of `spec`'s machine.
-    pub fn new(spec: &TopologySpec) -> Arrangement {
-        let layout = spec.system.sips;
-        let count = layout.count().get();
-        let (w, h) = layout
-            .grid()
-            .map_or((count, 1), |grid| (grid.w.get(), grid.h.get()));
-        let sips = match layout.topology() {
-            SipTopology::Ring1d => Grid2 {
-                x: Dim::ring(count),
+impl MachineGrids {
+    /// The SIP grid and cube mesh of `spec`'s machine.
+    pub fn new(spec: &TopologySpec) -> MachineGrids {
+        let sips = match spec.system.sips {
+            SipArrangement::Ring { n } => LinkGrid {
+                x: Dim::ring(n),
                 y: Dim::line(1),
             },
-            SipTopology::Torus2d => Grid2 {
+            SipArrangement::Torus { w, h } => LinkGrid {
                 x: Dim::ring(w),
                 y: Dim::ring(h),
             },
-            SipTopology::Mesh2dNoWrap => Grid2::mesh(w, h),
+            SipArrangement::Mesh { w, h } => LinkGrid::mesh(w, h),
         };
         let mesh = spec.sip.cube_mesh;
-        Arrangement {
+        MachineGrids {
             sips,
-            cubes: Grid2::mesh(mesh.w.get(), mesh.h.get()),
+            cubes: LinkGrid::mesh(mesh.w.get(), mesh.h.get()),
         }
     }
 
@@ -79,27 +74,27 @@ mod tests {
     use super::*;
     use crate::config::Override;
 
-    fn arrangement(sets: &[&str]) -> Arrangement {
+    fn grids(sets: &[&str]) -> MachineGrids {
         let overrides: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
         let spec = TopologySpec::load(&TopologySpec::default_source(), &overrides).unwrap();
-        Arrangement::new(&spec)
+        MachineGrids::new(&spec)
     }
 
     #[test]
     fn two_sip_ring_has_one_link() {
-        let two = arrangement(&[]);
+        let two = grids(&[]);
         assert_eq!(two.sips.links().len(), 1);
         assert_eq!(two.sip_port_sides(0), [Side::E]);
         assert_eq!(two.sip_port_sides(1), [Side::W]);
-        let one = arrangement(&["system.sips.count=1"]);
+        let one = grids(&["system.sips.count=1"]);
         assert!(one.sips.links().is_empty());
     }
 
     #[test]
     fn torus_wraps_and_mesh_does_not() {
-        let torus = arrangement(&["system.sips.count=9", "system.sips.topology=torus_2d"]);
+        let torus = grids(&["system.sips.count=9", "system.sips.topology=torus_2d"]);
         assert_eq!(torus.sips.links().len(), 18);
-        let mesh = arrangement(&[
+        let mesh = grids(&[
             "system.sips.count=9",
             "system.sips.topology=mesh_2d_no_wrap",
         ]);
@@ -108,7 +103,7 @@ mod tests {
 
     #[test]
     fn ports_sit_mid_edge() {
-        let default = arrangement(&[]);
+        let default = grids(&[]);
         assert_eq!(default.port_cube(Side::E), 7);
         assert_eq!(default.port_cube(Side::W), 4);
         assert_eq!(default.port_cube(Side::N), 1);
