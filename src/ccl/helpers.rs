@@ -11,7 +11,6 @@
 //!   which runs any such tree chunk by chunk, pipelined;
 //! - **rings**: [`Ring`] reduce-scatter and all-gather steps
 //!   ([`ring_step`]);
-//! - **grid coordinates**: [`GridPos`];
 //! - **one-sided puts** (`p2p_copy`, `p2p_gather`, `p2p_scatter`;
 //!   ADR-0019, ADR-0020): [`put_tile`] copies a cube's tile into its
 //!   `out_tiles` address in DMA pieces of at most `params.piece`
@@ -28,7 +27,7 @@ use crate::mem::DType;
 use crate::sim::SimDuration;
 use crate::tl::{Dir, KernelError, TensorHandle, Tl};
 
-use crate::topology::SipArrangement;
+use crate::topology::{GridPos, SipArrangement};
 
 use super::algorithm::{KernelArgs, finish, reduce_received};
 use super::collective::{ParamKind, ParamSpec, Params, ReduceOp};
@@ -666,10 +665,11 @@ pub type LineRoot = fn(u32, u32, Dir, Dir) -> Line;
 /// not used), each summing towards the root `line` picks. With
 /// [`hierarchy`], the tree of [`reduce_broadcast`] on the intercube tables.
 pub fn cube_and_sip_lines(args: &KernelArgs, cube: u32, line: LineRoot) -> Vec<Line> {
-    let cubes = GridPos::of(cube, args.tile.cube_w, args.tile.cube_h);
+    let (cube_w, cube_h) = (args.tile.cube_w, args.tile.cube_h);
+    let cubes = GridPos::of(cube, cube_w);
     let mut lines = vec![
-        cubes.row(line, Dir::W, Dir::E),
-        cubes.column(line, Dir::N, Dir::S),
+        line(cubes.col, cube_w, Dir::W, Dir::E),
+        line(cubes.row, cube_h, Dir::N, Dir::S),
     ];
     let rank = args.sip_rank;
     match args.sip_arrangement {
@@ -677,9 +677,9 @@ pub fn cube_and_sip_lines(args: &KernelArgs, cube: u32, line: LineRoot) -> Vec<L
             lines.push(line(rank, args.tile.n_sips, Dir::GlobalW, Dir::GlobalE));
         }
         SipArrangement::Torus { w, h } | SipArrangement::Mesh { w, h } => {
-            let sips = GridPos::of(rank, w, h);
-            lines.push(sips.row(line, Dir::GlobalW, Dir::GlobalE));
-            lines.push(sips.column(line, Dir::GlobalN, Dir::GlobalS));
+            let sips = GridPos::of(rank, w);
+            lines.push(line(sips.col, w, Dir::GlobalW, Dir::GlobalE));
+            lines.push(line(sips.row, h, Dir::GlobalN, Dir::GlobalS));
         }
     }
     lines
@@ -895,44 +895,6 @@ impl Doubling {
     }
 }
 
-/// A position on a `w × h` grid, row-major (`index = y · w + x`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GridPos {
-    /// Column.
-    pub x: u32,
-    /// Row.
-    pub y: u32,
-    /// Width.
-    pub w: u32,
-    /// Height.
-    pub h: u32,
-}
-
-impl GridPos {
-    /// Where `index` sits on the `w × h` grid.
-    pub fn of(index: u32, w: u32, h: u32) -> GridPos {
-        let w = w.max(1);
-        GridPos {
-            x: index % w,
-            y: index / w,
-            w,
-            h,
-        }
-    }
-
-    /// The row through this position, summing towards `root` chosen by
-    /// `line` ([`Line::to_end`] or [`Line::to_middle`]); `lo`/`hi` are the
-    /// directions of west and east.
-    pub fn row(&self, line: LineRoot, lo: Dir, hi: Dir) -> Line {
-        line(self.x, self.w, lo, hi)
-    }
-
-    /// The column through this position (`lo` north, `hi` south).
-    pub fn column(&self, line: LineRoot, lo: Dir, hi: Dir) -> Line {
-        line(self.y, self.h, lo, hi)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1043,12 +1005,12 @@ mod tests {
     }
 
     #[test]
-    fn grid_positions_are_row_major() {
-        let p = GridPos::of(6, 4, 2);
-        assert_eq!((p.x, p.y), (2, 1));
-        let row = p.row(Line::to_end, Dir::W, Dir::E);
+    fn lines_through_a_grid_position() {
+        // Index 6 of a 4 × 2 grid: row 1, column 2.
+        let p = GridPos::of(6, 4);
+        let row = Line::to_end(p.col, 4, Dir::W, Dir::E);
         assert_eq!((row.pos, row.len, row.root), (2, 4, 3));
-        let col = p.column(Line::to_middle, Dir::N, Dir::S);
+        let col = Line::to_middle(p.row, 2, Dir::N, Dir::S);
         assert_eq!((col.pos, col.len, col.root), (1, 2, 0));
     }
 }
