@@ -26,13 +26,13 @@
 
 use kernbench::ccl::cost::{CostError, Network, sequence};
 use kernbench::ccl::helpers::{
-    ChunkDefault, GridPos, MAX_CHUNK, Ring, chunked, finish_in_place, message_bytes, piece,
+    ChunkDefault, MAX_CHUNK, Ring, chunked, finish_in_place, message_bytes, piece,
 };
 use kernbench::ccl::topology::{Dir, NeighborMap, TopologyError};
 use kernbench::ccl::{CclAlgorithm, Collective, Endpoints, KernelArgs, WorldShape};
 use kernbench::sim::SimDuration;
 use kernbench::tl::{Kernel, KernelError, Tl};
-use kernbench::topology::SipArrangement;
+use kernbench::topology::{GridPos, SipArrangement};
 
 struct MeshAllreduce;
 
@@ -130,35 +130,33 @@ impl Layout {
         let cubes = self.cube_w * self.cube_h;
         let (sip, cube) = (e / cubes, e % cubes);
         let (sw, _) = self.sip_dims.unwrap_or((self.n_sips, 1));
-        let (w, h) = self.size();
         GridPos {
-            x: sip % sw * self.cube_w + cube % self.cube_w,
-            y: sip / sw * self.cube_h + cube / self.cube_w,
-            w,
-            h,
+            row: sip / sw * self.cube_h + cube / self.cube_w,
+            col: sip % sw * self.cube_w + cube % self.cube_w,
         }
     }
 
-    /// The endpoint at grid position `(x, y)`.
-    fn endpoint(&self, x: u32, y: u32) -> usize {
+    /// The endpoint at grid position `(row, col)`.
+    fn endpoint(&self, row: u32, col: u32) -> usize {
         let (sw, _) = self.sip_dims.unwrap_or((self.n_sips, 1));
-        let sip = y / self.cube_h * sw + x / self.cube_w;
-        let cube = y % self.cube_h * self.cube_w + x % self.cube_w;
+        let sip = row / self.cube_h * sw + col / self.cube_w;
+        let cube = row % self.cube_h * self.cube_w + col % self.cube_w;
         (sip * self.cube_w * self.cube_h + cube) as usize
     }
 
     /// Endpoint `e`'s neighbours with wrap-around; none along a dimension
     /// of length 1.
     fn table(&self, e: u32) -> NeighborMap {
-        let p = self.position(e);
+        let GridPos { row, col } = self.position(e);
+        let (w, h) = self.size();
         let mut table = NeighborMap::new();
-        if p.w > 1 {
-            table.insert(Dir::E, self.endpoint((p.x + 1) % p.w, p.y));
-            table.insert(Dir::W, self.endpoint((p.x + p.w - 1) % p.w, p.y));
+        if w > 1 {
+            table.insert(Dir::E, self.endpoint(row, (col + 1) % w));
+            table.insert(Dir::W, self.endpoint(row, (col + w - 1) % w));
         }
-        if p.h > 1 {
-            table.insert(Dir::S, self.endpoint(p.x, (p.y + 1) % p.h));
-            table.insert(Dir::N, self.endpoint(p.x, (p.y + p.h - 1) % p.h));
+        if h > 1 {
+            table.insert(Dir::S, self.endpoint((row + 1) % h, col));
+            table.insert(Dir::N, self.endpoint((row + h - 1) % h, col));
         }
         table
     }
@@ -169,19 +167,20 @@ async fn mesh_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let layout = Layout::of(&args);
     let p = layout.position(args.endpoint(cube) as u32);
     let n = args.tile.n_elem;
-    let (w, h) = (p.w as usize, p.h as usize);
+    let (w, h) = layout.size();
+    let (w, h) = (w as usize, h as usize);
     let max_message = message_bytes(&args, MESSAGE);
     let tile = args.tile_addr(cube)?;
     let acc = tl.load(tile, &[n], args.dtype).await?;
     let row = Ring {
-        pos: p.x as usize,
+        pos: p.col as usize,
         len: w,
         send: Dir::E,
         recv: Dir::W,
         max_message,
     };
     let column = Ring {
-        pos: p.y as usize,
+        pos: p.row as usize,
         len: h,
         send: Dir::S,
         recv: Dir::N,

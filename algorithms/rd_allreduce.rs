@@ -5,7 +5,7 @@
 //! The largest power of two `P ≤ n` endpoints form the core. Extra
 //! endpoint `P + i` sends its tile to core endpoint `i`, which adds it.
 //! Then `log2 P` steps: at step `k` every core endpoint exchanges its
-//! whole partial sum with endpoint `rank xor 2^k` and adds what it gets.
+//! whole partial sum with endpoint `e xor 2^k` (`e` its own index) and adds what it gets.
 //! Both partners compute `a + b` and `b + a`, the same bits (addition is
 //! commutative), so after the last step every core endpoint holds the
 //! same total; hosts send it back to their extras. Wiring: the
@@ -60,28 +60,28 @@ impl CclAlgorithm for RdAllreduce {
         Doubling::new(0, shape.endpoints()).map(|_| ())
     }
 
-    fn neighbors(&self, rank: usize, n: usize, _: &mut NeighborMap) -> Option<NeighborMap> {
-        Doubling::new(rank, n).ok().map(|d| d.table())
+    fn neighbors(&self, endpoint: usize, n: usize, _: &mut NeighborMap) -> Option<NeighborMap> {
+        Doubling::new(endpoint, n).ok().map(|d| d.table())
     }
 
     fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
         let n = args.endpoints();
         let (chunks, bytes) = tile_chunks(args, CHUNKS);
         let mut worst = SimDuration::ZERO;
-        for rank in 0..n {
-            let Ok(d) = Doubling::new(rank, n) else {
+        for endpoint in 0..n {
+            let Ok(d) = Doubling::new(endpoint, n) else {
                 return Ok(None);
             };
-            if d.rank >= d.core {
+            if d.endpoint >= d.core {
                 continue;
             }
             let mut sends = Vec::new();
             for k in 0..d.steps {
-                sends.push(net.message(rank, d.partner(k).0, bytes)?);
+                sends.push(net.message(endpoint, d.partner(k).0, bytes)?);
             }
             if let Some(extra) = d.fold_peer() {
-                sends.push(net.message(extra, rank, bytes)?);
-                sends.push(net.message(rank, extra, bytes)?);
+                sends.push(net.message(extra, endpoint, bytes)?);
+                sends.push(net.message(endpoint, extra, bytes)?);
             }
             let chunk = sequence(sends);
             worst = worst.max(SimDuration::from_ps(chunk.as_ps() * chunks));

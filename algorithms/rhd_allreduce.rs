@@ -5,7 +5,7 @@
 //!
 //! The core of `P` endpoints cuts the tile into `P` pieces. Reduce-scatter:
 //! at step `k` (`k = log2 P − 1 … 0`) an endpoint splits the pieces it is
-//! responsible for in two, sends the half its partner `rank xor 2^k`
+//! responsible for in two, sends the half its partner `endpoint xor 2^k`
 //! keeps and adds the partner's copy of the half it keeps; at the end it
 //! owns one piece, summed once. All-gather: the steps in reverse, each
 //! endpoint sending everything it owns and storing what it gets, so every
@@ -77,8 +77,8 @@ impl CclAlgorithm for RhdAllreduce {
         Doubling::new(0, shape.endpoints()).map(|_| ())
     }
 
-    fn neighbors(&self, rank: usize, n: usize, _: &mut NeighborMap) -> Option<NeighborMap> {
-        Doubling::new(rank, n).ok().map(|d| d.table())
+    fn neighbors(&self, endpoint: usize, n: usize, _: &mut NeighborMap) -> Option<NeighborMap> {
+        Doubling::new(endpoint, n).ok().map(|d| d.table())
     }
 
     fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
@@ -86,23 +86,23 @@ impl CclAlgorithm for RhdAllreduce {
         let elem = args.dtype.size();
         let tile = args.tile.n_elem as u64;
         let mut worst = SimDuration::ZERO;
-        for rank in 0..n {
-            let Ok(d) = Doubling::new(rank, n) else {
+        for endpoint in 0..n {
+            let Ok(d) = Doubling::new(endpoint, n) else {
                 return Ok(None);
             };
-            if d.rank >= d.core {
+            if d.endpoint >= d.core {
                 continue;
             }
             let mut sends = Vec::new();
             for k in 0..d.steps {
                 // The step with partner distance 2^k moves 2^k pieces.
                 let bytes = tile / d.core as u64 * (1 << k) * elem;
-                let message = net.message(rank, d.partner(k).0, bytes)?;
+                let message = net.message(endpoint, d.partner(k).0, bytes)?;
                 sends.extend([message, message]);
             }
             if let Some(extra) = d.fold_peer() {
-                sends.push(net.message(extra, rank, tile * elem)?);
-                sends.push(net.message(rank, extra, tile * elem)?);
+                sends.push(net.message(extra, endpoint, tile * elem)?);
+                sends.push(net.message(endpoint, extra, tile * elem)?);
             }
             worst = worst.max(sequence(sends));
         }
@@ -228,7 +228,7 @@ impl Segment<'_> {
         for k in (0..d.steps).rev() {
             let (partner, dir) = d.partner(k);
             let mid = (range.start + range.end) / 2;
-            let (keep, give) = if d.rank < partner {
+            let (keep, give) = if d.endpoint < partner {
                 (range.start..mid, mid..range.end)
             } else {
                 (mid..range.end, range.start..mid)
@@ -254,7 +254,7 @@ impl Segment<'_> {
         for k in 0..d.steps {
             let (partner, dir) = d.partner(k);
             let len = owned.len();
-            let theirs = if d.rank < partner {
+            let theirs = if d.endpoint < partner {
                 owned.end..owned.end + len
             } else {
                 owned.start - len..owned.start

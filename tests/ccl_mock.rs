@@ -59,10 +59,10 @@ impl CclAlgorithm for SkipHello {
         registry::find("hello_send").unwrap().kernel()
     }
 
-    fn neighbors(&self, rank: usize, n: usize, _map: &mut NeighborMap) -> Option<NeighborMap> {
+    fn neighbors(&self, endpoint: usize, n: usize, _map: &mut NeighborMap) -> Option<NeighborMap> {
         Some(NeighborMap::from([
-            (Dir::E, (rank + 2) % n),
-            (Dir::W, (rank + n - 2) % n),
+            (Dir::E, (endpoint + 2) % n),
+            (Dir::W, (endpoint + n - 2) % n),
         ]))
     }
 }

@@ -216,12 +216,14 @@ pub trait CclAlgorithm {
         }
     }
 
-    /// Edits endpoint `rank`'s builtin table `map` (seed author guide §3):
-    /// return a new table, or edit `map` in place and return `None`.
+    /// Edits the builtin table `map` of endpoint `endpoint` of `endpoints`
+    /// (an index and a count of IPCQ endpoints, not ranks; seed author
+    /// guide §3): return a new table, or edit `map` in place and return
+    /// `None`.
     fn neighbors(
         &self,
-        _rank: usize,
-        _world_size: usize,
+        _endpoint: usize,
+        _endpoints: usize,
         _map: &mut NeighborMap,
     ) -> Option<NeighborMap> {
         None
@@ -293,5 +295,5 @@ pub fn wired_endpoints(
     shape: &WorldShape,
 ) -> Result<Endpoints, TopologyError> {
     let endpoints = algorithm.endpoints(shape)?;
-    Ok(endpoints.with_neighbors(|rank, n, map| algorithm.neighbors(rank, n, map)))
+    Ok(endpoints.with_neighbors(|e, n, map| algorithm.neighbors(e, n, map)))
 }

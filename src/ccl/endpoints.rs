@@ -202,16 +202,16 @@ impl Endpoints {
         Ok(Endpoints { coords, tables })
     }
 
-    /// Every table passed through an algorithm's `neighbors(rank,
-    /// world_size, map)` hook, which edits `map` in place or returns a
+    /// Every table passed through an algorithm's `neighbors(endpoint,
+    /// endpoints, map)` hook, which edits `map` in place or returns a
     /// replacement (`None` keeps the edited map).
     pub fn with_neighbors(
         mut self,
         hook: impl Fn(usize, usize, &mut NeighborMap) -> Option<NeighborMap>,
     ) -> Endpoints {
-        let world_size = self.tables.len();
-        for (rank, table) in self.tables.iter_mut().enumerate() {
-            if let Some(replaced) = hook(rank, world_size, table) {
+        let endpoints = self.tables.len();
+        for (endpoint, table) in self.tables.iter_mut().enumerate() {
+            if let Some(replaced) = hook(endpoint, endpoints, table) {
                 *table = replaced;
             }
         }
@@ -308,7 +308,7 @@ mod tests {
             })
             .collect();
         let ring = Endpoints::over(coords, Builtin::Ring1d).unwrap();
-        let skip = ring.with_neighbors(|rank, n, _| Some([(Dir::E, (rank + 2) % n)].into()));
+        let skip = ring.with_neighbors(|e, n, _| Some([(Dir::E, (e + 2) % n)].into()));
         assert_eq!(skip.tables[3], [(Dir::E, 1)].into());
         let dropped = skip.with_neighbors(|_, _, map| {
             map.remove(&Dir::E);

@@ -11,7 +11,6 @@
 //!   which runs any such tree chunk by chunk, pipelined;
 //! - **rings**: [`Ring`] reduce-scatter and all-gather steps
 //!   ([`ring_step`]);
-//! - **grid coordinates**: [`GridPos`];
 //! - **one-sided puts** (`p2p_copy`, `p2p_gather`, `p2p_scatter`;
 //!   ADR-0019, ADR-0020): [`put_tile`] copies a cube's tile into its
 //!   `out_tiles` address in DMA pieces of at most `params.piece`
@@ -28,7 +27,7 @@ use crate::mem::DType;
 use crate::sim::SimDuration;
 use crate::tl::{Dir, KernelError, TensorHandle, Tl};
 
-use crate::topology::SipArrangement;
+use crate::topology::{GridPos, SipArrangement};
 
 use super::algorithm::{KernelArgs, finish, reduce_received};
 use super::collective::{ParamKind, ParamSpec, Params, ReduceOp};
@@ -221,14 +220,14 @@ pub fn puts_model(
     Ok(Some(net.hbm_copies(pairs, bytes)?))
 }
 
-/// The chunk `rank` sends and the chunk it receives at `step` of a ring
-/// reduce-scatter over `world_size` ranks (sending east):
-/// `send = (rank − step) mod n`, `recv = (rank − step − 1) mod n`.
-/// After `n − 1` steps rank `r` holds the sum of chunk `(r + 1) mod n`;
-/// the all-gather's step `s` is `ring_step(rank + 1, s, n)`.
-pub fn ring_step(rank: usize, step: usize, world_size: usize) -> (usize, usize) {
-    let n = world_size.max(1);
-    let send = (rank + n - step % n) % n;
+/// The chunk position `pos` sends and the chunk it receives at `step` of
+/// a ring reduce-scatter over `len` positions (sending east):
+/// `send = (pos − step) mod n`, `recv = (pos − step − 1) mod n`.
+/// After `n − 1` steps position `p` holds the sum of chunk `(p + 1) mod n`;
+/// the all-gather's step `s` is `ring_step(pos + 1, s, n)`.
+pub fn ring_step(pos: usize, step: usize, len: usize) -> (usize, usize) {
+    let n = len.max(1);
+    let send = (pos + n - step % n) % n;
     (send, (send + n - 1) % n)
 }
 
@@ -243,14 +242,14 @@ pub struct TreeLinks {
     pub children: Vec<Dir>,
 }
 
-/// The binary tree of `builtin: tree_binary` (rooted at rank 0, parent
+/// The binary tree of `wiring: tree_binary` (rooted at endpoint 0, parent
 /// `(r − 1) / 2` in direction N, children `2r + 1` (W) and `2r + 2` (E)).
-pub fn binary_tree(rank: usize, world_size: usize) -> TreeLinks {
+pub fn binary_tree(endpoint: usize, endpoints: usize) -> TreeLinks {
     TreeLinks {
-        parent: (rank > 0).then_some(Dir::N),
-        children: [(Dir::W, 2 * rank + 1), (Dir::E, 2 * rank + 2)]
+        parent: (endpoint > 0).then_some(Dir::N),
+        children: [(Dir::W, 2 * endpoint + 1), (Dir::E, 2 * endpoint + 2)]
             .into_iter()
-            .filter(|&(_, child)| child < world_size)
+            .filter(|&(_, child)| child < endpoints)
             .map(|(dir, _)| dir)
             .collect(),
     }
@@ -666,10 +665,11 @@ pub type LineRoot = fn(u32, u32, Dir, Dir) -> Line;
 /// not used), each summing towards the root `line` picks. With
 /// [`hierarchy`], the tree of [`reduce_broadcast`] on the intercube tables.
 pub fn cube_and_sip_lines(args: &KernelArgs, cube: u32, line: LineRoot) -> Vec<Line> {
-    let cubes = GridPos::of(cube, args.tile.cube_w, args.tile.cube_h);
+    let (cube_w, cube_h) = (args.tile.cube_w, args.tile.cube_h);
+    let cubes = GridPos::of(cube, cube_w);
     let mut lines = vec![
-        cubes.row(line, Dir::W, Dir::E),
-        cubes.column(line, Dir::N, Dir::S),
+        line(cubes.col, cube_w, Dir::W, Dir::E),
+        line(cubes.row, cube_h, Dir::N, Dir::S),
     ];
     let rank = args.sip_rank;
     match args.sip_arrangement {
@@ -677,9 +677,9 @@ pub fn cube_and_sip_lines(args: &KernelArgs, cube: u32, line: LineRoot) -> Vec<L
             lines.push(line(rank, args.tile.n_sips, Dir::GlobalW, Dir::GlobalE));
         }
         SipArrangement::Torus { w, h } | SipArrangement::Mesh { w, h } => {
-            let sips = GridPos::of(rank, w, h);
-            lines.push(sips.row(line, Dir::GlobalW, Dir::GlobalE));
-            lines.push(sips.column(line, Dir::GlobalN, Dir::GlobalS));
+            let sips = GridPos::of(rank, w);
+            lines.push(line(sips.col, w, Dir::GlobalW, Dir::GlobalE));
+            lines.push(line(sips.row, h, Dir::GlobalN, Dir::GlobalS));
         }
     }
     lines
@@ -805,12 +805,12 @@ pub const DOUBLING_DIRS: [Dir; 8] = Dir::ALL;
 /// endpoints, with the standard fold for non-powers of two: the largest
 /// power of two `P ≤ n` endpoints form the core; endpoint `P + i` (an
 /// *extra*) first sends its tile to core endpoint `i` (its *host*), which
-/// adds it, runs the `log2 P` core steps with partners `rank xor 2^k`, and
+/// adds it, runs the `log2 P` core steps with partners `endpoint xor 2^k`, and
 /// at the end sends the result back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Doubling {
     /// This endpoint.
-    pub rank: usize,
+    pub endpoint: usize,
     /// Endpoints in all.
     pub n: usize,
     /// The core size `P`.
@@ -831,10 +831,10 @@ pub enum Fold {
 }
 
 impl Doubling {
-    /// `rank`'s place among `n` endpoints, or what it requires: at most
+    /// `endpoint`'s place among `n` endpoints, or what it requires: at most
     /// 2^8 endpoints (and 2^7 for a non-power of two): one IPCQ direction
     /// per step and one for the fold.
-    pub fn new(rank: usize, n: usize) -> Result<Doubling, String> {
+    pub fn new(endpoint: usize, n: usize) -> Result<Doubling, String> {
         let n = n.max(1);
         let core: usize = 1 << n.ilog2();
         let steps = core.trailing_zeros() as usize;
@@ -846,7 +846,7 @@ impl Doubling {
             ));
         }
         Ok(Doubling {
-            rank,
+            endpoint,
             n,
             core,
             steps,
@@ -855,15 +855,15 @@ impl Doubling {
 
     /// The partner and direction of core step `k`.
     pub fn partner(&self, k: usize) -> (usize, Dir) {
-        (self.rank ^ (1 << k), DOUBLING_DIRS[k])
+        (self.endpoint ^ (1 << k), DOUBLING_DIRS[k])
     }
 
     /// This endpoint's part in the fold.
     pub fn fold(&self) -> Fold {
         let dir = DOUBLING_DIRS[self.steps.min(DOUBLING_DIRS.len() - 1)];
-        if self.rank >= self.core {
+        if self.endpoint >= self.core {
             Fold::Extra(dir)
-        } else if self.rank + self.core < self.n {
+        } else if self.endpoint + self.core < self.n {
             Fold::Host(dir)
         } else {
             Fold::None
@@ -873,8 +873,8 @@ impl Doubling {
     /// The fold partner, if any.
     pub fn fold_peer(&self) -> Option<usize> {
         match self.fold() {
-            Fold::Extra(_) => Some(self.rank - self.core),
-            Fold::Host(_) => Some(self.rank + self.core),
+            Fold::Extra(_) => Some(self.endpoint - self.core),
+            Fold::Host(_) => Some(self.endpoint + self.core),
             Fold::None => None,
         }
     }
@@ -882,7 +882,7 @@ impl Doubling {
     /// The neighbour table: one direction per core step, one for the fold.
     pub fn table(&self) -> NeighborMap {
         let mut table = NeighborMap::new();
-        if self.rank < self.core {
+        if self.endpoint < self.core {
             table.extend((0..self.steps).map(|k| {
                 let (peer, dir) = self.partner(k);
                 (dir, peer)
@@ -892,44 +892,6 @@ impl Doubling {
             table.insert(dir, peer);
         }
         table
-    }
-}
-
-/// A position on a `w × h` grid, row-major (`index = y · w + x`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GridPos {
-    /// Column.
-    pub x: u32,
-    /// Row.
-    pub y: u32,
-    /// Width.
-    pub w: u32,
-    /// Height.
-    pub h: u32,
-}
-
-impl GridPos {
-    /// Where `index` sits on the `w × h` grid.
-    pub fn of(index: u32, w: u32, h: u32) -> GridPos {
-        let w = w.max(1);
-        GridPos {
-            x: index % w,
-            y: index / w,
-            w,
-            h,
-        }
-    }
-
-    /// The row through this position, summing towards `root` chosen by
-    /// `line` ([`Line::to_end`] or [`Line::to_middle`]); `lo`/`hi` are the
-    /// directions of west and east.
-    pub fn row(&self, line: LineRoot, lo: Dir, hi: Dir) -> Line {
-        line(self.x, self.w, lo, hi)
-    }
-
-    /// The column through this position (`lo` north, `hi` south).
-    pub fn column(&self, line: LineRoot, lo: Dir, hi: Dir) -> Line {
-        line(self.y, self.h, lo, hi)
     }
 }
 
@@ -1043,12 +1005,12 @@ mod tests {
     }
 
     #[test]
-    fn grid_positions_are_row_major() {
-        let p = GridPos::of(6, 4, 2);
-        assert_eq!((p.x, p.y), (2, 1));
-        let row = p.row(Line::to_end, Dir::W, Dir::E);
+    fn lines_through_a_grid_position() {
+        // Index 6 of a 4 × 2 grid: row 1, column 2.
+        let p = GridPos::of(6, 4);
+        let row = Line::to_end(p.col, 4, Dir::W, Dir::E);
         assert_eq!((row.pos, row.len, row.root), (2, 4, 3));
-        let col = p.column(Line::to_middle, Dir::N, Dir::S);
+        let col = Line::to_middle(p.row, 2, Dir::N, Dir::S);
         assert_eq!((col.pos, col.len, col.root), (1, 2, 0));
     }
 }

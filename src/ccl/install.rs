@@ -4,7 +4,7 @@
 //! on a [`Device`], slots allocated in the configured [`BufferKind`]
 //! memory of each receiving PE.
 //!
-//! Knows ranks, tables, the device and `tl::ipcq`; nothing of algorithms'
+//! Knows endpoints, tables, the device and `tl::ipcq`; nothing of algorithms'
 //! kernels, the process group or torch.
 
 use std::collections::BTreeMap;
@@ -24,12 +24,12 @@ pub enum InstallError {
     /// The tables cannot be built or wired.
     #[error(transparent)]
     Topology(#[from] TopologyError),
-    /// A rank with no PE in the rank map.
-    #[error("rank {rank} has no PE: the rank map covers {mapped} ranks")]
+    /// An endpoint with no PE in the endpoint map.
+    #[error("endpoint {endpoint} has no PE: the endpoint map covers {mapped} endpoints")]
     Unmapped {
-        /// The rank.
-        rank: usize,
-        /// Ranks the map covers.
+        /// The endpoint.
+        endpoint: usize,
+        /// Endpoints the map covers.
         mapped: usize,
     },
     /// A ring that cannot be installed.
@@ -144,29 +144,32 @@ pub fn slot_space(kind: BufferKind, receiver: PeCoord) -> MemSpace {
     }
 }
 
-/// Installs every ring of `wiring` on `device`: rank `r` is the PE
-/// `rank_to_pe[r]`; slots in `buffer_kind` memory, `params` for all.
+/// Installs every ring of `wiring` on `device`: endpoint `e` is the PE
+/// `endpoint_to_pe[e]`; slots in `buffer_kind` memory, `params` for all.
 pub fn install(
     device: &Device,
     wiring: &Wiring,
-    rank_to_pe: &[PeCoord],
+    endpoint_to_pe: &[PeCoord],
     buffer_kind: BufferKind,
     params: IpcqParams,
 ) -> Result<Rc<IpcqNetwork>, InstallError> {
-    let pe = |rank: usize| {
-        let mapped = rank_to_pe.len();
-        rank_to_pe
-            .get(rank)
+    let pe = |endpoint: usize| {
+        let mapped = endpoint_to_pe.len();
+        endpoint_to_pe
+            .get(endpoint)
             .copied()
-            .ok_or(InstallError::Unmapped { rank, mapped })
+            .ok_or(InstallError::Unmapped { endpoint, mapped })
     };
     let mut network = IpcqNetwork::new(params)?;
-    for rank in 0..wiring.world_size() {
-        let sends = wiring.rank(rank).map(|r| r.sends.iter()).into_iter();
+    for endpoint in 0..wiring.endpoints() {
+        let sends = wiring
+            .endpoint(endpoint)
+            .map(|w| w.sends.iter())
+            .into_iter();
         for (&send_dir, &(peer, label)) in sends.flatten() {
             let receiver = pe(peer)?;
             let space = slot_space(buffer_kind, receiver);
-            let sender = pe(rank)?;
+            let sender = pe(endpoint)?;
             let spec = RingSpec {
                 sender,
                 send_dir,

@@ -1,17 +1,17 @@
-//! Neighbour tables for collectives: which rank sits in which direction.
+//! Neighbour tables for collectives: which endpoint sits in which direction.
 //!
 //! An algorithm names directions (`E`, `W`, `N`, `S` inside a SIP's cube
 //! mesh, `global_E` ... between SIPs, seed ADR-0032 D3); the `wiring` field of
 //! its ccl.yaml entry picks a builtin table, and the algorithm's optional
 //! `neighbors` hook may keep, edit or replace it (author guide §3). From the
-//! tables of all ranks, [`Wiring::install`] derives the IPCQ rings: a send
-//! from rank `r` in direction `D` lands at peer `p` in the ring labelled by
+//! tables of all endpoints, [`Wiring::install`] derives the IPCQ rings: a send
+//! from endpoint `r` in direction `D` lands at peer `p` in the ring labelled by
 //! the direction in which `p` sees `r` — `opposite(D)` when that points back
 //! at `r`, else the first of `p`'s directions that does (address-based
 //! matching, seed ADR-0025), else `opposite(D)` as a receive-only ring. Two
-//! senders landing in one ring of one rank is an install error.
+//! senders landing in one ring of one endpoint is an install error.
 //!
-//! Pure functions of ranks and sizes: nothing of PEs, memory or time.
+//! Pure functions of endpoint indices and sizes: nothing of PEs, memory or time.
 
 use std::collections::BTreeMap;
 
@@ -27,7 +27,7 @@ impl Dir {
     }
 }
 
-/// One rank's table: direction → peer rank.
+/// One endpoint's table: direction → peer endpoint.
 pub type NeighborMap = BTreeMap<Dir, usize>;
 
 /// A builtin table (the `wiring` field of a ccl.yaml algorithm entry).
@@ -39,13 +39,13 @@ pub type NeighborMap = BTreeMap<Dir, usize>;
 pub enum Builtin {
     /// No neighbours (algorithms that install their own with `neighbors`).
     None,
-    /// A ring: E → rank + 1, W → rank − 1 (modulo the world size).
+    /// A ring: E → endpoint + 1, W → endpoint − 1 (modulo the endpoint count).
     #[serde(rename = "ring_1d")]
     Ring1d,
-    /// A one-way ring: E → rank + 1 only; the W ring receives.
+    /// A one-way ring: E → endpoint + 1 only; the W ring receives.
     #[serde(rename = "ring_1d_unidir")]
     Ring1dUnidir,
-    /// A `w × h` grid of ranks without wrap (row-major): E/W/N/S.
+    /// A `w × h` grid of endpoints without wrap (row-major): E/W/N/S.
     #[serde(rename = "mesh_2d")]
     Mesh2d,
     /// A `w × h` grid with wrap: E/W/N/S always present.
@@ -67,8 +67,8 @@ pub enum TopologyError {
     /// A direction name that does not exist.
     #[error("unknown direction \"{0}\" (expected E, W, N, S or global_E/W/N/S)")]
     UnknownDirection(String),
-    /// A 2-D table whose grid does not hold the ranks.
-    #[error("{topology}: a {w}x{h} grid holds {} ranks, not {world_size}", w * h)]
+    /// A 2-D table whose grid does not hold the endpoints.
+    #[error("{topology}: a {w}x{h} grid holds {} endpoints, not {endpoints}", w * h)]
     GridMismatch {
         /// The topology name.
         topology: &'static str,
@@ -76,26 +76,32 @@ pub enum TopologyError {
         w: usize,
         /// Grid height.
         h: usize,
-        /// Ranks to place.
-        world_size: usize,
+        /// Endpoints to place.
+        endpoints: usize,
     },
-    /// A table entry naming a rank outside the world.
-    #[error("rank {rank}: direction {dir} names rank {peer}, but the world has {world_size} ranks")]
+    /// A table entry naming an endpoint outside the world.
+    #[error(
+        "endpoint {endpoint}: direction {dir} names endpoint {peer}, but the world has \
+         {endpoints} endpoints"
+    )]
     PeerOutOfRange {
-        /// The rank whose table is wrong.
-        rank: usize,
+        /// The endpoint whose table is wrong.
+        endpoint: usize,
         /// The direction.
         dir: Dir,
         /// The peer named.
         peer: usize,
-        /// The world size.
-        world_size: usize,
+        /// Endpoints in the world.
+        endpoints: usize,
     },
-    /// Two senders would land in the same ring of one rank.
-    #[error("rank {rank}: ring {label} would receive from both rank {first} and rank {second}")]
+    /// Two senders would land in the same ring of one endpoint.
+    #[error(
+        "endpoint {endpoint}: ring {label} would receive from both endpoint {first} and \
+         endpoint {second}"
+    )]
     RingConflict {
-        /// The receiving rank.
-        rank: usize,
+        /// The receiving endpoint.
+        endpoint: usize,
         /// The ring's label.
         label: Dir,
         /// One sender.
@@ -131,65 +137,65 @@ impl Builtin {
         }
     }
 
-    /// The tables of all `world_size` ranks. 2-D tables place ranks
-    /// row-major on `grid` (`(w, h)`), or on the square grid when `grid` is
-    /// `None` (an error if `world_size` is not a square).
+    /// The tables of all `endpoints` endpoints. 2-D tables place
+    /// endpoints row-major on `grid` (`(w, h)`), or on the square grid when
+    /// `grid` is `None` (an error if `endpoints` is not a square).
     pub fn tables(
         self,
-        world_size: usize,
+        endpoints: usize,
         grid: Option<(usize, usize)>,
     ) -> Result<Vec<NeighborMap>, TopologyError> {
-        let ranks = 0..world_size;
+        let all = 0..endpoints;
         Ok(match self {
-            Builtin::None => ranks.map(|_| NeighborMap::new()).collect(),
-            Builtin::Ring1d => ranks.map(|r| ring(r, world_size, true)).collect(),
-            Builtin::Ring1dUnidir => ranks.map(|r| ring(r, world_size, false)).collect(),
-            Builtin::TreeBinary => ranks.map(|r| tree(r, world_size)).collect(),
+            Builtin::None => all.map(|_| NeighborMap::new()).collect(),
+            Builtin::Ring1d => all.map(|e| ring(e, endpoints, true)).collect(),
+            Builtin::Ring1dUnidir => all.map(|e| ring(e, endpoints, false)).collect(),
+            Builtin::TreeBinary => all.map(|e| tree(e, endpoints)).collect(),
             Builtin::Mesh2d | Builtin::Torus2d => {
-                let (w, h) = self.grid(world_size, grid)?;
+                let (w, h) = self.grid(endpoints, grid)?;
                 let wrap = self == Builtin::Torus2d;
-                ranks.map(|r| grid_map(r, w, h, wrap)).collect()
+                all.map(|e| grid_map(e, w, h, wrap)).collect()
             }
         })
     }
 
     fn grid(
         self,
-        world_size: usize,
+        endpoints: usize,
         grid: Option<(usize, usize)>,
     ) -> Result<(usize, usize), TopologyError> {
-        let side = (world_size as f64).sqrt().round() as usize;
+        let side = (endpoints as f64).sqrt().round() as usize;
         let (w, h) = grid.unwrap_or((side, side));
-        if w * h == world_size {
+        if w * h == endpoints {
             Ok((w, h))
         } else {
             Err(TopologyError::GridMismatch {
                 topology: self.name(),
                 w,
                 h,
-                world_size,
+                endpoints,
             })
         }
     }
 }
 
-fn ring(rank: usize, n: usize, both_ways: bool) -> NeighborMap {
+fn ring(endpoint: usize, n: usize, both_ways: bool) -> NeighborMap {
     let mut map = NeighborMap::new();
     if n > 1 {
-        map.insert(Dir::E, (rank + 1) % n);
+        map.insert(Dir::E, (endpoint + 1) % n);
         if both_ways {
-            map.insert(Dir::W, (rank + n - 1) % n);
+            map.insert(Dir::W, (endpoint + n - 1) % n);
         }
     }
     map
 }
 
-fn tree(rank: usize, n: usize) -> NeighborMap {
+fn tree(endpoint: usize, n: usize) -> NeighborMap {
     let mut map = NeighborMap::new();
-    if rank > 0 {
-        map.insert(Dir::N, (rank - 1) / 2);
+    if endpoint > 0 {
+        map.insert(Dir::N, (endpoint - 1) / 2);
     }
-    for (dir, child) in [(Dir::W, 2 * rank + 1), (Dir::E, 2 * rank + 2)] {
+    for (dir, child) in [(Dir::W, 2 * endpoint + 1), (Dir::E, 2 * endpoint + 2)] {
         if child < n {
             map.insert(dir, child);
         }
@@ -199,8 +205,8 @@ fn tree(rank: usize, n: usize) -> NeighborMap {
 
 /// Row-major grid neighbours; with `wrap`, a dimension of 2 has one link
 /// pair (E and W name the same peer) and a dimension of 1 none.
-fn grid_map(rank: usize, w: usize, h: usize, wrap: bool) -> NeighborMap {
-    let (x, y) = (rank % w, rank / w);
+fn grid_map(endpoint: usize, w: usize, h: usize, wrap: bool) -> NeighborMap {
+    let (x, y) = (endpoint % w, endpoint / w);
     let at = |x: usize, y: usize| y * w + x;
     let mut map = NeighborMap::new();
     let steps = [
@@ -217,61 +223,61 @@ fn grid_map(rank: usize, w: usize, h: usize, wrap: bool) -> NeighborMap {
     map
 }
 
-/// The rings one rank has: where each send direction lands, and who feeds
-/// each receive ring.
+/// The rings one endpoint has: where each send direction lands, and who
+/// feeds each receive ring.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RankWiring {
-    /// Send direction → (peer rank, label of the peer's ring it lands in).
+pub struct EndpointWiring {
+    /// Send direction → (peer endpoint, label of the peer's ring it lands in).
     pub sends: BTreeMap<Dir, (usize, Dir)>,
-    /// Receive ring label → the rank that sends into it.
+    /// Receive ring label → the endpoint that sends into it.
     pub receives: BTreeMap<Dir, usize>,
 }
 
-/// The installed rings of every rank.
+/// The installed rings of every endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wiring {
-    ranks: Vec<RankWiring>,
+    endpoints: Vec<EndpointWiring>,
 }
 
 impl Wiring {
-    /// Derives the rings from every rank's table (see the module docs).
+    /// Derives the rings from every endpoint's table (see the module docs).
     pub fn install(tables: &[NeighborMap]) -> Result<Wiring, TopologyError> {
         let n = tables.len();
-        let mut ranks = vec![RankWiring::default(); n];
-        for (rank, table) in tables.iter().enumerate() {
+        let mut endpoints = vec![EndpointWiring::default(); n];
+        for (endpoint, table) in tables.iter().enumerate() {
             for (&dir, &peer) in table {
                 if peer >= n {
                     return Err(TopologyError::PeerOutOfRange {
-                        rank,
+                        endpoint,
                         dir,
                         peer,
-                        world_size: n,
+                        endpoints: n,
                     });
                 }
-                let label = landing_label(&tables[peer], rank, dir);
-                if let Some(&first) = ranks[peer].receives.get(&label) {
+                let label = landing_label(&tables[peer], endpoint, dir);
+                if let Some(&first) = endpoints[peer].receives.get(&label) {
                     return Err(TopologyError::RingConflict {
-                        rank: peer,
+                        endpoint: peer,
                         label,
                         first,
-                        second: rank,
+                        second: endpoint,
                     });
                 }
-                ranks[peer].receives.insert(label, rank);
-                ranks[rank].sends.insert(dir, (peer, label));
+                endpoints[peer].receives.insert(label, endpoint);
+                endpoints[endpoint].sends.insert(dir, (peer, label));
             }
         }
-        Ok(Wiring { ranks })
+        Ok(Wiring { endpoints })
     }
 
-    /// The rings of `rank`.
-    pub fn rank(&self, rank: usize) -> Option<&RankWiring> {
-        self.ranks.get(rank)
+    /// The rings of `endpoint`.
+    pub fn endpoint(&self, endpoint: usize) -> Option<&EndpointWiring> {
+        self.endpoints.get(endpoint)
     }
 
-    /// Number of ranks.
-    pub fn world_size(&self) -> usize {
-        self.ranks.len()
+    /// Number of endpoints.
+    pub fn endpoints(&self) -> usize {
+        self.endpoints.len()
     }
 }
 
@@ -299,34 +305,34 @@ mod tests {
     #[test]
     fn ring_of_four_sends_east_into_the_peers_west_ring() {
         let wiring = Wiring::install(&Builtin::Ring1d.tables(4, None).unwrap()).unwrap();
-        let rank0 = wiring.rank(0).unwrap();
-        assert_eq!(rank0.sends[&Dir::E], (1, Dir::W));
-        assert_eq!(rank0.sends[&Dir::W], (3, Dir::E));
-        assert_eq!(rank0.receives[&Dir::W], 3);
+        let e0 = wiring.endpoint(0).unwrap();
+        assert_eq!(e0.sends[&Dir::E], (1, Dir::W));
+        assert_eq!(e0.sends[&Dir::W], (3, Dir::E));
+        assert_eq!(e0.receives[&Dir::W], 3);
     }
 
     #[test]
     fn ring_of_two_keeps_both_directions_apart() {
         let wiring = Wiring::install(&Builtin::Ring1d.tables(2, None).unwrap()).unwrap();
-        let rank0 = wiring.rank(0).unwrap();
-        assert_eq!(rank0.sends[&Dir::E], (1, Dir::W));
-        assert_eq!(rank0.sends[&Dir::W], (1, Dir::E));
+        let e0 = wiring.endpoint(0).unwrap();
+        assert_eq!(e0.sends[&Dir::E], (1, Dir::W));
+        assert_eq!(e0.sends[&Dir::W], (1, Dir::E));
     }
 
     #[test]
     fn unidirectional_ring_only_sends_east() {
         let wiring = Wiring::install(&Builtin::Ring1dUnidir.tables(3, None).unwrap()).unwrap();
-        let rank1 = wiring.rank(1).unwrap();
-        assert_eq!(rank1.sends.keys().collect::<Vec<_>>(), [&Dir::E]);
-        assert_eq!(rank1.receives, map(&[(Dir::W, 0)]));
+        let e1 = wiring.endpoint(1).unwrap();
+        assert_eq!(e1.sends.keys().collect::<Vec<_>>(), [&Dir::E]);
+        assert_eq!(e1.receives, map(&[(Dir::W, 0)]));
     }
 
     #[test]
     fn tree_children_land_in_their_own_rings_at_the_parent() {
         let wiring = Wiring::install(&Builtin::TreeBinary.tables(3, None).unwrap()).unwrap();
-        let root = wiring.rank(0).unwrap();
+        let root = wiring.endpoint(0).unwrap();
         assert_eq!(root.receives, map(&[(Dir::E, 2), (Dir::W, 1)]));
-        assert_eq!(wiring.rank(2).unwrap().sends[&Dir::N], (0, Dir::E));
+        assert_eq!(wiring.endpoint(2).unwrap().sends[&Dir::N], (0, Dir::E));
     }
 
     #[test]
@@ -339,18 +345,21 @@ mod tests {
             map(&[(Dir::E, 1), (Dir::W, 2), (Dir::S, 3), (Dir::N, 6)])
         );
         let error = Builtin::Torus2d.tables(6, None).unwrap_err().to_string();
-        assert!(error.contains("2x2 grid holds 4 ranks, not 6"), "{error}");
+        assert!(
+            error.contains("2x2 grid holds 4 endpoints, not 6"),
+            "{error}"
+        );
     }
 
     #[test]
     fn bad_tables_are_install_errors() {
         let out_of_range = Wiring::install(&[map(&[(Dir::E, 5)])]).unwrap_err();
-        assert!(out_of_range.to_string().contains("names rank 5"));
+        assert!(out_of_range.to_string().contains("names endpoint 5"));
         let conflict =
             Wiring::install(&[map(&[(Dir::E, 2)]), map(&[(Dir::E, 2)]), NeighborMap::new()])
                 .unwrap_err();
         assert!(
-            matches!(conflict, TopologyError::RingConflict { rank: 2, .. }),
+            matches!(conflict, TopologyError::RingConflict { endpoint: 2, .. }),
             "{conflict}"
         );
     }

@@ -183,8 +183,8 @@ fn run<I: AsRef<[f16]>>(
             pe,
         })
         .collect();
-    let endpoints = Endpoints::over(ranks, builtin)?
-        .with_neighbors(|rank, n, map| algorithm.neighbors(rank, n, map));
+    let endpoints =
+        Endpoints::over(ranks, builtin)?.with_neighbors(|e, n, map| algorithm.neighbors(e, n, map));
 
     let device = Device::new(&machine(world_size)?, DataMode::On)?;
     let network = install_endpoints(&device, &endpoints, BufferKind::Tcm, IpcqParams::default())?;

@@ -21,6 +21,21 @@ pub struct GridPos {
 }
 
 impl GridPos {
+    /// Where index `i` sits on a grid `width` columns wide, row-major
+    /// (`i = row · width + col`; a zero width is taken as one).
+    pub fn of(i: u32, width: u32) -> GridPos {
+        let width = width.max(1);
+        GridPos {
+            row: i / width,
+            col: i % width,
+        }
+    }
+
+    /// The row-major index of this position on a grid `width` columns wide.
+    pub fn index(self, width: u32) -> u32 {
+        self.row * width + self.col
+    }
+
     /// Hops between two positions on a grid without wrap.
     pub fn manhattan(self, other: GridPos) -> u32 {
         self.row.abs_diff(other.row) + self.col.abs_diff(other.col)
@@ -128,15 +143,12 @@ impl LinkGrid {
 
     /// The position of index `i` (row-major).
     pub fn pos(&self, i: u32) -> GridPos {
-        GridPos {
-            row: i / self.width(),
-            col: i % self.width(),
-        }
+        GridPos::of(i, self.width())
     }
 
     /// The row-major index of `pos`.
     pub fn index(&self, pos: GridPos) -> u32 {
-        pos.row * self.width() + pos.col
+        pos.index(self.width())
     }
 
     /// Every position, row-major.
@@ -228,6 +240,15 @@ mod tests {
 
     fn pos(row: u32, col: u32) -> GridPos {
         GridPos { row, col }
+    }
+
+    #[test]
+    fn positions_are_row_major() {
+        assert_eq!(GridPos::of(6, 4), pos(1, 2));
+        assert_eq!(pos(1, 2).index(4), 6);
+        assert_eq!(GridPos::of(5, 1), pos(5, 0));
+        let mesh = LinkGrid::mesh(4, 2);
+        assert!((0..8).all(|i| mesh.index(mesh.pos(i)) == i));
     }
 
     #[test]
