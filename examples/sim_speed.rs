@@ -1,8 +1,15 @@
-//! Measures the simulation core's speed on the W1 and W2 workloads.
+//! Measures the simulation core's speed on the W1 and W2 workloads, and W1
+//! against its limit.
 //!
-//! `cargo run --profile perf --example sim_speed -- --json` prints one JSON object
-//! per workload (workload, events, wall_s, events_per_s, final_time_ps,
-//! order_hash); without `--json`, one readable line each.
+//! `cargo run --profile perf --example sim_speed -- --json` prints one JSON
+//! object per run (workload, events, wall_s, events_per_s, final_time_ps,
+//! order_hash): W1 and `W1-heap` (W1's wake-ups in the same order from a
+//! bare binary heap of (time, sequence, task), nothing else:
+//! `speed::w1_heap_loop`) three times each, alternated, then W2; and last
+//! `{"w1_to_heap_ratio": R, ...}`, the median of W1's events per second
+//! over the median of the bare loop's (issue 24 item 6: the machine's
+//! speed swings between runs; the ratio of runs side by side does not).
+//! Without `--json`, one readable line each.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -14,6 +21,9 @@ use kernbench::sim::speed::{self, SpeedResult};
 /// frees millions of small objects; mimalloc keeps them closer together.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Alternated runs of W1 and of the bare loop.
+const PAIRS: usize = 3;
 
 fn line(result: &SpeedResult, json: bool) -> String {
     if json {
@@ -29,22 +39,55 @@ fn line(result: &SpeedResult, json: bool) -> String {
     )
 }
 
+/// The middle of `rates` (an odd count).
+fn median(mut rates: Vec<f64>) -> f64 {
+    rates.sort_by(f64::total_cmp);
+    rates[rates.len() / 2]
+}
+
 fn main() -> ExitCode {
     let json = std::env::args().any(|a| a == "--json");
-    let workloads: [fn() -> Result<SpeedResult, SimError>; 2] =
-        [speed::w1_sleep_storm, speed::w2_ring_pingpong];
-    let mut out = std::io::stdout().lock();
-    for run in workloads {
-        let text = match run() {
-            Ok(result) => line(&result, json),
-            Err(error) => {
-                eprintln!("error: {error}");
-                return ExitCode::FAILURE;
-            }
-        };
-        if writeln!(out, "{text}").is_err() {
-            break; // the reader went away (`| head`)
+    match run(json) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
         }
     }
-    ExitCode::SUCCESS
+}
+
+fn run(json: bool) -> Result<(), SimError> {
+    let mut out = std::io::stdout().lock();
+    let mut print = |text: String| writeln!(out, "{text}").is_ok();
+    let (mut w1, mut heap) = (Vec::new(), Vec::new());
+    for _ in 0..PAIRS {
+        let result = speed::w1_sleep_storm()?;
+        w1.push(result.events_per_s);
+        let bare = speed::w1_heap();
+        heap.push(bare.events_per_s);
+        if !print(line(&result, json)) || !print(line(&bare, json)) {
+            return Ok(()); // the reader went away (`| head`)
+        }
+    }
+    if !print(line(&speed::w2_ring_pingpong()?, json)) {
+        return Ok(());
+    }
+    let (w1, heap) = (median(w1), median(heap));
+    let ratio = w1 / heap;
+    print(if json {
+        serde_json::json!({
+            "w1_to_heap_ratio": ratio,
+            "w1_median_events_per_s": w1,
+            "heap_median_events_per_s": heap,
+            "pairs": PAIRS,
+        })
+        .to_string()
+    } else {
+        format!(
+            "W1 / bare heap loop: {ratio:.3} (medians of {PAIRS}: {:.2} / {:.2} M events/s)",
+            w1 / 1e6,
+            heap / 1e6
+        )
+    });
+    Ok(())
 }

@@ -42,6 +42,36 @@ fn w1_ends_at_the_longest_tasks_sum_with_a_stable_schedule() {
 }
 
 #[test]
+fn the_bare_heap_loop_wakes_w1s_tasks_in_w1s_order() {
+    // W1 shrunk (64 tasks × 50 sleeps), each wake-up recorded as the task
+    // sees it, against the bare loop's on the same draws.
+    let (tasks, sleeps) = (64_u64, 50_u64);
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let mut simulation = Simulation::new();
+    for task in 0..tasks {
+        let seen = seen.clone();
+        simulation.spawn("w1", async move {
+            let mut x = task;
+            for _ in 0..sleeps {
+                x = lcg_next(x);
+                sleep(SimDuration::from_ns(w1_duration_ns(x))).await;
+                seen.borrow_mut().push((task, now().as_ps()));
+            }
+        });
+    }
+    let stats = simulation.run().unwrap();
+    let mut bare = Vec::new();
+    let (events, final_ps) = speed::w1_heap_loop(tasks, sleeps, |task, ps| bare.push((task, ps)));
+    assert_eq!(*seen.borrow(), bare);
+    assert_eq!((events, final_ps), (stats.events, stats.now.as_ps()));
+    assert_eq!(events, tasks * sleeps);
+    // Full size: the same end as W1's closed form.
+    let full = speed::w1_heap();
+    assert_eq!(full.final_time_ps, w1_expected_final_ps());
+    assert_eq!(full.events, W1_TASKS * W1_SLEEPS);
+}
+
+#[test]
 fn w2_ring_ends_at_rounds_times_latency() {
     let first = speed::w2_ring_pingpong().unwrap();
     let second = speed::w2_ring_pingpong().unwrap();

@@ -79,7 +79,17 @@ fn default_machine_counts_follow_from_the_spec() {
 #[test]
 fn names_are_unique_and_indexed() {
     let machine = machine(&[]);
-    assert_eq!(machine.names().len(), machine.nodes().len());
+    assert_eq!(machine.by_name().len(), machine.nodes().len());
+    let names: Vec<&str> = machine
+        .by_name()
+        .iter()
+        .map(|&id| machine.node(id).name.as_str())
+        .collect();
+    assert!(
+        names.windows(2).all(|pair| pair[0] < pair[1]),
+        "in name order"
+    );
+    assert_eq!(machine.find("sip0.cube0.pe0.tcmx"), None);
     for (i, node) in machine.nodes().iter().enumerate() {
         assert_eq!(machine.find(&node.name).map(|id| id.index()), Some(i));
     }

@@ -19,7 +19,7 @@
 //! Knows the machine's structure and the hardware models; nothing of
 //! tensors, kernels or collectives.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::num::NonZeroU64;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -29,8 +29,8 @@ use rustc_hash::FxHashMap;
 use super::explain;
 use super::flow_route::FlowRoute;
 use super::{
-    DmaEngine, GemmEngine, HbmController, HopParams, HwError, IoCpu, Link, MathEngine, Mcpu,
-    MemoryPort, SerialServer, TransferReport, hbm_formula, memory_formula, transfer,
+    DmaEngine, GemmEngine, HbmController, HopParams, HwError, IoCpu, Link, LinkClass, MathEngine,
+    Mcpu, MemoryPort, SerialServer, TransferReport, hbm_formula, memory_formula, transfer,
     transfer_formula,
 };
 use crate::sim::{self, SimDuration, SimTime};
@@ -72,10 +72,11 @@ pub struct Fabric {
     /// One per directed edge, in edge order, in one allocation (a transfer
     /// touches every link of its path: no pointer to chase per hop).
     links: Box<[Link]>,
-    /// One entry per cube, SIP-major.
-    cubes: Vec<CubeUnits>,
-    /// One entry per PE, cube-major.
-    pes: Vec<PeUnits>,
+    /// One entry per cube, SIP-major, made when first asked for: a run
+    /// touches the units of the cubes it uses (ADR-0040).
+    cubes: Box<[OnceCell<CubeUnits>]>,
+    /// One entry per PE, cube-major, made when first asked for.
+    pes: Box<[OnceCell<PeUnits>]>,
     io_cpu: Vec<Rc<IoCpu>>,
     /// Flow mode's routes, by the address of their path (each route holds
     /// its path, so an address is never reused while its route exists).
@@ -155,6 +156,7 @@ impl Fabric {
     /// Fresh hardware (idle links, empty queues, zero counters) for
     /// `machine`.
     pub fn new(machine: Arc<Machine>) -> Fabric {
+        let mut classes: Vec<Rc<LinkClass>> = Vec::new();
         let links = machine
             .edges()
             .iter()
@@ -163,22 +165,24 @@ impl Fabric {
                 let p = &edge.link;
                 let params =
                     HopParams::new(p.bandwidth, p.efficiency, p.latency, p.packet_overhead);
-                Link::new(&[&*from.name, "->", &*to.name].concat(), params)
+                let class = match classes.iter().find(|c| *c.params() == params) {
+                    Some(class) => class.clone(),
+                    None => {
+                        classes.push(LinkClass::new(params));
+                        classes[classes.len() - 1].clone()
+                    }
+                };
+                Link::of_class(&[&*from.name, "->", &*to.name].concat(), class)
             })
             .collect();
         let spec = machine.spec().clone();
-        let cubes = cube_coords(&machine);
-        let pes = cubes
-            .iter()
-            .flat_map(|&(s, c)| (0..machine.pes_per_cube()).map(move |p| (s, c, p)));
+        let cubes = machine.sip_count() as usize * machine.cubes_per_sip() as usize;
+        let pes = cubes * machine.pes_per_cube() as usize;
         Fabric {
             router: PathRouter::new(machine.clone()),
             links,
-            pes: pes.map(|(s, c, p)| PeUnits::new(&spec, s, c, p)).collect(),
-            cubes: cubes
-                .iter()
-                .map(|&(s, c)| CubeUnits::new(&spec, s, c))
-                .collect(),
+            pes: (0..pes).map(|_| OnceCell::new()).collect(),
+            cubes: (0..cubes).map(|_| OnceCell::new()).collect(),
             io_cpu: (0..machine.sip_count())
                 .map(|s| Rc::new(IoCpu::new(&naming::io_cpu(s), &spec.sip.io_cpu)))
                 .collect(),
@@ -229,14 +233,22 @@ impl Fabric {
 
     /// Every server of the machine: links in edge order, then each cube's
     /// and each PE's units, then the IO_CPUs.
+    /// (Makes every cube's and PE's units that were not yet: for
+    /// `--explain`, which snapshots them all.)
     pub fn servers(&self) -> Vec<&SerialServer> {
         let mut servers: Vec<&SerialServer> = self.links.iter().map(Link::server).collect();
-        for cube in &self.cubes {
+        let coords = cube_coords(&self.machine);
+        for &(sip, cube) in &coords {
+            let cube = self.cube(sip, cube);
             servers.extend(cube.hbm.servers());
             servers.push(cube.sram.server());
             servers.extend(cube.mcpu.servers());
         }
-        for pe in &self.pes {
+        let pes = self.machine.pes_per_cube();
+        let pe_coords = coords
+            .iter()
+            .flat_map(|&(sip, cube)| (0..pes).map(move |pe| (sip, cube, pe)));
+        for pe in pe_coords.map(|(sip, cube, pe)| self.pe(sip, cube, pe)) {
             servers.push(pe.dma.server());
             servers.push(pe.tcm.server());
             servers.push(pe.gemm.server());
@@ -543,14 +555,16 @@ impl Fabric {
         self.cube_index(sip, cube) * self.machine.pes_per_cube() as usize + pe as usize
     }
 
-    /// The units of one cube.
+    /// The units of one cube (made on first use).
     pub fn cube(&self, sip: u32, cube: u32) -> &CubeUnits {
-        &self.cubes[self.cube_index(sip, cube)]
+        self.cubes[self.cube_index(sip, cube)]
+            .get_or_init(|| CubeUnits::new(self.machine.spec(), sip, cube))
     }
 
-    /// The units of one PE.
+    /// The units of one PE (made on first use).
     pub fn pe(&self, sip: u32, cube: u32, pe: u32) -> &PeUnits {
-        &self.pes[self.pe_index(sip, cube, pe)]
+        self.pes[self.pe_index(sip, cube, pe)]
+            .get_or_init(|| PeUnits::new(self.machine.spec(), sip, cube, pe))
     }
 
     /// A cube's HBM controller.
@@ -675,6 +689,31 @@ mod tests {
             .sum();
         let alone = fabric.send_formula(&path, 0).unwrap();
         assert_eq!(took[1], alone + SimDuration::from_ps(half_packets));
+    }
+
+    #[test]
+    fn units_are_made_when_first_asked_for_and_links_share_classes() {
+        let fabric = fabric();
+        let made = |f: &Fabric| {
+            let pes = f.pes.iter().filter(|u| u.get().is_some()).count();
+            (pes, f.cubes.iter().filter(|u| u.get().is_some()).count())
+        };
+        assert_eq!(made(&fabric), (0, 0));
+        let dma = fabric.pe_dma(1, 3, 2).name().to_owned();
+        assert_eq!(dma, "sip1.cube3.pe2.dma");
+        assert_eq!(fabric.hbm(1, 3).name(), "sip1.cube3.hbm");
+        assert_eq!(made(&fabric), (1, 1));
+        // The same unit on every later call.
+        assert!(Rc::ptr_eq(fabric.pe_dma(1, 3, 2), fabric.pe_dma(1, 3, 2)));
+        // Explain's snapshot makes them all.
+        let servers = fabric.servers().len();
+        let m = fabric.machine();
+        let cubes = (m.sip_count() * m.cubes_per_sip()) as usize;
+        assert_eq!(made(&fabric), (cubes * m.pes_per_cube() as usize, cubes));
+        assert!(servers > fabric.links().len() + cubes);
+        // Two cache lines a link, whatever its parameters.
+        assert_eq!(std::mem::size_of::<Link>(), 128);
+        assert_eq!(std::mem::align_of::<Link>(), 64);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! once per path and kept here, contiguous: crossing a hop then touches the
 //! route (read in order) and one cache line of the link, its calendar. On
 //! a machine of thousands of links, how many lines a hop touches is what a
-//! message costs (docs/performance.md, session 11). A hop is 32 bytes, two
+//! message costs (docs/perf-log.md, session 11). A hop is 32 bytes, two
 //! to a cache line: what can be derived at the hop (`S_h(P) / 2`) is not
 //! kept (session 13: a quarter fewer last-level misses on the yardstick).
 //!

@@ -14,6 +14,7 @@
 //! [`transit`]: super::transit
 
 use std::cell::Cell;
+use std::rc::Rc;
 
 use crate::config::units::{Bandwidth, Fraction, Size};
 use crate::sim::{SimDuration, SimTime, TimeError};
@@ -74,23 +75,49 @@ impl From<&LinkSpec> for HopParams {
 
 /// One direction of one physical link: a FIFO serial server with counters.
 ///
-/// `repr(C)` puts the server's calendar, one aligned cache line, first:
-/// it is all a flow-mode hop touches (its occupancies and latency come
-/// from the route, `hw::flow_route`); the remembered
-/// occupancies and parameters follow, for packet mode and bare paths.
-#[repr(C)]
+/// `repr(C, align(64))` puts the server's calendar, one aligned cache
+/// line, first: it is all a flow-mode hop touches (its occupancies and
+/// latency come from the route, `hw::flow_route`). The parameters and the
+/// remembered occupancies, for packet mode and bare paths, are the link's
+/// [`LinkClass`], shared by every link of the fabric with the same
+/// parameters, so that a link is two cache lines (ADR-0040).
+#[repr(C, align(64))]
 pub struct Link {
     server: SerialServer,
+    class: Rc<LinkClass>,
+}
+
+/// What links with the same [`HopParams`] share: the parameters and the
+/// occupancies last asked for (a class sees one or two maximum payloads:
+/// those of the paths through its links).
+pub struct LinkClass {
     /// `S(0)`, a header-only packet's occupancy (doorbells, credits,
     /// requests), if it fits in u64 picoseconds.
     header: Option<SimDuration>,
-    /// The last full-packet payload asked for and its occupancy (a link
-    /// sees one or two maximum payloads: those of the paths through it).
+    /// The last full-packet payload asked for and its occupancy.
     full: Cell<(u64, SimDuration)>,
     /// The last other payload asked for and its occupancy (a flow's tail,
     /// a one-packet message).
     recent: Cell<(u64, SimDuration)>,
     params: HopParams,
+}
+
+impl LinkClass {
+    /// The class of links timed by `params`.
+    pub fn new(params: HopParams) -> Rc<LinkClass> {
+        let unknown = Cell::new((u64::MAX, SimDuration::ZERO));
+        Rc::new(LinkClass {
+            header: params.occupancy(0).ok(),
+            full: unknown.clone(),
+            recent: unknown,
+            params,
+        })
+    }
+
+    /// The timing parameters.
+    pub fn params(&self) -> &HopParams {
+        &self.params
+    }
 }
 
 /// When a packet occupies a link and when it reaches the next hop.
@@ -103,32 +130,35 @@ pub(crate) struct PacketHop {
 }
 
 impl Link {
-    /// An idle link named `name` (trace track and error messages).
+    /// An idle link named `name` (trace track and error messages), of a
+    /// class of its own.
     pub fn new(name: &str, params: HopParams) -> Self {
-        let unknown = Cell::new((u64::MAX, SimDuration::ZERO));
+        Link::of_class(name, LinkClass::new(params))
+    }
+
+    /// An idle link named `name` of `class` (shared with the links of the
+    /// same parameters).
+    pub fn of_class(name: &str, class: Rc<LinkClass>) -> Self {
         Link {
             server: SerialServer::new(name, Activity::Packet),
-            header: params.occupancy(0).ok(),
-            full: unknown.clone(),
-            recent: unknown,
-            params,
+            class,
         }
     }
 
     /// `S(payload)` of this link ([`HopParams::occupancy`]) for a packet's
     /// payload; errors name the link.
     pub fn occupancy(&self, payload: u64) -> Result<SimDuration, HwError> {
-        if let (0, Some(header)) = (payload, self.header) {
+        if let (0, Some(header)) = (payload, self.class.header) {
             return Ok(header);
         }
-        self.remembered(&self.recent, payload)
+        self.remembered(&self.class.recent, payload)
     }
 
     /// [`occupancy`](Self::occupancy) of a path's maximum payload, the size
     /// of a flow's full packets (remembered apart from the other sizes, so
     /// that flows of one packet, which ask for both, hit both).
     pub fn full_occupancy(&self, max_payload: u64) -> Result<SimDuration, HwError> {
-        self.remembered(&self.full, max_payload)
+        self.remembered(&self.class.full, max_payload)
     }
 
     fn remembered(
@@ -141,6 +171,7 @@ impl Link {
             return Ok(occupancy);
         }
         let occupancy = self
+            .class
             .params
             .occupancy(payload)
             .map_err(HwError::time(self.name()))?;
@@ -155,7 +186,7 @@ impl Link {
 
     /// The timing parameters.
     pub fn params(&self) -> &HopParams {
-        &self.params
+        &self.class.params
     }
 
     /// Packets (`jobs`), payload bytes and busy time as of `now`.
@@ -209,7 +240,7 @@ impl Link {
     /// with occupancy `occupancy` (precomputed by the caller).
     pub(crate) fn carry(&self, payload: u64, occupancy: SimDuration) -> Result<PacketHop, HwError> {
         let occupied = self.server.reserve(occupancy, payload)?;
-        let arrives = super::later(occupied.end, self.params.latency, self.name())?;
+        let arrives = super::later(occupied.end, self.class.params.latency, self.name())?;
         Ok(PacketHop { occupied, arrives })
     }
 }

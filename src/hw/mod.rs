@@ -45,7 +45,7 @@ pub use dma::{DmaCompletion, DmaEngine, DmaSlot};
 pub use fabric::{CubeUnits, Fabric, PeUnits, Route};
 pub use hbm::{HbmController, hbm_formula, pc_shares};
 pub use io_cpu::{CubeFanout, IoCpu, LaunchReport};
-pub use link::{HopParams, Link};
+pub use link::{HopParams, Link, LinkClass};
 pub use mcpu::{CubeCompletion, Mcpu, PeCommand};
 pub use memory::{MemoryPort, memory_formula};
 pub use pe::{

@@ -21,7 +21,7 @@
 //!
 //! Knows virtual time and an opaque name; nothing of what it serves.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
@@ -155,16 +155,20 @@ impl Calendar {
 type Gap = (SimTime, SimTime);
 
 /// A FIFO single server; see the module documentation. `repr(C)`: what
-/// every booking touches first (the calendar, one cache line), the name
-/// (for errors and traces) last.
-#[repr(C, align(64))]
+/// every booking touches first (the calendar, one cache line when the
+/// server is aligned: a [`Link`](super::Link) is), the name (for errors
+/// and traces) last. 96 bytes, so that a link (a server and its class)
+/// is two cache lines, not four (ADR-0040).
+#[repr(C)]
 pub struct SerialServer {
     calendar: Calendar,
     /// The idle spans before `free_at` after the calendar's first one, in
     /// time order. Together they are the spans that end after the last
     /// booking's `now` (left by flows booked ahead; none when every job
-    /// arrives at the instant it books).
-    later_gaps: RefCell<VecDeque<Gap>>,
+    /// arrives at the instant it books). Boxed on first use: most servers
+    /// never hold more than the calendar's one gap.
+    #[allow(clippy::box_collection)] // 8 bytes in the server, not 32 (ADR-0040)
+    later_gaps: Cell<Option<Box<VecDeque<Gap>>>>,
     name: Rc<str>,
     activity: Activity,
 }
@@ -239,7 +243,7 @@ impl SerialServer {
             name: name.into(),
             activity,
             calendar: Calendar::default(),
-            later_gaps: RefCell::new(VecDeque::new()),
+            later_gaps: Cell::new(None),
         }
     }
 
@@ -349,20 +353,23 @@ impl SerialServer {
     fn take_later_gap(&self) -> Gap {
         let count = &self.calendar.later_gaps;
         count.set(count.get() - 1);
-        let next = self.later_gaps.borrow_mut().pop_front();
+        let mut gaps = self.later_gaps.take().unwrap_or_default();
+        let next = gaps.pop_front();
+        self.later_gaps.set(Some(gaps));
         next.expect("later_gaps counts the gaps kept")
     }
 
     /// Runs `edit` on every gap, in time order, then keeps them as the
     /// calendar's first and the later ones.
     fn edit_gaps<R>(&self, edit: impl FnOnce(&mut VecDeque<Gap>) -> R) -> R {
-        let (calendar, mut gaps) = (&self.calendar, self.later_gaps.borrow_mut());
+        let (calendar, mut gaps) = (&self.calendar, self.later_gaps.take().unwrap_or_default());
         if calendar.has_gap() {
             gaps.push_front(calendar.first_gap.get());
         }
         let result = edit(&mut gaps);
         calendar.first_gap.set(gaps.pop_front().unwrap_or_default());
         calendar.later_gaps.set(gaps.len() as u64);
+        self.later_gaps.set(Some(gaps));
         result
     }
 
@@ -519,11 +526,13 @@ impl SerialServer {
         let calendar = &self.calendar;
         let ahead = calendar.free_at.get().saturating_since(now).as_ps();
         let first = calendar.has_gap().then_some(calendar.first_gap.get());
+        let later = self.later_gaps.take();
         let idle_ahead: u64 = first
             .iter()
-            .chain(self.later_gaps.borrow().iter())
+            .chain(later.iter().flat_map(|gaps| gaps.iter()))
             .map(|&(from, to)| to.saturating_since(from.max(now)).as_ps())
             .sum();
+        self.later_gaps.set(later);
         let busy = calendar
             .reserved
             .get()

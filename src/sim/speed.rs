@@ -55,6 +55,58 @@ pub fn w1_sleep_storm() -> Result<SpeedResult, SimError> {
     })
 }
 
+/// W1's events without the executor: a bare [`BinaryHeap`] of
+/// (time, sequence, task) and nothing else, the limit W1 is measured
+/// against (issue 24 item 6). Every task's first sleep is drawn in task
+/// order at time zero (as W1's first polls run, in spawn order), then the
+/// earliest (time, sequence) is taken, its task draws its next sleep and
+/// pushes it with the next sequence number: the same wake-ups in the same
+/// order as W1's, `on_wake(task, time_ps)` told of each.
+///
+/// [`BinaryHeap`]: std::collections::BinaryHeap
+pub fn w1_heap_loop(tasks: u64, sleeps: u64, mut on_wake: impl FnMut(u64, u64)) -> (u64, u64) {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let mut heap = BinaryHeap::with_capacity(tasks as usize);
+    let mut state: Vec<(u64, u64)> = (0..tasks).map(|task| (task, 0)).collect();
+    let mut seq = 0_u64;
+    let mut draw = |task: u64, now: u64, heap: &mut BinaryHeap<Reverse<(u64, u64, u64)>>| {
+        let (x, done) = &mut state[task as usize];
+        if *done == sleeps {
+            return;
+        }
+        *x = lcg_next(*x);
+        *done += 1;
+        heap.push(Reverse((now + w1_duration_ns(*x) * 1_000, seq, task)));
+        seq += 1;
+    };
+    for task in 0..tasks {
+        draw(task, 0, &mut heap);
+    }
+    let (mut events, mut now) = (0, 0);
+    while let Some(Reverse((time, _, task))) = heap.pop() {
+        (events, now) = (events + 1, time);
+        on_wake(task, time);
+        draw(task, time, &mut heap);
+    }
+    (events, now)
+}
+
+/// Runs [`w1_heap_loop`] on W1's tasks and sleeps, timed like W1.
+pub fn w1_heap() -> SpeedResult {
+    let started = Instant::now();
+    let (events, final_ps) = w1_heap_loop(W1_TASKS, W1_SLEEPS, |_, _| {});
+    let wall_s = started.elapsed().as_secs_f64();
+    SpeedResult {
+        workload: "W1-heap",
+        events,
+        wall_s,
+        events_per_s: events as f64 / wall_s,
+        final_time_ps: final_ps,
+        order_hash: 0,
+    }
+}
+
 fn measure(
     workload: &'static str,
     setup: impl FnOnce(&Simulation),

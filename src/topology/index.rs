@@ -2,9 +2,12 @@
 //! and, per node, its outgoing edges in edge-id order (so every walk of the
 //! graph is deterministic).
 //!
+//! Both are flat arrays (ADR-0040): the node ids sorted by name (a name is
+//! found by binary search over the nodes' own names, never copied) and the
+//! outgoing edges of every node in one list, node after node, with where
+//! each node's run starts.
+//!
 //! It knows nothing of what nodes and edges mean.
-
-use std::collections::BTreeMap;
 
 use super::error::TopologyError;
 use super::machine::{Edge, EdgeId, Node, NodeId};
@@ -12,10 +15,12 @@ use super::machine::{Edge, EdgeId, Node, NodeId};
 /// The indexes of one machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Index {
-    /// Every name and its node.
-    pub names: BTreeMap<String, NodeId>,
-    /// `out[n]`: the edges leaving node `n`, in edge-id order.
-    pub out: Vec<Vec<EdgeId>>,
+    /// Every node, in name order.
+    by_name: Vec<NodeId>,
+    /// `out[starts[n]..starts[n + 1]]`: the edges leaving node `n`, in
+    /// edge-id order.
+    starts: Vec<u32>,
+    out: Vec<EdgeId>,
 }
 
 impl Index {
@@ -27,19 +32,54 @@ impl Index {
                 return Err(TopologyError::TooLarge { what, count });
             }
         }
-        let mut names = BTreeMap::new();
-        for (i, node) in nodes.iter().enumerate() {
-            if names
-                .insert(node.name.clone(), NodeId::from_index(i))
-                .is_some()
-            {
-                return Err(TopologyError::DuplicateName(node.name.clone()));
-            }
+        let mut by_name: Vec<NodeId> = (0..nodes.len()).map(NodeId::from_index).collect();
+        by_name.sort_unstable_by(|&a, &b| nodes[a.index()].name.cmp(&nodes[b.index()].name));
+        if let Some(pair) = by_name
+            .windows(2)
+            .find(|pair| nodes[pair[0].index()].name == nodes[pair[1].index()].name)
+        {
+            return Err(TopologyError::DuplicateName(
+                nodes[pair[0].index()].name.clone(),
+            ));
         }
-        let mut out = vec![Vec::new(); nodes.len()];
+        let mut starts = vec![0_u32; nodes.len() + 1];
+        for edge in edges {
+            starts[edge.from.index() + 1] += 1;
+        }
+        for n in 0..nodes.len() {
+            starts[n + 1] += starts[n];
+        }
+        let mut filled = starts.clone();
+        let mut out = vec![EdgeId::from_index(0); edges.len()];
         for (i, edge) in edges.iter().enumerate() {
-            out[edge.from.index()].push(EdgeId::from_index(i));
+            let slot = &mut filled[edge.from.index()];
+            out[*slot as usize] = EdgeId::from_index(i);
+            *slot += 1;
         }
-        Ok(Index { names, out })
+        Ok(Index {
+            by_name,
+            starts,
+            out,
+        })
+    }
+
+    /// The node called `name` among `nodes` (the list indexed).
+    pub fn find(&self, nodes: &[Node], name: &str) -> Option<NodeId> {
+        let at = self
+            .by_name
+            .binary_search_by(|id| nodes[id.index()].name.as_str().cmp(name))
+            .ok()?;
+        Some(self.by_name[at])
+    }
+
+    /// Every node, in name order.
+    pub fn by_name(&self) -> &[NodeId] {
+        &self.by_name
+    }
+
+    /// The edges leaving `node`, in edge-id order.
+    pub fn out(&self, node: NodeId) -> &[EdgeId] {
+        let (from, to) = (self.starts[node.index()], self.starts[node.index() + 1]);
+        &self.out[from as usize..to as usize]
     }
 }
