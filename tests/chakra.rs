@@ -115,6 +115,35 @@ fn every_bad_input_is_one_line_naming_the_file() {
     let error = refused(&text, 2);
     assert!(error.contains("text.0.et: byte 0: "), "{error}");
 
+    // A rank file that is a device: refused as no trace, not "missing",
+    // after one chunk (well under a second, whatever the 1 GiB cap).
+    #[cfg(unix)]
+    for (stem, device, want) in [
+        ("zero", "/dev/zero", "byte 1: an empty Node message"),
+        ("random", "/dev/urandom", "not a Chakra trace"),
+    ] {
+        let prefix = d.join(stem);
+        write(&prefix, vec![vec![]]);
+        std::os::unix::fs::symlink(device, chakra::rank_file(&prefix, 1)).unwrap();
+        let error = refused(&prefix, 2);
+        assert!(
+            error.contains(&format!("{stem}.1.et: ")) && error.contains(want),
+            "{error}"
+        );
+    }
+
+    #[cfg(unix)]
+    {
+        let groups = d.join("groups");
+        write(&groups, vec![vec![]]);
+        std::os::unix::fs::symlink("/dev/zero", d.join("groups.comm_groups.json")).unwrap();
+        let error = refused(&groups, 1);
+        assert!(
+            error.contains("groups.comm_groups.json: not a text file"),
+            "{error}"
+        );
+    }
+
     let cycle = d.join("cycle");
     let comp = |id, deps: &[u64]| node(id, NodeType::Comp, deps, vec![]);
     write(&cycle, vec![vec![comp(1, &[2]), comp(2, &[1])]]);
