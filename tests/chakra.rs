@@ -312,23 +312,32 @@ fn a_generated_collective_takes_the_time_of_its_ccl_workload() {
     }
 }
 
-/// Issue 23's matrix: 4, 8 and 16 ranks of 1 MiB, packet fidelity
-/// (release: `cargo test --release --test chakra -- --ignored`).
+/// Issue 23's matrix: 4, 8 and 16 ranks of 1 MiB per rank, every one of
+/// the four collectives at flow fidelity, and the all-reduce and the
+/// reduce-scatter at packet fidelity too (release:
+/// `cargo test --release --test chakra -- --ignored`, about 3 minutes, a CI
+/// step). The all-gather and all-to-all at packet fidelity take minutes
+/// per run at 8 ranks and more (`docs/interop.md`, "The microbenchmark
+/// matrix", says why and gives the numbers measured by hand).
 #[test]
 #[ignore = "minutes in a debug build; run with --release -- --ignored"]
 fn the_microbenchmark_matrix_matches_the_ccl_workloads_within_5_percent() {
+    let all = [
+        ("all_reduce", "ccl_allreduce"),
+        ("all_gather", "ccl_allgather"),
+        ("reduce_scatter", "ccl_reducescatter"),
+        ("all_to_all", "ccl_alltoall"),
+    ];
     for ranks in [4, 8, 16] {
-        for (collective, bench) in [
-            ("all_reduce", "ccl_allreduce"),
-            ("all_gather", "ccl_allgather"),
-            ("reduce_scatter", "ccl_reducescatter"),
-            ("all_to_all", "ccl_alltoall"),
-        ] {
-            let (chakra, ccl) = chakra_vs_ccl(collective, bench, ranks, "1M", "packet");
-            assert!(
-                within(chakra, ccl, 5.0),
-                "{collective} x{ranks}: chakra {chakra} ps, {bench} {ccl} ps"
-            );
+        for (fidelity, pairs) in [("flow", &all[..]), ("packet", &[all[0], all[2]][..])] {
+            for &(collective, bench) in pairs {
+                let (chakra, ccl) = chakra_vs_ccl(collective, bench, ranks, "1M", fidelity);
+                eprintln!("{fidelity} {collective} x{ranks}: chakra {chakra} ps, {bench} {ccl} ps");
+                assert!(
+                    within(chakra, ccl, 5.0),
+                    "{fidelity} {collective} x{ranks}: chakra {chakra} ps, {bench} {ccl} ps"
+                );
+            }
         }
     }
 }
