@@ -244,7 +244,24 @@ fn files_that_cannot_be_read_are_refused_whole() {
     );
     let big = file("big.xml", &" ".repeat((16 << 20) + 1));
     let error = Program::load(&big, 2, Collective::AllReduce).unwrap_err();
-    assert!(error.message.starts_with("larger than 16 MiB"), "{error}");
+    assert!(
+        error
+            .message
+            .contains("than the 16 MiB cap of an MSCCL XML"),
+        "{error}"
+    );
+    #[cfg(unix)]
+    {
+        let start = std::time::Instant::now();
+        let zero = Program::load(&PathBuf::from("/dev/zero"), 2, Collective::AllReduce)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            zero.starts_with("/dev/zero:0: not a text file (a NUL byte at offset 0)"),
+            "{zero}"
+        );
+        assert!(start.elapsed() < std::time::Duration::from_secs(1));
+    }
 }
 
 #[test]

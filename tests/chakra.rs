@@ -115,6 +115,35 @@ fn every_bad_input_is_one_line_naming_the_file() {
     let error = refused(&text, 2);
     assert!(error.contains("text.0.et: byte 0: "), "{error}");
 
+    // A rank file that is a device: refused as no trace, not "missing",
+    // after one chunk (well under a second, whatever the 1 GiB cap).
+    #[cfg(unix)]
+    for (stem, device, want) in [
+        ("zero", "/dev/zero", "byte 1: an empty Node message"),
+        ("random", "/dev/urandom", "not a Chakra trace"),
+    ] {
+        let prefix = d.join(stem);
+        write(&prefix, vec![vec![]]);
+        std::os::unix::fs::symlink(device, chakra::rank_file(&prefix, 1)).unwrap();
+        let error = refused(&prefix, 2);
+        assert!(
+            error.contains(&format!("{stem}.1.et: ")) && error.contains(want),
+            "{error}"
+        );
+    }
+
+    #[cfg(unix)]
+    {
+        let groups = d.join("groups");
+        write(&groups, vec![vec![]]);
+        std::os::unix::fs::symlink("/dev/zero", d.join("groups.comm_groups.json")).unwrap();
+        let error = refused(&groups, 1);
+        assert!(
+            error.contains("groups.comm_groups.json: not a text file"),
+            "{error}"
+        );
+    }
+
     let cycle = d.join("cycle");
     let comp = |id, deps: &[u64]| node(id, NodeType::Comp, deps, vec![]);
     write(&cycle, vec![vec![comp(1, &[2]), comp(2, &[1])]]);
@@ -283,23 +312,32 @@ fn a_generated_collective_takes_the_time_of_its_ccl_workload() {
     }
 }
 
-/// Issue 23's matrix: 4, 8 and 16 ranks of 1 MiB, packet fidelity
-/// (release: `cargo test --release --test chakra -- --ignored`).
+/// Issue 23's matrix: 4, 8 and 16 ranks of 1 MiB per rank, every one of
+/// the four collectives at flow fidelity, and the all-reduce and the
+/// reduce-scatter at packet fidelity too (release:
+/// `cargo test --release --test chakra -- --ignored`, about 3 minutes, a CI
+/// step). The all-gather and all-to-all at packet fidelity take minutes
+/// per run at 8 ranks and more (`docs/interop.md`, "The microbenchmark
+/// matrix", says why and gives the numbers measured by hand).
 #[test]
 #[ignore = "minutes in a debug build; run with --release -- --ignored"]
 fn the_microbenchmark_matrix_matches_the_ccl_workloads_within_5_percent() {
+    let all = [
+        ("all_reduce", "ccl_allreduce"),
+        ("all_gather", "ccl_allgather"),
+        ("reduce_scatter", "ccl_reducescatter"),
+        ("all_to_all", "ccl_alltoall"),
+    ];
     for ranks in [4, 8, 16] {
-        for (collective, bench) in [
-            ("all_reduce", "ccl_allreduce"),
-            ("all_gather", "ccl_allgather"),
-            ("reduce_scatter", "ccl_reducescatter"),
-            ("all_to_all", "ccl_alltoall"),
-        ] {
-            let (chakra, ccl) = chakra_vs_ccl(collective, bench, ranks, "1M", "packet");
-            assert!(
-                within(chakra, ccl, 5.0),
-                "{collective} x{ranks}: chakra {chakra} ps, {bench} {ccl} ps"
-            );
+        for (fidelity, pairs) in [("flow", &all[..]), ("packet", &[all[0], all[2]][..])] {
+            for &(collective, bench) in pairs {
+                let (chakra, ccl) = chakra_vs_ccl(collective, bench, ranks, "1M", fidelity);
+                eprintln!("{fidelity} {collective} x{ranks}: chakra {chakra} ps, {bench} {ccl} ps");
+                assert!(
+                    within(chakra, ccl, 5.0),
+                    "{fidelity} {collective} x{ranks}: chakra {chakra} ps, {bench} {ccl} ps"
+                );
+            }
         }
     }
 }

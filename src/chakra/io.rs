@@ -2,20 +2,28 @@
 //! preceded by its length as a varint (`prost`'s length-delimited
 //! encoding), one [`GlobalMetadata`] first, then [`Node`]s.
 //!
-//! Reads are capped ([`MAX_TRACE_BYTES`]) so a wrong path (a device, a
-//! huge file) fails at once; a file that is no such stream fails with the
-//! byte offset of the message that does not decode.
+//! Reads go through the shared capped reader
+//! ([`crate::config::read_capped_bytes`], [`MAX_TRACE_BYTES`]) and decode
+//! chunk by chunk, so a wrong path (a device, a huge file) fails at once; a
+//! file that is no such stream fails with the byte offset of the message
+//! that does not decode (an empty `Node` message counts as one: it is what
+//! `/dev/zero` holds).
 
-use std::fs::File;
-use std::io::Read;
 use std::path::Path;
 
 use prost::Message;
 
 use super::schema::{GlobalMetadata, Node};
+use crate::config::read_capped_bytes;
 
 /// The most bytes one trace file may hold (1 GiB).
 pub const MAX_TRACE_BYTES: u64 = 1 << 30;
+
+/// The most bytes one message (a node, the metadata) may be: Chakra's
+/// are tens to hundreds of bytes, so a larger length prefix means the file
+/// is something else (random bytes), and the reader stops at once instead
+/// of waiting for that many bytes.
+pub const MAX_MESSAGE_BYTES: u64 = 16 << 20;
 
 /// The messages of one trace file.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,69 +34,120 @@ pub struct RawTrace {
     pub nodes: Vec<Node>,
 }
 
-/// Reads `path` (at most [`MAX_TRACE_BYTES`]) and decodes it; the error is
-/// one line without the path (the caller names the file).
+/// Reads `path` (at most [`MAX_TRACE_BYTES`], through the shared capped
+/// reader) and decodes it as it arrives, so a file that is no trace
+/// (`/dev/zero`, `/dev/urandom`, text) is refused after its first chunk;
+/// the error is one line without the path (the caller names the file).
 pub fn read(path: &Path) -> Result<RawTrace, String> {
-    let file = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_TRACE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
-    if bytes.len() as u64 > MAX_TRACE_BYTES {
-        return Err(format!(
-            "larger than the {MAX_TRACE_BYTES} B (1 GiB) cap on a trace file"
-        ));
-    }
-    decode(&bytes)
+    let mut decoder = Decoder::default();
+    let bytes = read_capped_bytes(path, MAX_TRACE_BYTES, "a Chakra trace", |bytes, _| {
+        decoder
+            .feed(bytes, false)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    })
+    .map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidData => e.to_string(),
+        _ => format!("cannot read: {e}"),
+    })?;
+    decoder.finish(&bytes)
 }
 
 /// Decodes a whole trace from `bytes`.
 pub fn decode(bytes: &[u8]) -> Result<RawTrace, String> {
-    if bytes.is_empty() {
-        return Err("empty file: a Chakra trace starts with its GlobalMetadata".to_owned());
-    }
-    let mut offset = 0;
-    let mut metadata = None;
-    let mut nodes = Vec::new();
-    while offset < bytes.len() {
-        let what = match metadata {
-            None => "GlobalMetadata",
-            Some(_) => "Node",
-        };
-        let body = message_at(bytes, offset, what)?;
-        let error = |e: prost::DecodeError| {
-            format!("byte {offset}: the {what} message does not decode ({e}): not a Chakra trace?")
-        };
-        if metadata.is_none() {
-            metadata = Some(GlobalMetadata::decode(body.1).map_err(error)?);
-        } else {
-            nodes.push(Node::decode(body.1).map_err(error)?);
+    Decoder::default().finish(bytes)
+}
+
+/// A trace decoded message by message as its bytes arrive.
+#[derive(Default)]
+struct Decoder {
+    /// Where the next undecoded message's length prefix starts.
+    offset: usize,
+    metadata: Option<GlobalMetadata>,
+    nodes: Vec<Node>,
+}
+
+impl Decoder {
+    /// Decodes every whole message of `bytes` past the last one decoded;
+    /// unless `complete`, a message cut by the end of `bytes` waits for more.
+    fn feed(&mut self, bytes: &[u8], complete: bool) -> Result<(), String> {
+        while self.offset < bytes.len() {
+            let offset = self.offset;
+            let what = match self.metadata {
+                None => "GlobalMetadata",
+                Some(_) => "Node",
+            };
+            let Some((end, body)) = message_at(bytes, offset, what, complete)? else {
+                return Ok(());
+            };
+            let error = |e: prost::DecodeError| {
+                format!(
+                    "byte {offset}: the {what} message does not decode ({e}): not a Chakra trace?"
+                )
+            };
+            if self.metadata.is_none() {
+                self.metadata = Some(GlobalMetadata::decode(body).map_err(error)?);
+            } else if body.is_empty() {
+                return Err(format!(
+                    "byte {offset}: an empty Node message (no id, name or type): not a Chakra trace?"
+                ));
+            } else {
+                self.nodes.push(Node::decode(body).map_err(error)?);
+            }
+            self.offset = end;
         }
-        offset = body.0;
+        Ok(())
     }
-    Ok(RawTrace {
-        metadata: metadata.unwrap_or_default(),
-        nodes,
-    })
+
+    /// The trace, once `bytes` is the whole file.
+    fn finish(mut self, bytes: &[u8]) -> Result<RawTrace, String> {
+        if bytes.is_empty() {
+            return Err("empty file: a Chakra trace starts with its GlobalMetadata".to_owned());
+        }
+        self.feed(bytes, true)?;
+        Ok(RawTrace {
+            metadata: self.metadata.unwrap_or_default(),
+            nodes: self.nodes,
+        })
+    }
 }
 
 /// The message whose length prefix starts at `offset`: where the next one
-/// starts, and its bytes.
-fn message_at<'a>(bytes: &'a [u8], offset: usize, what: &str) -> Result<(usize, &'a [u8]), String> {
+/// starts, and its bytes; `None` when `bytes` ends inside it and more may
+/// come (not `complete`).
+fn message_at<'a>(
+    bytes: &'a [u8],
+    offset: usize,
+    what: &str,
+    complete: bool,
+) -> Result<Option<(usize, &'a [u8])>, String> {
     let mut cursor = &bytes[offset..];
+    // A varint is at most 10 bytes, each but the last with its high bit set.
+    let cut_varint = cursor.len() < 10 && cursor.iter().all(|b| b & 0x80 != 0);
+    if cut_varint && !complete {
+        return Ok(None);
+    }
     let length = prost::encoding::decode_varint(&mut cursor).map_err(|_| {
         format!("byte {offset}: the {what} message's length is no varint (truncated, or not a Chakra trace)")
     })?;
+    if length > MAX_MESSAGE_BYTES {
+        return Err(format!(
+            "byte {offset}: the {what} message claims {length} B, more than the \
+             {MAX_MESSAGE_BYTES} B (16 MiB) one message may be: not a Chakra trace?"
+        ));
+    }
     let start = bytes.len() - cursor.len();
     let available = cursor.len() as u64;
     if length > available {
+        if !complete {
+            return Ok(None);
+        }
         return Err(format!(
             "byte {offset}: the {what} message is {length} B long but only {available} B follow \
              (truncated, or not a Chakra trace)"
         ));
     }
     let end = start + length as usize;
-    Ok((end, &bytes[start..end]))
+    Ok(Some((end, &bytes[start..end])))
 }
 
 /// The bytes of `trace` as a file holds them.
@@ -139,6 +198,32 @@ mod tests {
         // GlobalMetadata { version: "1.0.0" }: tag 0x0a, length 5, 5 bytes.
         assert_eq!(&bytes[..8], &[7, 0x0a, 5, b'1', b'.', b'0', b'.', b'0']);
         assert_eq!(decode(&bytes).unwrap(), trace());
+    }
+
+    #[test]
+    fn empty_nodes_and_huge_lengths_are_no_trace() {
+        let zeros = decode(&[0u8; 64]).unwrap_err();
+        assert!(
+            zeros.starts_with("byte 1: an empty Node message"),
+            "{zeros}"
+        );
+        // The metadata, then a length prefix of 2^24 + 1 bytes.
+        let mut bytes = encode(&trace());
+        let end = bytes.len();
+        prost::encoding::encode_varint(MAX_MESSAGE_BYTES + 1, &mut bytes);
+        let huge = decode(&bytes).unwrap_err();
+        let want = format!("byte {end}: the Node message claims 16777217 B");
+        assert!(huge.starts_with(&want), "{huge}");
+    }
+
+    #[test]
+    fn a_trace_fed_in_pieces_decodes_as_a_whole() {
+        let bytes = encode(&trace());
+        for cut in 0..bytes.len() {
+            let mut decoder = Decoder::default();
+            decoder.feed(&bytes[..cut], false).unwrap();
+            assert_eq!(decoder.finish(&bytes).unwrap(), trace(), "cut at {cut}");
+        }
     }
 
     #[test]

@@ -91,7 +91,7 @@ pub fn rank_count(prefix: &Path) -> Result<usize, String> {
             prefix.display()
         ));
     };
-    if let Some(missing) = (0..=highest).find(|&r| !rank_file(prefix, r).is_file()) {
+    if let Some(missing) = (0..=highest).find(|&r| !rank_file(prefix, r).exists()) {
         return Err(format!(
             "{}: missing (rank {missing} of {} ranks: {} is the highest)",
             rank_file(prefix, missing).display(),
@@ -104,18 +104,8 @@ pub fn rank_count(prefix: &Path) -> Result<usize, String> {
 
 /// Reads the comm-groups file at `path`: `{"name": [ranks...], ...}`.
 pub fn read_groups(path: &Path) -> Result<BTreeMap<String, Vec<usize>>, String> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut text = String::new();
-    file.take(MAX_GROUPS_BYTES + 1)
-        .read_to_string(&mut text)
+    let text = crate::config::read_capped(path, MAX_GROUPS_BYTES, "a comm-groups file (JSON)")
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    if text.len() as u64 > MAX_GROUPS_BYTES {
-        return Err(format!(
-            "{}: larger than the {MAX_GROUPS_BYTES} B cap on a comm-groups file",
-            path.display()
-        ));
-    }
     let groups: BTreeMap<String, Vec<usize>> = serde_json::from_str(&text).map_err(|e| {
         format!(
             "{}: {e} (expected an object of process-group names to rank lists)",
@@ -143,7 +133,7 @@ pub fn load(prefix: &Path, groups: Option<&Path>) -> Result<TraceSet, String> {
     let n = rank_count(prefix)?;
     let comm_groups = match groups {
         Some(path) => read_groups(path)?,
-        None if groups_file(prefix).is_file() => read_groups(&groups_file(prefix))?,
+        None if groups_file(prefix).exists() => read_groups(&groups_file(prefix))?,
         None => BTreeMap::new(),
     };
     let mut files = Vec::with_capacity(n);

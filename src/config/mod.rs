@@ -33,7 +33,7 @@ use serde::de::DeserializeOwned;
 
 pub use error::ConfigError;
 pub use overrides::{Override, Overrides};
-pub use read::{CONFIG_CAP, excerpt, read_capped};
+pub use read::{CONFIG_CAP, excerpt, read_capped, read_capped_bytes};
 pub use yaml::Origin;
 
 use yaml::{Node, NodeDe, NodeKind};

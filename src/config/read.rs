@@ -25,6 +25,34 @@ const CHUNK: usize = 64 << 10;
 /// The text of `path`, at most `cap` bytes; `what` names the kind of file
 /// in the error (e.g. "a configuration file").
 pub fn read_capped(path: &Path, cap: u64, what: &str) -> io::Result<String> {
+    let bytes = read_capped_bytes(path, cap, what, |bytes, new| {
+        match bytes[new..].iter().position(|&b| b == 0) {
+            Some(at) => Err(invalid(format!(
+                "not a text file (a NUL byte at offset {}); expected {what}",
+                new + at
+            ))),
+            None => Ok(()),
+        }
+    })?;
+    String::from_utf8(bytes).map_err(|error| {
+        let offset = error.utf8_error().valid_up_to();
+        invalid(format!(
+            "not UTF-8 text (at byte {offset}); expected {what}"
+        ))
+    })
+}
+
+/// The bytes of `path`, at most `cap` bytes, read in chunks: the binary
+/// files' reader (a Chakra trace). After every chunk `check(bytes, new)`
+/// sees the bytes read so far (`bytes[new..]` the chunk just read) and may
+/// refuse them, so a file that is plainly not what `what` names
+/// (`/dev/zero`) is refused after its first chunk, not after `cap` bytes.
+pub fn read_capped_bytes(
+    path: &Path,
+    cap: u64,
+    what: &str,
+    mut check: impl FnMut(&[u8], usize) -> io::Result<()>,
+) -> io::Result<Vec<u8>> {
     let file = File::open(path)?;
     let declared = file.metadata().map(|m| m.len()).unwrap_or(0);
     if declared > cap {
@@ -40,23 +68,14 @@ pub fn read_capped(path: &Path, cap: u64, what: &str) -> io::Result<String> {
             Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
             Err(error) => return Err(error),
         };
-        if let Some(at) = chunk[..n].iter().position(|&b| b == 0) {
-            let offset = bytes.len() + at;
-            return Err(invalid(format!(
-                "not a text file (a NUL byte at offset {offset}); expected {what}"
-            )));
-        }
+        let new = bytes.len();
         bytes.extend_from_slice(&chunk[..n]);
+        check(&bytes, new)?;
         if bytes.len() as u64 > cap {
             return Err(too_large(cap, what, "is larger"));
         }
     }
-    String::from_utf8(bytes).map_err(|error| {
-        let offset = error.utf8_error().valid_up_to();
-        invalid(format!(
-            "not UTF-8 text (at byte {offset}); expected {what}"
-        ))
-    })
+    Ok(bytes)
 }
 
 /// A short excerpt of `text` for an error line: its first line, at most

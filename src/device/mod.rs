@@ -140,6 +140,15 @@ impl Device {
         *self.oplog.borrow_mut() = OpLog::counting();
     }
 
+    /// From now on (call it before the first op), ops are replayed on a
+    /// second, empty store as they are applied instead of recorded
+    /// ([`OpLog::replaying`]): a data run's op-log check whose memory is
+    /// that of the data, not of the op count.
+    pub fn replay_ops_as_applied(&self) {
+        let fresh = self.store.borrow().fresh();
+        *self.oplog.borrow_mut() = OpLog::replaying(fresh);
+    }
+
     /// Every op applied so far, in effect order.
     pub fn oplog(&self) -> Ref<'_, OpLog> {
         self.oplog.borrow()

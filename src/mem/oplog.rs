@@ -209,6 +209,17 @@ pub struct OpLog {
     /// ([`OpLog::counting`]).
     #[serde(skip)]
     counted: Option<Counted>,
+    /// Set by [`OpLog::replaying`]: the store the ops are replayed on as
+    /// they are applied, and the first op that failed there.
+    #[serde(skip)]
+    shadow: Option<Box<Shadow>>,
+}
+
+/// A replay run alongside the live store ([`OpLog::replaying`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Shadow {
+    store: MemoryStore,
+    failed: Option<ReplayError>,
 }
 
 /// What a log that keeps no records remembers.
@@ -231,6 +242,24 @@ impl OpLog {
         OpLog {
             records: Vec::new(),
             counted: Some(Counted::default()),
+            shadow: None,
+        }
+    }
+
+    /// An empty log that keeps no records but replays every op on `fresh`
+    /// (an empty store with the live store's address map and mode) as it
+    /// is applied, so [`OpLog::verify`] checks the same thing as replaying
+    /// a recorded log (the ops, in the order they took effect, on an empty
+    /// store, give the live memory) while its memory is that of the data,
+    /// not of the op count (a data run of a million small messages: a
+    /// record per op would be gigabytes). Start it before the first op.
+    pub fn replaying(fresh: MemoryStore) -> Self {
+        OpLog {
+            shadow: Some(Box::new(Shadow {
+                store: fresh,
+                failed: None,
+            })),
+            ..OpLog::counting()
         }
     }
 
@@ -261,7 +290,16 @@ impl OpLog {
         if let Some(counted) = &mut self.counted {
             counted.ops += 1;
             counted.last_start = start;
-            return Ok(OpId(counted.ops - 1));
+            let id = OpId(counted.ops - 1);
+            if let Some(shadow) = self.shadow.as_deref_mut().filter(|s| s.failed.is_none()) {
+                shadow.failed = op.apply(&mut shadow.store).err().map(|source| ReplayError {
+                    id,
+                    name: op.name(),
+                    node: node.into(),
+                    source,
+                });
+            }
+            return Ok(id);
         }
         self.records.push(OpRecord::new(node.into(), start, op));
         Ok(OpId(self.records.len() - 1))
@@ -324,9 +362,19 @@ impl OpLog {
         Ok(())
     }
 
-    /// Replays the log on an empty copy of `live` and checks that every
+    /// Replays the log on an empty copy of `live` (a [`replaying`](Self::replaying)
+    /// log: takes the store it replayed on as it went) and checks that every
     /// mapped region (and, with data on, every byte) matches.
     pub fn verify(&self, live: &MemoryStore) -> Result<(), VerifyError> {
+        if let Some(shadow) = &self.shadow {
+            if let Some(failed) = &shadow.failed {
+                return Err(VerifyError::Replay(failed.clone()));
+            }
+            return match shadow.store.diff(live) {
+                None => Ok(()),
+                Some(diff) => Err(VerifyError::Mismatch(diff)),
+            };
+        }
         if let Some(counted) = self.counted {
             return Err(VerifyError::NotRecorded { ops: counted.ops });
         }
@@ -499,6 +547,50 @@ mod tests {
             "the op log kept no records of its 2 ops (a counting log cannot be replayed)"
         );
         assert_eq!(serde_json::to_string(&log).unwrap(), "[]");
+    }
+
+    #[test]
+    fn a_replaying_log_checks_what_a_recorded_one_does_without_records() {
+        let (mut store, base) = setup();
+        let mut log = OpLog::replaying(store.fresh());
+        let t = SimTime::from_ns;
+        log.apply(&mut store, "host", t(0), Op::Map { addr: base, len: 8 })
+            .unwrap();
+        let write = |v: u8| Op::HostWrite {
+            addr: base,
+            data: vec![v; 4].into(),
+        };
+        log.apply(&mut store, "host", t(1), write(1)).unwrap();
+        let copy = Op::Copy {
+            src: base,
+            dst: base + 4,
+            len: 4,
+        };
+        let dma = log.apply(&mut store, "dma", t(2), copy).unwrap();
+        log.apply(&mut store, "host", t(3), write(2)).unwrap();
+        log.complete(dma, t(10)).unwrap();
+        assert_eq!((log.len(), log.records().len()), (4, 0));
+        log.verify(&store).unwrap();
+        // A byte changed outside the log: the replay differs from the live store.
+        let mut tampered = store.clone();
+        tampered.write(base + 7, &[9]).unwrap();
+        let error = log.verify(&tampered).unwrap_err();
+        assert!(matches!(error, VerifyError::Mismatch(_)), "{error}");
+        // A region mapped outside the log: the logged write to it fails in
+        // the replay, named by its op.
+        let outside = base + 4096;
+        store.map(outside, 8).unwrap();
+        let fill = Op::Fill {
+            addr: outside,
+            len: 8,
+            value: 1,
+        };
+        log.apply(&mut store, "pe", t(11), fill).unwrap();
+        let error = log.verify(&store).unwrap_err().to_string();
+        assert!(
+            error.starts_with("replay of op #4 (fill on pe) failed"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -252,8 +252,9 @@ impl Workload {
             DataMode::Off
         };
         let device = Device::from_machine(machine, data)?;
-        if !options.verify_data {
-            device.stop_recording_ops();
+        match options.verify_data {
+            true => device.replay_ops_as_applied(),
+            false => device.stop_recording_ops(),
         }
         let mut simulation = Simulation::new();
         if options.explain {

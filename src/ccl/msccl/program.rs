@@ -30,10 +30,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::Read;
 use std::path::Path;
 
 use crate::ccl::Collective;
+use crate::config::read_capped;
 
 /// The largest file [`Program::load`] reads.
 pub const MAX_FILE_BYTES: u64 = 16 << 20;
@@ -250,7 +250,8 @@ pub struct Program {
 const COLLECTIVES: &[(&str, Collective)] = &[("allreduce", Collective::AllReduce)];
 
 impl Program {
-    /// Reads `path` (at most [`MAX_FILE_BYTES`]) and parses it for a world
+    /// Reads `path` (at most [`MAX_FILE_BYTES`], through the shared capped
+    /// reader: `/dev/zero` is refused after its first chunk) and parses it for a world
     /// of `world_size` ranks running `collective`.
     pub fn load(
         path: &Path,
@@ -263,25 +264,12 @@ impl Program {
             line: 0,
             message,
         };
-        let handle =
-            std::fs::File::open(path).map_err(|e| whole(format!("cannot be read: {e}")))?;
-        let mut bytes = Vec::new();
-        handle
-            .take(MAX_FILE_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| whole(format!("cannot be read: {e}")))?;
-        if bytes.len() as u64 > MAX_FILE_BYTES {
-            return Err(whole(format!(
-                "larger than {} MiB: not an algorithm file this simulator reads",
-                MAX_FILE_BYTES >> 20
-            )));
-        }
-        let text = String::from_utf8(bytes).map_err(|e| {
-            whole(format!(
-                "not UTF-8 text (byte {})",
-                e.utf8_error().valid_up_to()
-            ))
-        })?;
+        let text = read_capped(path, MAX_FILE_BYTES, "an MSCCL XML algorithm file").map_err(
+            |e| match e.kind() {
+                std::io::ErrorKind::InvalidData => whole(e.to_string()),
+                _ => whole(format!("cannot be read: {e}")),
+            },
+        )?;
         Program::parse(&file, &text, world_size, collective)
     }
 
