@@ -18,7 +18,7 @@
 //! (`cost::pipeline`), as `ring_allreduce`'s climb.
 
 use kernbench::ccl::cost::{self, CostError, Network};
-use kernbench::ccl::helpers::{ChunkDefault, MIN_CHUNK, chunked, tile_chunks};
+use kernbench::ccl::helpers::{ChunkDefault, MIN_CHUNK, split_tile, tile_chunks};
 use kernbench::ccl::topology::Dir;
 use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, Params};
 use kernbench::sim::SimDuration;
@@ -66,11 +66,11 @@ async fn chain_broadcast(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let n = args.endpoints();
     let pos = (args.endpoint(cube) + n - args.root_endpoint()) % n;
     let (chunks, _) = tile_chunks(&args, CHUNKS);
-    for piece in chunked(addr, chunks, args.tile.n_elem as u64, args.dtype) {
-        let shape = [piece.n_elem as usize];
+    for view in split_tile(0, chunks, args.tile.n_elem as u64, args.dtype) {
+        let (shape, at) = ([view.n_elem as usize], addr + view.offset);
         let chunk = match pos {
-            0 => tl.view(piece.addr, &shape, args.dtype)?,
-            _ => tl.recv_into(Dir::W, &shape, args.dtype, piece.addr).await?,
+            0 => tl.view(at, &shape, args.dtype)?,
+            _ => tl.recv_into(Dir::W, &shape, args.dtype, at).await?,
         };
         if pos + 1 < n {
             tl.send(Dir::E, &chunk).await?;

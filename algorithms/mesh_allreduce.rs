@@ -15,18 +15,18 @@
 //! 4. ring all-gather along the row.
 //!
 //! Every sum is formed once and copied (`helpers::Ring`), so every endpoint
-//! ends with the same bits. Any tile of at least one element: pieces may
+//! ends with the same bits. Any tile of at least one element: parts may
 //! be empty (their steps send nothing) or larger than an IPCQ slot (sent
 //! as several messages, `helpers::exchange`).
 //!
-//! Cost ([`MeshAllreduce::model`]): an endpoint sends `2 (W − 1)` pieces of
+//! Cost ([`MeshAllreduce::model`]): an endpoint sends `2 (W − 1)` parts of
 //! `S/W` east and `2 (H − 1)` of `S/(W H)` south, one after the other:
 //! `2 (W − 1)(α_row + S/(W β_row)) + 2 (H − 1)(α_col + S/(W H β_col))`,
 //! the largest over the endpoints.
 
 use kernbench::ccl::cost::{CostError, Network, sequence};
 use kernbench::ccl::helpers::{
-    ChunkDefault, MAX_CHUNK, Ring, chunked, finish_in_place, message_bytes, piece,
+    ChunkDefault, MAX_CHUNK, Ring, finish_in_place, message_bytes, slice, split_tile,
 };
 use kernbench::ccl::topology::{Dir, NeighborMap, TopologyError};
 use kernbench::ccl::{CclAlgorithm, Collective, Endpoints, KernelArgs, WorldShape};
@@ -72,16 +72,16 @@ impl CclAlgorithm for MeshAllreduce {
         let layout = Layout::of(args);
         let (w, h) = layout.size();
         let elem = args.dtype.size();
-        let row_piece = args.tile.n_elem as u64 / u64::from(w);
+        let row_part = args.tile.n_elem as u64 / u64::from(w);
         let mut worst = SimDuration::ZERO;
         for e in 0..args.endpoints() {
             let mut sends = Vec::new();
             if w > 1 {
-                let step = net.message(e, net.peer(e, Dir::E)?, row_piece * elem)?;
+                let step = net.message(e, net.peer(e, Dir::E)?, row_part * elem)?;
                 sends.extend(std::iter::repeat_n(step, 2 * (w as usize - 1)));
             }
             if h > 1 {
-                let bytes = row_piece / u64::from(h) * elem;
+                let bytes = row_part / u64::from(h) * elem;
                 let step = net.message(e, net.peer(e, Dir::S)?, bytes)?;
                 sends.extend(std::iter::repeat_n(step, 2 * (h as usize - 1)));
             }
@@ -186,18 +186,18 @@ async fn mesh_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
         recv: Dir::N,
         max_message,
     };
-    let row_pieces = chunked(0, w as u64, n as u64, args.dtype);
-    row.reduce_scatter(&tl, args.op, &acc, &row_pieces).await?;
-    let mine = row_pieces[(row.pos + 1) % w];
-    let column_pieces = chunked(mine.addr, h as u64, mine.n_elem, args.dtype);
+    let row_parts = split_tile(0, w as u64, n as u64, args.dtype);
+    row.reduce_scatter(&tl, args.op, &acc, &row_parts).await?;
+    let mine = row_parts[(row.pos + 1) % w];
+    let column_parts = split_tile(mine.offset, h as u64, mine.n_elem, args.dtype);
     column
-        .reduce_scatter(&tl, args.op, &acc, &column_pieces)
+        .reduce_scatter(&tl, args.op, &acc, &column_parts)
         .await?;
-    let owned = column.owned(&column_pieces);
+    let owned = column.owned(&column_parts);
     if owned.n_elem > 0 {
-        finish_in_place(&tl, &args, &piece(&tl, &acc, owned)?).await?;
+        finish_in_place(&tl, &args, &slice(&tl, &acc, owned)?).await?;
     }
-    column.all_gather(&tl, &acc, &column_pieces).await?;
-    row.all_gather(&tl, &acc, &row_pieces).await?;
+    column.all_gather(&tl, &acc, &column_parts).await?;
+    row.all_gather(&tl, &acc, &row_parts).await?;
     tl.store(tile, &acc).await
 }

@@ -98,7 +98,7 @@ async fn rd_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let (tile, pieces) = own_tile(&tl, &args, chunks).await?;
     for chunk in &pieces {
         let part = tile.chunk(&tl, chunk, args.dtype).await?;
-        all_reduce_chunk(&tl, &args, &doubling, &part, tile.addr() + chunk.addr).await?;
+        all_reduce_chunk(&tl, &args, &doubling, &part, tile.addr() + chunk.offset).await?;
         tile.done(&tl, &part)?;
     }
     Ok(())

@@ -3,8 +3,8 @@
 //! of each SIP), with the standard fold for a count that is not a power of
 //! two (`helpers::Doubling`).
 //!
-//! The core of `P` endpoints cuts the tile into `P` pieces. Reduce-scatter:
-//! at step `k` (`k = log2 P − 1 … 0`) an endpoint splits the pieces it is
+//! The core of `P` endpoints cuts the tile into `P` parts. Reduce-scatter:
+//! at step `k` (`k = log2 P − 1 … 0`) an endpoint splits the parts it is
 //! responsible for in two, sends the half its partner `endpoint xor 2^k`
 //! keeps and adds the partner's copy of the half it keeps; at the end it
 //! owns one piece, summed once. All-gather: the steps in reverse, each
@@ -13,7 +13,7 @@
 //! `rd_allreduce`. Wiring: the algorithm's own tables (`neighbors`).
 //!
 //! Requires at most 256 endpoints (128 for a non-power of two). Any tile of
-//! at least one element: with fewer elements than `P` some pieces are
+//! at least one element: with fewer elements than `P` some parts are
 //! empty and their exchanges send nothing. A tile larger than
 //! [`SEGMENT`] goes through the algorithm one segment at a time, and a
 //! message larger than ccl.yaml `params.chunk` (default one IPCQ slot) as
@@ -27,8 +27,8 @@
 
 use kernbench::ccl::cost::{CostError, Network, sequence};
 use kernbench::ccl::helpers::{
-    Chunk, ChunkDefault, Doubling, Exchange, Fold, MAX_CHUNK, chunked, exchange, finish_in_place,
-    message_bytes, messages, piece, span,
+    ChunkDefault, Doubling, Exchange, Fold, MAX_CHUNK, TileView, exchange, finish_in_place,
+    message_bytes, messages, slice, span, split_tile,
 };
 use kernbench::ccl::topology::Dir;
 use kernbench::ccl::topology::NeighborMap;
@@ -95,7 +95,7 @@ impl CclAlgorithm for RhdAllreduce {
             }
             let mut sends = Vec::new();
             for k in 0..d.steps {
-                // The step with partner distance 2^k moves 2^k pieces.
+                // The step with partner distance 2^k moves 2^k parts.
                 let bytes = tile / d.core as u64 * (1 << k) * elem;
                 let message = net.message(endpoint, d.partner(k).0, bytes)?;
                 sends.extend([message, message]);
@@ -118,8 +118,8 @@ async fn rhd_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let tile = args.tile_addr(cube)?;
     let max_message = message_bytes(&args, MESSAGE);
     let segment = (SEGMENT / dtype.size()).max(1);
-    for part in chunked(0, n.div_ceil(segment), n, dtype) {
-        let addr = tile + part.addr;
+    for part in split_tile(0, n.div_ceil(segment), n, dtype) {
+        let addr = tile + part.offset;
         let acc = tl.load(addr, &[part.n_elem as usize], dtype).await?;
         let segment = Segment {
             acc: &acc,
@@ -142,10 +142,10 @@ struct Segment<'a> {
 
 impl Segment<'_> {
     /// The whole segment as a chunk of itself.
-    fn whole(&self) -> Chunk {
+    fn whole(&self) -> TileView {
         let n_elem = self.acc.shape().iter().product::<usize>() as u64;
-        Chunk {
-            addr: 0,
+        TileView {
+            offset: 0,
             n_elem,
             nbytes: n_elem * self.acc.dtype().size(),
         }
@@ -156,7 +156,7 @@ impl Segment<'_> {
         &self,
         tl: &Tl,
         dir: Dir,
-        (out, into): (Chunk, Chunk),
+        (out, into): (TileView, TileView),
         merge: F,
     ) -> Result<(), KernelError>
     where
@@ -178,7 +178,7 @@ impl Segment<'_> {
         args: &KernelArgs,
         doubling: &Doubling,
     ) -> Result<(), KernelError> {
-        let (op, whole, none) = (args.op, self.whole(), Chunk::default());
+        let (op, whole, none) = (args.op, self.whole(), TileView::default());
         let reduce = |part: TensorHandle, received: TensorHandle| async move {
             reduce_received(tl, op, &part, &received).await
         };
@@ -187,13 +187,13 @@ impl Segment<'_> {
             Fold::Host(dir) => self.exchange(tl, dir, (none, whole), reduce).await?,
             Fold::None => {}
         }
-        let pieces = chunked(0, doubling.core as u64, whole.n_elem, args.dtype);
-        let owned = self.reduce_scatter(tl, op, doubling, &pieces).await?;
-        let mine = span(&pieces, owned.clone());
+        let parts = split_tile(0, doubling.core as u64, whole.n_elem, args.dtype);
+        let owned = self.reduce_scatter(tl, op, doubling, &parts).await?;
+        let mine = span(&parts, owned.clone());
         if mine.n_elem > 0 {
-            finish_in_place(tl, args, &piece(tl, self.acc, &mine)?).await?;
+            finish_in_place(tl, args, &slice(tl, self.acc, &mine)?).await?;
         }
-        self.all_gather(tl, doubling, &pieces, owned).await?;
+        self.all_gather(tl, doubling, &parts, owned).await?;
         if let Fold::Host(dir) = doubling.fold() {
             let store = |_: TensorHandle, _: TensorHandle| async { Ok(()) };
             self.exchange(tl, dir, (whole, none), store).await?;
@@ -205,26 +205,26 @@ impl Segment<'_> {
     /// message stored straight from its slot.
     async fn as_extra(&self, tl: &Tl, dir: Dir) -> Result<(), KernelError> {
         let none = |_: TensorHandle, _: TensorHandle| async { Ok(()) };
-        self.exchange(tl, dir, (self.whole(), Chunk::default()), none)
+        self.exchange(tl, dir, (self.whole(), TileView::default()), none)
             .await?;
         let dtype = self.acc.dtype();
         for message in messages(self.whole(), self.max_message, dtype) {
             let result = tl.recv(dir, &[message.n_elem as usize], dtype).await?;
-            tl.store(self.addr + message.addr, &result).await?;
+            tl.store(self.addr + message.offset, &result).await?;
             tl.release(&result)?;
         }
         Ok(())
     }
 
-    /// Recursive halving; returns the range of pieces this endpoint owns.
+    /// Recursive halving; returns the range of parts this endpoint owns.
     async fn reduce_scatter(
         &self,
         tl: &Tl,
         op: ReduceOp,
         d: &Doubling,
-        pieces: &[Chunk],
+        parts: &[TileView],
     ) -> Result<std::ops::Range<usize>, KernelError> {
-        let mut range = 0..pieces.len();
+        let mut range = 0..parts.len();
         for k in (0..d.steps).rev() {
             let (partner, dir) = d.partner(k);
             let mid = (range.start + range.end) / 2;
@@ -233,7 +233,7 @@ impl Segment<'_> {
             } else {
                 (mid..range.end, range.start..mid)
             };
-            let parts = (span(pieces, give), span(pieces, keep.clone()));
+            let parts = (span(parts, give), span(parts, keep.clone()));
             let reduce = |part: TensorHandle, received: TensorHandle| async move {
                 reduce_received(tl, op, &part, &received).await
             };
@@ -243,12 +243,12 @@ impl Segment<'_> {
         Ok(range)
     }
 
-    /// Recursive doubling of the owned pieces back to the whole segment.
+    /// Recursive doubling of the owned parts back to the whole segment.
     async fn all_gather(
         &self,
         tl: &Tl,
         d: &Doubling,
-        pieces: &[Chunk],
+        parts: &[TileView],
         mut owned: std::ops::Range<usize>,
     ) -> Result<(), KernelError> {
         for k in 0..d.steps {
@@ -259,7 +259,7 @@ impl Segment<'_> {
             } else {
                 owned.start - len..owned.start
             };
-            let parts = (span(pieces, owned.clone()), span(pieces, theirs.clone()));
+            let parts = (span(parts, owned.clone()), span(parts, theirs.clone()));
             let store = |slot: TensorHandle, received: TensorHandle| async move {
                 tl.store(&slot, &received).await
             };

@@ -2,7 +2,7 @@
 //! all-reduce) over every endpoint (PE 0 of each cube of each SIP),
 //! `ring_1d` wiring.
 //!
-//! The tile is cut into `n` pieces, one per endpoint. Reduce-scatter:
+//! The tile is cut into `n` parts, one per endpoint. Reduce-scatter:
 //! `n − 1` steps in which every endpoint sends one piece east and adds
 //! the piece arriving from the west (`helpers::Ring::reduce_scatter`), after
 //! which endpoint `e` owns the sum of piece `e + 1`, formed once. All-gather:
@@ -10,17 +10,17 @@
 //! arrive, so every endpoint ends with the owners' bits.
 //!
 //! Any tile of at least one element: with fewer elements than endpoints
-//! some pieces are empty and their steps send nothing; a piece larger than
+//! some parts are empty and their steps send nothing; a piece larger than
 //! an IPCQ slot goes as several messages (`helpers::exchange`). The whole
 //! tile is held in TCM (refused at load when it does not fit).
 //!
 //! Cost ([`RingRsagAllreduce::model`]): each endpoint sends `2 (n − 1)`
-//! pieces of `S/n` to its east neighbour, one after the other:
+//! parts of `S/n` to its east neighbour, one after the other:
 //! `2 (n − 1) · (α + S / (n β))`, the largest over the endpoints.
 
 use kernbench::ccl::cost::{CostError, Network};
 use kernbench::ccl::helpers::{
-    ChunkDefault, MAX_CHUNK, Ring, chunked, finish_in_place, message_bytes, piece,
+    ChunkDefault, MAX_CHUNK, Ring, finish_in_place, message_bytes, slice, split_tile,
 };
 use kernbench::ccl::topology::Dir;
 use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs};
@@ -74,12 +74,12 @@ async fn ring_rsag_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError
         recv: Dir::W,
         max_message: message_bytes(&args, MESSAGE),
     };
-    let pieces = chunked(0, len as u64, n as u64, args.dtype);
-    ring.reduce_scatter(&tl, args.op, &acc, &pieces).await?;
-    let mine = ring.owned(&pieces);
+    let parts = split_tile(0, len as u64, n as u64, args.dtype);
+    ring.reduce_scatter(&tl, args.op, &acc, &parts).await?;
+    let mine = ring.owned(&parts);
     if mine.n_elem > 0 {
-        finish_in_place(&tl, &args, &piece(&tl, &acc, mine)?).await?;
+        finish_in_place(&tl, &args, &slice(&tl, &acc, mine)?).await?;
     }
-    ring.all_gather(&tl, &acc, &pieces).await?;
+    ring.all_gather(&tl, &acc, &parts).await?;
     tl.store(tile, &acc).await
 }

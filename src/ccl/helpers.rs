@@ -1,9 +1,10 @@
 //! What the algorithms of `algorithms/` share, so that a new one is short
 //! (author guide §5):
 //!
-//! - **chunks**: [`chunked`] splits a tile into pieces (for pipelining,
-//!   and for reduce-scatter / all-gather); [`chunk_count`] turns a ccl.yaml
-//!   `chunk` size into a number of pieces;
+//! - **tile views**: [`split_tile`] splits a tile into [`TileView`]s
+//!   (offsets, not addresses): pipelining chunks, reduce-scatter /
+//!   all-gather parts, put pieces; [`chunk_count`] turns a ccl.yaml
+//!   `chunk` size into a number of chunks;
 //! - **reduce-then-broadcast trees**: an endpoint's [`TreeLinks`] (the
 //!   direction of its parent and of its children) built from a binary tree
 //!   ([`binary_tree`]) or from lines ([`Line`], [`hierarchy`]: a row of
@@ -34,44 +35,46 @@ use super::collective::{ParamKind, ParamSpec, Params, ReduceOp};
 use super::cost::{CostError, Network};
 use super::topology::NeighborMap;
 
-/// A view of part of a tile (the default: an empty one).
+/// A view of part of a tile: where it starts as a byte offset from the
+/// tile's first element (never an address: add the tile's address to
+/// reach memory) and how much it holds. The default is an empty view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Chunk {
-    /// Address of the first element.
-    pub addr: u64,
-    /// Elements in the chunk.
+pub struct TileView {
+    /// Byte offset of the first element from the tile's start.
+    pub offset: u64,
+    /// Elements in the view.
     pub n_elem: u64,
-    /// Bytes in the chunk.
+    /// Bytes in the view.
     pub nbytes: u64,
 }
 
-/// Splits the tile of `n_elem` elements of `dtype` at `base_addr` into
-/// `n_chunks` consecutive views. When `n_elem` does not divide evenly, the
-/// first `n_elem % n_chunks` chunks hold one element more (numpy's
-/// `array_split`), so the chunks always cover the tile exactly. No chunks
-/// when `n_chunks` is zero.
-pub fn chunked(base_addr: u64, n_chunks: u64, n_elem: u64, dtype: DType) -> Vec<Chunk> {
-    if n_chunks == 0 {
+/// Splits `n_elem` elements of `dtype` starting `start` bytes into a tile
+/// into `parts` consecutive views (pipelining chunks, reduce-scatter
+/// parts, put pieces). When `n_elem` does not divide evenly, the first
+/// `n_elem % parts` views hold one element more (numpy's `array_split`),
+/// so the views always cover the range exactly. None when `parts` is zero.
+pub fn split_tile(start: u64, parts: u64, n_elem: u64, dtype: DType) -> Vec<TileView> {
+    if parts == 0 {
         return Vec::new();
     }
-    let (base, extra) = (n_elem / n_chunks, n_elem % n_chunks);
-    let mut addr = base_addr;
-    (0..n_chunks)
+    let (base, extra) = (n_elem / parts, n_elem % parts);
+    let mut offset = start;
+    (0..parts)
         .map(|i| {
             let n_elem = base + u64::from(i < extra);
-            let chunk = Chunk {
-                addr,
+            let view = TileView {
+                offset,
                 n_elem,
                 nbytes: n_elem * dtype.size(),
             };
-            addr += chunk.nbytes;
-            chunk
+            offset += view.nbytes;
+            view
         })
         .collect()
 }
 
-/// How many pieces a tile of `n_elem` elements of `dtype` is cut into so
-/// that none exceeds `chunk_bytes` (`None`: one piece, the whole tile).
+/// How many chunks a tile of `n_elem` elements of `dtype` is cut into so
+/// that none exceeds `chunk_bytes` (`None`: one chunk, the whole tile).
 /// At least one, at most `n_elem`.
 pub fn chunk_count(n_elem: u64, dtype: DType, chunk_bytes: Option<u64>) -> u64 {
     let Some(chunk) = chunk_bytes else {
@@ -84,12 +87,12 @@ pub fn chunk_count(n_elem: u64, dtype: DType, chunk_bytes: Option<u64>) -> u64 {
 /// The chunk of a pipelined algorithm when ccl.yaml `params.chunk` gives
 /// none.
 ///
-/// A piece costs its bytes plus a per-message overhead (credit, doorbell,
+/// A chunk costs its bytes plus a per-message overhead (credit, doorbell,
 /// first-flit latencies), and a pipeline of `D` dependent hops over `C`
-/// pieces takes about `(D + C − 1)` piece times: shallow trees want a few
-/// large pieces, long chains many small ones. Measured on 16 SIPs (flow,
+/// chunks takes about `(D + C − 1)` chunk times: shallow trees want a few
+/// large chunks, long chains many small ones. Measured on 16 SIPs (flow,
 /// docs/performance.md): `intercube_allreduce` at 16 MiB per rank takes
-/// 872 µs with 8 KiB pieces and 322 µs with 64 KiB ones, while the
+/// 872 µs with 8 KiB chunks and 322 µs with 64 KiB ones, while the
 /// 256-endpoint `ring_allreduce` at 1 MiB is fastest with 8 KiB.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChunkDefault {
@@ -101,7 +104,7 @@ pub enum ChunkDefault {
     Fixed(u64),
 }
 
-/// The smallest default chunk: below it a piece's per-message overhead
+/// The smallest default chunk: below it a chunk's per-message overhead
 /// outweighs its bytes on the cube mesh.
 pub const MIN_CHUNK: u64 = 8 * 1024;
 
@@ -120,7 +123,7 @@ impl ChunkDefault {
 }
 
 /// The ccl.yaml `params` of a pipelined algorithm: `chunk`, the largest
-/// piece a tile is cut into (a size; the default is the algorithm's
+/// chunk a tile is cut into (a size; the default is the algorithm's
 /// [`ChunkDefault`]).
 pub const CHUNK_PARAMS: &[ParamSpec] = &[ParamSpec {
     name: "chunk",
@@ -143,7 +146,7 @@ pub fn check_chunk(params: &Params) -> Result<(), String> {
 /// How a pipelined algorithm cuts `args`' tile: the number of chunks of
 /// at most `params.chunk` bytes (by default `default`'s, at most one IPCQ
 /// slot: a chunk is received whole), and the smallest
-/// chunk's bytes (what a cost model charges per piece, a lower bound).
+/// chunk's bytes (what a cost model charges per chunk, a lower bound).
 pub fn tile_chunks(args: &KernelArgs, default: ChunkDefault) -> (u64, u64) {
     let (n, dtype) = (args.tile.n_elem as u64, args.dtype);
     let chunks = chunk_count(n, dtype, Some(message_bytes(args, default)));
@@ -175,17 +178,13 @@ pub async fn put_tile(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let (n, dtype) = (args.tile.n_elem as u64, args.dtype);
     let piece = args.params.size("piece").unwrap_or(PUT_PIECE);
     let pieces = chunk_count(n, dtype, Some(piece));
-    let sources = chunked(from, pieces, n, dtype);
-    let copies = sources
-        .into_iter()
-        .zip(chunked(to, pieces, n, dtype))
-        .map(|(source, target)| {
-            let tl = tl.clone();
-            async move {
-                let piece = tl.view(source.addr, &[source.n_elem as usize], dtype)?;
-                tl.store(target.addr, &piece).await
-            }
-        });
+    let copies = split_tile(0, pieces, n, dtype).into_iter().map(|view| {
+        let tl = tl.clone();
+        async move {
+            let piece = tl.view(from + view.offset, &[view.n_elem as usize], dtype)?;
+            tl.store(to + view.offset, &piece).await
+        }
+    });
     futures::future::try_join_all(copies).await?;
     Ok(())
 }
@@ -348,7 +347,7 @@ pub async fn reduce_broadcast(
     args: &KernelArgs,
     links: &TreeLinks,
     tile: Tile,
-    chunks: &[Chunk],
+    chunks: &[TileView],
 ) -> Result<(), KernelError> {
     let up = reduce_up(tl, args, links, &tile, chunks, AtRoot::Broadcast);
     let down = broadcast_down(tl, links, tile.addr(), args.dtype, chunks);
@@ -383,14 +382,14 @@ impl Tile {
     pub async fn chunk(
         &self,
         tl: &Tl,
-        chunk: &Chunk,
+        chunk: &TileView,
         dtype: DType,
     ) -> Result<TensorHandle, KernelError> {
         match self {
-            Tile::Loaded { acc, .. } => piece(tl, acc, chunk),
+            Tile::Loaded { acc, .. } => slice(tl, acc, chunk),
             Tile::Streamed(addr) => {
                 let shape = [chunk.n_elem as usize];
-                tl.load(addr + chunk.addr, &shape, dtype).await
+                tl.load(addr + chunk.offset, &shape, dtype).await
             }
         }
     }
@@ -422,7 +421,7 @@ async fn reduce_up(
     args: &KernelArgs,
     links: &TreeLinks,
     tile: &Tile,
-    chunks: &[Chunk],
+    chunks: &[TileView],
     at_root: AtRoot,
 ) -> Result<(), KernelError> {
     for (index, chunk) in chunks.iter().enumerate() {
@@ -437,7 +436,7 @@ async fn reduce_up(
             Some(parent) => tl.send(parent, &part).await?,
             None => {
                 let result = finish(tl, args.op, part.clone(), args.endpoints()).await?;
-                let dst = tile.addr() + chunk.addr;
+                let dst = tile.addr() + chunk.offset;
                 match at_root {
                     AtRoot::Broadcast => pass_down(tl, links, index, &result, dst).await?,
                     AtRoot::Store => tl.store(dst, &result).await?,
@@ -459,7 +458,7 @@ async fn broadcast_down(
     links: &TreeLinks,
     tile: u64,
     dtype: DType,
-    chunks: &[Chunk],
+    chunks: &[TileView],
 ) -> Result<(), KernelError> {
     let Some(parent) = links.parent else {
         return Ok(());
@@ -468,7 +467,7 @@ async fn broadcast_down(
         let _phase = tl.phase("broadcast");
         let shape = [chunk.n_elem as usize];
         let result = tl.recv(parent, &shape, dtype).await?;
-        pass_down(tl, links, index, &result, tile + chunk.addr).await?;
+        pass_down(tl, links, index, &result, tile + chunk.offset).await?;
         tl.release(&result)?;
     }
     Ok(())
@@ -495,11 +494,11 @@ async fn pass_down(
     tl.store(dst, result).await
 }
 
-/// The view of `chunk` (an offset into the tile) inside `acc`.
-pub fn piece(tl: &Tl, acc: &TensorHandle, chunk: &Chunk) -> Result<TensorHandle, KernelError> {
+/// The part of `acc` that `view` (offsets into the tile) covers.
+pub fn slice(tl: &Tl, acc: &TensorHandle, view: &TileView) -> Result<TensorHandle, KernelError> {
     tl.view(
-        acc.addr() + chunk.addr,
-        &[chunk.n_elem as usize],
+        acc.addr() + view.offset,
+        &[view.n_elem as usize],
         acc.dtype(),
     )
 }
@@ -517,55 +516,55 @@ pub struct Ring {
     /// The ring from `pos − 1`.
     pub recv: Dir,
     /// The largest message in bytes (e.g. [`KernelArgs::slot_bytes`]): a
-    /// piece larger than this goes as several ([`exchange`]).
+    /// part larger than this goes as several ([`exchange`]).
     pub max_message: u64,
 }
 
 impl Ring {
-    /// The `len − 1` reduce-scatter steps over `pieces` (one per position,
-    /// offsets into `acc`): afterwards piece `(pos + 1) mod len` of `acc`
+    /// The `len − 1` reduce-scatter steps over `parts` (one per position,
+    /// offsets into `acc`): afterwards part `(pos + 1) mod len` of `acc`
     /// holds its sum over the ring.
     pub async fn reduce_scatter(
         &self,
         tl: &Tl,
         op: ReduceOp,
         acc: &TensorHandle,
-        pieces: &[Chunk],
+        parts: &[TileView],
     ) -> Result<(), KernelError> {
-        self.steps(tl, acc, pieces, self.pos, |part, received| async move {
+        self.steps(tl, acc, parts, self.pos, |part, received| async move {
             reduce_received(tl, op, &part, &received).await
         })
         .await
     }
 
-    /// The piece of `pieces` this position owns after
+    /// The part of `parts` this position owns after
     /// [`reduce_scatter`](Self::reduce_scatter).
-    pub fn owned<'p>(&self, pieces: &'p [Chunk]) -> &'p Chunk {
-        &pieces[(self.pos + 1) % self.len.max(1)]
+    pub fn owned<'p>(&self, parts: &'p [TileView]) -> &'p TileView {
+        &parts[(self.pos + 1) % self.len.max(1)]
     }
 
     /// The `len − 1` all-gather steps after [`reduce_scatter`](Self::reduce_scatter):
-    /// every piece's sum is copied round the ring, so every position's
+    /// every part's sum is copied round the ring, so every position's
     /// `acc` ends with the same bytes.
     pub async fn all_gather(
         &self,
         tl: &Tl,
         acc: &TensorHandle,
-        pieces: &[Chunk],
+        parts: &[TileView],
     ) -> Result<(), KernelError> {
-        self.steps(tl, acc, pieces, self.pos + 1, |part, received| async move {
+        self.steps(tl, acc, parts, self.pos + 1, |part, received| async move {
             tl.store(&part, &received).await
         })
         .await
     }
 
-    /// `len − 1` steps of "send piece `ring_step(at).0`, receive piece
+    /// `len − 1` steps of "send part `ring_step(at).0`, receive part
     /// `ring_step(at).1` and `merge` it".
     async fn steps<F, Fut>(
         &self,
         tl: &Tl,
         acc: &TensorHandle,
-        pieces: &[Chunk],
+        parts: &[TileView],
         at: usize,
         merge: F,
     ) -> Result<(), KernelError>
@@ -580,7 +579,7 @@ impl Ring {
         };
         for step in 0..self.len.saturating_sub(1) {
             let (send, recv) = ring_step(at, step, self.len);
-            exchange(tl, acc, how, pieces[send], pieces[recv], &merge).await?;
+            exchange(tl, acc, how, parts[send], parts[recv], &merge).await?;
         }
         Ok(())
     }
@@ -598,14 +597,14 @@ pub struct Exchange {
 }
 
 /// `part` cut into messages of at most `max_message` bytes (at least one
-/// element each, a whole number of elements; uneven as [`chunked`] cuts):
+/// element each, a whole number of elements; uneven as [`split_tile`] cuts):
 /// none for an empty part.
-pub fn messages(part: Chunk, max_message: u64, dtype: DType) -> Vec<Chunk> {
+pub fn messages(part: TileView, max_message: u64, dtype: DType) -> Vec<TileView> {
     if part.n_elem == 0 {
         return Vec::new();
     }
     let count = chunk_count(part.n_elem, dtype, Some(max_message));
-    chunked(part.addr, count, part.n_elem, dtype)
+    split_tile(part.offset, count, part.n_elem, dtype)
 }
 
 /// Sends `out` (an offset view of `acc`) in `how.send` and receives a
@@ -620,8 +619,8 @@ pub async fn exchange<F, Fut>(
     tl: &Tl,
     acc: &TensorHandle,
     how: Exchange,
-    out: Chunk,
-    into: Chunk,
+    out: TileView,
+    into: TileView,
     merge: F,
 ) -> Result<(), KernelError>
 where
@@ -635,10 +634,10 @@ where
     );
     for i in 0..outs.len().max(ins.len()) {
         if let Some(message) = outs.get(i) {
-            tl.send(how.send, &piece(tl, acc, message)?).await?;
+            tl.send(how.send, &slice(tl, acc, message)?).await?;
         }
         if let Some(message) = ins.get(i) {
-            let part = piece(tl, acc, message)?;
+            let part = slice(tl, acc, message)?;
             let received = tl.recv(how.recv, part.shape(), part.dtype()).await?;
             merge(part, received.clone()).await?;
             tl.release(&received)?;
@@ -687,7 +686,7 @@ pub fn cube_and_sip_lines(args: &KernelArgs, cube: u32, line: LineRoot) -> Vec<L
 
 /// The hierarchical all-reduce of this program's tile (seed ADR-0032's
 /// phases, generalised): the tree of [`cube_and_sip_lines`] with roots
-/// where `line` puts them, run by [`reduce_broadcast`] in `chunks` pieces
+/// where `line` puts them, run by [`reduce_broadcast`] in `chunks` chunks
 /// of the tile.
 pub async fn hierarchical_allreduce(
     tl: &Tl,
@@ -700,7 +699,7 @@ pub async fn hierarchical_allreduce(
 }
 
 /// [`reduce_broadcast`] of this program's tile (cube `program_id(1)`'s)
-/// over `links`, in `chunks` pieces; every endpoint's tile ends holding the
+/// over `links`, in `chunks` chunks; every endpoint's tile ends holding the
 /// result. A tile of at most half the TCM is loaded at once; a larger one
 /// streams through TCM chunk by chunk ([`Tile`]).
 pub async fn tile_reduce_broadcast(
@@ -709,8 +708,8 @@ pub async fn tile_reduce_broadcast(
     links: &TreeLinks,
     chunks: u64,
 ) -> Result<(), KernelError> {
-    let (tile, pieces) = own_tile(tl, args, chunks).await?;
-    reduce_broadcast(tl, args, links, tile, &pieces).await
+    let (tile, chunks) = own_tile(tl, args, chunks).await?;
+    reduce_broadcast(tl, args, links, tile, &chunks).await
 }
 
 /// The `reduce` half of [`tile_reduce_broadcast`]: the tree's root ends
@@ -722,17 +721,17 @@ pub async fn tile_reduce(
     links: &TreeLinks,
     chunks: u64,
 ) -> Result<(), KernelError> {
-    let (tile, pieces) = own_tile(tl, args, chunks).await?;
-    reduce_up(tl, args, links, &tile, &pieces, AtRoot::Store).await
+    let (tile, chunks) = own_tile(tl, args, chunks).await?;
+    reduce_up(tl, args, links, &tile, &chunks, AtRoot::Store).await
 }
 
 /// This program's tile (loaded whole when it fits in half the TCM,
-/// streamed otherwise) and its `chunks` pieces.
+/// streamed otherwise) and its `chunks` chunks.
 pub async fn own_tile(
     tl: &Tl,
     args: &KernelArgs,
     chunks: u64,
-) -> Result<(Tile, Vec<Chunk>), KernelError> {
+) -> Result<(Tile, Vec<TileView>), KernelError> {
     let addr = args.tile_addr(tl.program_id(1))?;
     let n = args.tile.n_elem;
     let tile = if n as u64 * args.dtype.size() <= tl.tcm_capacity() / 2 {
@@ -741,7 +740,7 @@ pub async fn own_tile(
     } else {
         Tile::Streamed(addr)
     };
-    Ok((tile, chunked(0, chunks, n as u64, args.dtype)))
+    Ok((tile, split_tile(0, chunks, n as u64, args.dtype)))
 }
 
 /// The TCM a [`tile_reduce_broadcast`] endpoint needs at least for a tile
@@ -785,13 +784,13 @@ pub fn hierarchical_tree(args: &KernelArgs, line: LineRoot) -> Vec<TreeLinks> {
         .collect()
 }
 
-/// The one chunk covering `pieces[range]` (consecutive pieces of one
-/// tile, as [`chunked`] makes them).
-pub fn span(pieces: &[Chunk], range: std::ops::Range<usize>) -> Chunk {
-    let part = &pieces[range];
+/// The one view covering `parts[range]` (consecutive parts of one
+/// tile, as [`split_tile`] makes them).
+pub fn span(parts: &[TileView], range: std::ops::Range<usize>) -> TileView {
+    let part = &parts[range];
     let n_elem = part.iter().map(|c| c.n_elem).sum();
-    Chunk {
-        addr: part.first().map_or(0, |c| c.addr),
+    TileView {
+        offset: part.first().map_or(0, |c| c.offset),
         n_elem,
         nbytes: part.iter().map(|c| c.nbytes).sum(),
     }
@@ -901,31 +900,31 @@ mod tests {
 
     #[test]
     fn chunks_cover_the_tile_consecutively() {
-        let chunks = chunked(0x1000, 4, 64, DType::F16);
+        let chunks = split_tile(0x1000, 4, 64, DType::F16);
         assert_eq!(chunks.len(), 4);
         assert_eq!(
             chunks[1],
-            Chunk {
-                addr: 0x1020,
+            TileView {
+                offset: 0x1020,
                 n_elem: 16,
                 nbytes: 32
             }
         );
-        let uneven = chunked(0, 3, 10, DType::F32);
+        let uneven = split_tile(0, 3, 10, DType::F32);
         let sizes: Vec<u64> = uneven.iter().map(|c| c.n_elem).collect();
         assert_eq!(sizes, [4, 3, 3]);
-        assert_eq!(uneven[2].addr, 28);
-        assert!(chunked(0, 0, 10, DType::F32).is_empty());
+        assert_eq!(uneven[2].offset, 28);
+        assert!(split_tile(0, 0, 10, DType::F32).is_empty());
     }
 
     #[test]
     fn chunk_count_keeps_every_piece_within_the_chunk_size() {
         assert_eq!(chunk_count(1000, DType::F16, None), 1);
-        // 4 KiB of f16 = 2048 elements: 6144 elements need 3 pieces.
+        // 4 KiB of f16 = 2048 elements: 6144 elements need 3 chunks.
         assert_eq!(chunk_count(6144, DType::F16, Some(4096)), 3);
         assert_eq!(chunk_count(6145, DType::F16, Some(4096)), 4);
         // A chunk larger than the tile is the whole tile; never more
-        // pieces than elements.
+        // chunks than elements.
         assert_eq!(chunk_count(10, DType::F32, Some(1 << 20)), 1);
         assert_eq!(chunk_count(3, DType::F32, Some(1)), 3);
     }
@@ -944,7 +943,7 @@ mod tests {
                 let west = (rank + n - 1) % n;
                 assert_eq!(ring_step(rank, step, n).1, ring_step(west, step, n).0);
             }
-            // The last piece received is the one the rank ends owning.
+            // The last part received is the one the rank ends owning.
             assert_eq!(ring_step(rank, n - 2, n).1, (rank + 1) % n);
         }
     }
