@@ -20,6 +20,7 @@
 //! time; nothing of workloads or of how the critical path is walked.
 
 use std::cell::{Cell, RefCell};
+use std::hash::{Hash, Hasher};
 use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
@@ -149,7 +150,7 @@ impl TermKind {
 }
 
 /// One term: `ps` of `kind` on component `component`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Term {
     /// Index into [`Recording::components`].
     pub component: u32,
@@ -184,9 +185,10 @@ pub struct Counters {
 pub struct Recording {
     /// Every component named so far.
     pub components: Vec<Component>,
-    /// Every label's terms, one after another.
+    /// Every distinct label's terms, one after another.
     pub terms: Vec<Term>,
-    /// Label `i` is `terms[labels[i].0 .. labels[i].1]`.
+    /// Label `i` is `terms[labels[i].0 .. labels[i].1]`. Labels are
+    /// interned: waits with equal terms share one.
     pub labels: Vec<(u32, u32)>,
     /// Queueing pushed per component since the interval's start, in ps.
     pub queued: Vec<u64>,
@@ -194,7 +196,8 @@ pub struct Recording {
     pub start: Option<SimTime>,
     /// The interval's end and the causal-log poll that ended it.
     pub end: Option<(SimTime, Option<u32>)>,
-    /// Every server's counters over the interval (after the end mark).
+    /// The counters over the interval of every server that did anything
+    /// in it (after the end mark).
     pub counters: Vec<Counters>,
     /// What the interval is, as the marker said.
     pub interval: String,
@@ -215,12 +218,11 @@ impl Recording {
 #[derive(Default)]
 struct Recorder {
     kept: Recording,
-    /// Component ids by the address of their shared name.
-    by_name: FxHashMap<usize, u32>,
     /// Component ids of names given as text.
     by_text: FxHashMap<Rc<str>, u32>,
-    /// Classes the fabric told, by the address of the name.
-    classes: FxHashMap<usize, Class>,
+    /// Labels by the hash of their terms (the first of each hash: a
+    /// colliding label with other terms is kept apart, not shared).
+    by_terms: FxHashMap<u64, u32>,
     /// Terms pushed in the poll `scratch_poll` and not yet slept on.
     scratch: Vec<Term>,
     scratch_poll: Option<u32>,
@@ -229,9 +231,13 @@ struct Recorder {
 thread_local! {
     static RECORDING: Cell<bool> = const { Cell::new(false) };
     static RECORDER: RefCell<Option<Recorder>> = const { RefCell::new(None) };
+    /// Which recording is installed (servers cache their component id
+    /// for one; 0 is none).
+    static GENERATION: Cell<u32> = const { Cell::new(0) };
 }
 
-/// Whether a recorder is installed on this thread (cheap).
+/// Whether a recorder is installed on this thread and the explained
+/// interval has not ended (cheap).
 #[inline]
 pub fn recording() -> bool {
     RECORDING.with(Cell::get)
@@ -239,6 +245,7 @@ pub fn recording() -> bool {
 
 /// Installs a fresh recorder on this thread (replacing any).
 pub fn install() {
+    GENERATION.with(|g| g.set(g.get().checked_add(1).unwrap_or(1)));
     RECORDER.with(|r| *r.borrow_mut() = Some(Recorder::default()));
     RECORDING.with(|r| r.set(true));
 }
@@ -253,27 +260,22 @@ fn with<T>(f: impl FnOnce(&mut Recorder) -> T) -> Option<T> {
     RECORDER.with(|r| r.borrow_mut().as_mut().map(f))
 }
 
-/// Tells the class of the server named `name` (the fabric, for links).
-pub fn set_class(name: &Rc<str>, class: Class) {
-    with(|r| r.classes.insert(name_key(name), class));
-}
-
-fn name_key(name: &Rc<str>) -> usize {
-    Rc::as_ptr(name).cast::<u8>() as usize
+/// Names `server` a component of class `class` now (the fabric, for
+/// links: their class comes from their edge's kind, not their activity).
+pub fn set_class(server: &SerialServer, class: Class) {
+    if !recording() {
+        return;
+    }
+    let generation = GENERATION.with(Cell::get);
+    if server.explain_id(generation).is_some() {
+        return;
+    }
+    if let Some(id) = with(|r| r.add(server.name_rc().clone(), class)) {
+        server.set_explain_id(generation, id);
+    }
 }
 
 impl Recorder {
-    fn component_of(&mut self, name: &Rc<str>, default: Class) -> u32 {
-        let key = name_key(name);
-        if let Some(&id) = self.by_name.get(&key) {
-            return id;
-        }
-        let class = self.classes.get(&key).copied().unwrap_or(default);
-        let id = self.add(name.clone(), class);
-        self.by_name.insert(key, id);
-        id
-    }
-
     fn named(&mut self, name: &str, class: Class) -> u32 {
         if let Some(&id) = self.by_text.get(name) {
             return id;
@@ -316,30 +318,57 @@ impl Recorder {
             self.scratch.clear();
             return sim::causal::NO_LABEL;
         }
+        let hash = {
+            let mut hasher = rustc_hash::FxHasher::default();
+            self.scratch.hash(&mut hasher);
+            hasher.finish()
+        };
+        if let Some(&label) = self.by_terms.get(&hash)
+            && self.kept.label(label) == self.scratch.as_slice()
+        {
+            self.scratch.clear();
+            return label;
+        }
         let from = u32::try_from(self.kept.terms.len()).expect("2^32 terms");
         self.kept.terms.append(&mut self.scratch);
         let to = u32::try_from(self.kept.terms.len()).expect("2^32 terms");
         let label = u32::try_from(self.kept.labels.len()).expect("2^32 labels");
         self.kept.labels.push((from, to));
+        self.by_terms.entry(hash).or_insert(label);
         label
     }
 }
 
-/// The component id of `server` (named on first use).
+/// The component id of `server` (named on first use; the server caches
+/// it, so a booking finds it without a lookup).
 pub fn component(server: &SerialServer) -> Option<u32> {
-    let name = server.name_rc();
-    let default = Class::of_activity(server.activity());
-    with(|r| r.component_of(name, default))
+    if !recording() {
+        return None;
+    }
+    let generation = GENERATION.with(Cell::get);
+    if let Some(id) = server.explain_id(generation) {
+        return Some(id);
+    }
+    let class = Class::of_activity(server.activity());
+    let id = with(|r| r.add(server.name_rc().clone(), class))?;
+    server.set_explain_id(generation, id);
+    Some(id)
 }
 
 /// The component id of a thing named `name` with no server (the host, a
 /// TCM's fixed latency, an IPCQ ring).
 pub fn named(name: &str, class: Class) -> Option<u32> {
+    if !recording() {
+        return None;
+    }
     with(|r| r.named(name, class))
 }
 
 /// Pushes a term of the wait the running poll is about to sleep on.
 pub fn push(component: u32, kind: TermKind, ps: u64) {
+    if !recording() {
+        return;
+    }
     with(|r| {
         r.push(Term {
             component,
@@ -415,7 +444,10 @@ pub fn end_marked() -> bool {
 
 /// Marks the end of the explained interval at `now`, reached in causal-log
 /// poll `poll` (the first mark counts), names it `what`, and takes the
-/// counters of the servers snapshotted at the start.
+/// counters of the servers snapshotted at the start. Then stops recording
+/// (here and in the running simulation's causal log): the walk starts at
+/// `poll` and only goes to earlier ones, so nothing later can be on the
+/// critical path (ADR-0039).
 pub fn mark_end<'a>(
     now: SimTime,
     poll: Option<u32>,
@@ -425,25 +457,54 @@ pub fn mark_end<'a>(
     if !recording() || end_marked() {
         return;
     }
-    let ends: FxHashMap<u32, ServerStats> = servers
-        .into_iter()
-        .filter_map(|s| Some((component(s)?, s.stats(now))))
-        .collect();
+    let Some(started) = with(|r| std::mem::take(&mut r.kept.started)) else {
+        return;
+    };
+    let counters = active_counters(&started, servers, now);
     with(|r| {
         r.kept.start.get_or_insert(SimTime::ZERO);
         r.kept.end = Some((now, poll));
         r.kept.interval = what.to_owned();
-        let started = std::mem::take(&mut r.kept.started);
-        r.kept.counters = started
-            .into_iter()
-            .filter_map(|(component, start)| {
-                let end = *ends.get(&component)?;
-                Some(Counters {
+        r.kept.counters = counters;
+    });
+    RECORDING.with(|r| r.set(false));
+    sim::stop_recording_causes();
+}
+
+/// The counters of the servers snapshotted at the start (`started`) and
+/// among `servers` now that did anything in between (bytes, busy time or
+/// queueing), in the order of the start's snapshot.
+fn active_counters<'a>(
+    started: &[(u32, ServerStats)],
+    servers: impl IntoIterator<Item = &'a SerialServer>,
+    now: SimTime,
+) -> Vec<Counters> {
+    let queued = with(|r| r.kept.queued.clone()).unwrap_or_default();
+    let mut position = vec![u32::MAX; queued.len()];
+    for (index, &(component, _)) in started.iter().enumerate() {
+        position[component as usize] = u32::try_from(index).unwrap_or(u32::MAX);
+    }
+    let mut counters: Vec<(u32, Counters)> = servers
+        .into_iter()
+        .filter_map(|server| {
+            let component = component(server)?;
+            let &at = position.get(component as usize)?;
+            let &(_, start) = started.get(at as usize)?;
+            let end = server.stats(now);
+            let active = end.busy != start.busy
+                || end.bytes != start.bytes
+                || queued.get(component as usize).is_some_and(|&q| q > 0);
+            active.then_some((
+                at,
+                Counters {
                     component,
                     start,
                     end,
-                })
-            })
-            .collect();
-    });
+                },
+            ))
+        })
+        .collect();
+    counters.sort_by_key(|&(at, _)| at);
+    counters.dedup_by_key(|&mut (at, _)| at);
+    counters.into_iter().map(|(_, c)| c).collect()
 }

@@ -209,7 +209,7 @@ impl Fabric {
             return;
         }
         for (link, edge) in self.links.iter().zip(self.machine.edges()) {
-            explain::set_class(link.server().name_rc(), link_class(edge.kind));
+            explain::set_class(link.server(), link_class(edge.kind));
         }
     }
 

@@ -167,6 +167,9 @@ pub struct SerialServer {
     later_gaps: RefCell<VecDeque<Gap>>,
     name: Rc<str>,
     activity: Activity,
+    /// Its `--explain` component id, tagged with the recording it belongs
+    /// to (`hw::explain::component`'s cache; `(0, _)`: none yet).
+    explain_id: Cell<(u32, u32)>,
 }
 
 /// Uses the idle `gaps` from `arrives` on for up to `left` ps of service,
@@ -240,6 +243,7 @@ impl SerialServer {
             activity,
             calendar: Calendar::default(),
             later_gaps: RefCell::new(VecDeque::new()),
+            explain_id: Cell::new((0, 0)),
         }
     }
 
@@ -256,6 +260,17 @@ impl SerialServer {
     /// The shared name, borrowed (its address identifies the server).
     pub fn name_rc(&self) -> &Rc<str> {
         &self.name
+    }
+
+    /// The `--explain` component id cached for recording `generation`.
+    pub(crate) fn explain_id(&self, generation: u32) -> Option<u32> {
+        let (cached, id) = self.explain_id.get();
+        (cached == generation).then_some(id)
+    }
+
+    /// Caches its `--explain` component id for recording `generation`.
+    pub(crate) fn set_explain_id(&self, generation: u32, id: u32) {
+        self.explain_id.set((generation, id));
     }
 
     /// What its busy periods are.
