@@ -218,6 +218,12 @@ impl Recording {
 #[derive(Default)]
 struct Recorder {
     kept: Recording,
+    /// Component ids by the address of a server's name (the recorder
+    /// holds the name, so the address is not reused), once servers no
+    /// longer cache ids ([`cache_generation`]).
+    by_address: FxHashMap<usize, u32>,
+    /// Component ids of names given by a key ([`push_keyed`]).
+    by_key: FxHashMap<[u32; 3], u32>,
     /// Component ids of names given as text.
     by_text: FxHashMap<Rc<str>, u32>,
     /// Labels by the hash of their terms (the first of each hash: a
@@ -231,8 +237,9 @@ struct Recorder {
 thread_local! {
     static RECORDING: Cell<bool> = const { Cell::new(false) };
     static RECORDER: RefCell<Option<Recorder>> = const { RefCell::new(None) };
-    /// Which recording is installed (servers cache their component id
-    /// for one; 0 is none).
+    /// Which recording is installed: servers cache their component id
+    /// for one (0: none; past `u16::MAX`, they no longer cache and ids
+    /// are found by the name's address).
     static GENERATION: Cell<u32> = const { Cell::new(0) };
 }
 
@@ -245,7 +252,7 @@ pub fn recording() -> bool {
 
 /// Installs a fresh recorder on this thread (replacing any).
 pub fn install() {
-    GENERATION.with(|g| g.set(g.get().checked_add(1).unwrap_or(1)));
+    GENERATION.with(|g| g.set(g.get().saturating_add(1)));
     RECORDER.with(|r| *r.borrow_mut() = Some(Recorder::default()));
     RECORDING.with(|r| r.set(true));
 }
@@ -263,19 +270,43 @@ fn with<T>(f: impl FnOnce(&mut Recorder) -> T) -> Option<T> {
 /// Names `server` a component of class `class` now (the fabric, for
 /// links: their class comes from their edge's kind, not their activity).
 pub fn set_class(server: &SerialServer, class: Class) {
+    server_component(server, class);
+}
+
+/// The generation servers cache their component id for, while there is
+/// one: a thread's first `u16::MAX` recordings (a later one finds ids by
+/// address; a generation is never reused, so a cached id is never stale).
+fn cache_generation() -> Option<u16> {
+    u16::try_from(GENERATION.with(Cell::get)).ok()
+}
+
+/// The component id of `server`, named of class `class` on first use.
+fn server_component(server: &SerialServer, class: Class) -> Option<u32> {
     if !recording() {
-        return;
+        return None;
     }
-    let generation = GENERATION.with(Cell::get);
-    if server.explain_id(generation).is_some() {
-        return;
+    let Some(generation) = cache_generation() else {
+        return with(|r| r.by_address(server.name_rc(), class));
+    };
+    if let Some(id) = server.explain_id(generation) {
+        return Some(id);
     }
-    if let Some(id) = with(|r| r.add(server.name_rc().clone(), class)) {
-        server.set_explain_id(generation, id);
-    }
+    let id = with(|r| r.add(server.name_rc().clone(), class))?;
+    server.set_explain_id(generation, id);
+    Some(id)
 }
 
 impl Recorder {
+    fn by_address(&mut self, name: &Rc<str>, class: Class) -> u32 {
+        let key = Rc::as_ptr(name).cast::<u8>() as usize;
+        if let Some(&id) = self.by_address.get(&key) {
+            return id;
+        }
+        let id = self.add(name.clone(), class);
+        self.by_address.insert(key, id);
+        id
+    }
+
     fn named(&mut self, name: &str, class: Class) -> u32 {
         if let Some(&id) = self.by_text.get(name) {
             return id;
@@ -342,17 +373,7 @@ impl Recorder {
 /// The component id of `server` (named on first use; the server caches
 /// it, so a booking finds it without a lookup).
 pub fn component(server: &SerialServer) -> Option<u32> {
-    if !recording() {
-        return None;
-    }
-    let generation = GENERATION.with(Cell::get);
-    if let Some(id) = server.explain_id(generation) {
-        return Some(id);
-    }
-    let class = Class::of_activity(server.activity());
-    let id = with(|r| r.add(server.name_rc().clone(), class))?;
-    server.set_explain_id(generation, id);
-    Some(id)
+    server_component(server, Class::of_activity(server.activity()))
 }
 
 /// The component id of a thing named `name` with no server (the host, a
@@ -399,6 +420,32 @@ pub fn push_server(server: &SerialServer, kind: TermKind, ps: u64) {
 /// Pushes `ps` of `kind` on the thing named `name` of class `class`.
 pub fn push_named(name: &str, class: Class, kind: TermKind, ps: u64) {
     if let Some(id) = named(name, class) {
+        push(id, kind, ps);
+    }
+}
+
+/// [`push_named`] for a thing whose name `name` makes from `key` (e.g.
+/// a TCM's from its SIP, cube and PE): the name is made only the first
+/// time the key is seen in a recording.
+pub fn push_keyed(
+    key: [u32; 3],
+    name: impl FnOnce() -> String,
+    class: Class,
+    kind: TermKind,
+    ps: u64,
+) {
+    if !recording() {
+        return;
+    }
+    let id = with(|r| match r.by_key.get(&key) {
+        Some(&id) => id,
+        None => {
+            let id = r.named(&name(), class);
+            r.by_key.insert(key, id);
+            id
+        }
+    });
+    if let Some(id) = id {
         push(id, kind, ps);
     }
 }
@@ -507,4 +554,40 @@ fn active_counters<'a>(
     counters.sort_by_key(|&(at, _)| at);
     counters.dedup_by_key(|&mut (at, _)| at);
     counters.into_iter().map(|(_, c)| c).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ids of two servers, asked twice each, in one recording.
+    fn ids(a: &SerialServer, b: &SerialServer) -> [Option<u32>; 4] {
+        [component(a), component(b), component(a), component(b)]
+    }
+
+    /// A server keeps one id per recording; a new recording numbers its
+    /// components afresh, also once servers no longer cache ids.
+    #[test]
+    fn a_server_is_one_component_per_recording() {
+        let a = SerialServer::new("a", Activity::Packet);
+        let b = SerialServer::new("b", Activity::PcAccess);
+        assert_eq!(component(&a), None, "not recording");
+        for generation in [None, Some(u32::from(u16::MAX) - 1)] {
+            if let Some(g) = generation {
+                GENERATION.with(|c| c.set(g));
+            }
+            install();
+            assert_eq!(ids(&a, &b), [Some(0), Some(1), Some(0), Some(1)]);
+            install();
+            assert_eq!(ids(&b, &a), [Some(0), Some(1), Some(0), Some(1)]);
+        }
+        assert_eq!(cache_generation(), None);
+        install();
+        set_class(&b, Class::Ucie);
+        assert_eq!(ids(&a, &b), [Some(1), Some(0), Some(1), Some(0)]);
+        let kept = finish().unwrap();
+        let classes: Vec<Class> = kept.components.iter().map(|c| c.class).collect();
+        assert_eq!(classes, [Class::Ucie, Class::Noc]);
+        assert_eq!(component(&a), None, "finished");
+    }
 }

@@ -45,9 +45,9 @@ fn explain_unbooked(space: MemSpace, took: SimDuration) {
         return;
     }
     if let MemSpace::Tcm { sip, cube, pe } = space {
-        let name = naming::tcm(sip, cube, pe);
-        explain::push_named(
-            &name,
+        explain::push_keyed(
+            [sip, cube, pe],
+            || naming::tcm(sip, cube, pe),
             explain::Class::SramTcm,
             explain::TermKind::Latency,
             took.as_ps(),
