@@ -16,10 +16,14 @@
 //! (`crate::explain` walks them): the last term ends at the wake, and a
 //! sleep longer than its terms is queueing on its first component.
 //!
+//! Kept small (ADR-0039): waits with equal terms share one label, a
+//! server caches its component id, and recording stops at the end mark.
+//!
 //! Knows the hardware's servers, their names and classes, and virtual
 //! time; nothing of workloads or of how the critical path is walked.
 
 use std::cell::{Cell, RefCell};
+use std::hash::{Hash, Hasher};
 use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
@@ -149,7 +153,7 @@ impl TermKind {
 }
 
 /// One term: `ps` of `kind` on component `component`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Term {
     /// Index into [`Recording::components`].
     pub component: u32,
@@ -184,9 +188,10 @@ pub struct Counters {
 pub struct Recording {
     /// Every component named so far.
     pub components: Vec<Component>,
-    /// Every label's terms, one after another.
+    /// Every distinct label's terms, one after another.
     pub terms: Vec<Term>,
-    /// Label `i` is `terms[labels[i].0 .. labels[i].1]`.
+    /// Label `i` is `terms[labels[i].0 .. labels[i].1]`. Labels are
+    /// interned: waits with equal terms share one.
     pub labels: Vec<(u32, u32)>,
     /// Queueing pushed per component since the interval's start, in ps.
     pub queued: Vec<u64>,
@@ -194,7 +199,8 @@ pub struct Recording {
     pub start: Option<SimTime>,
     /// The interval's end and the causal-log poll that ended it.
     pub end: Option<(SimTime, Option<u32>)>,
-    /// Every server's counters over the interval (after the end mark).
+    /// The counters over the interval of every server that did anything
+    /// in it (after the end mark).
     pub counters: Vec<Counters>,
     /// What the interval is, as the marker said.
     pub interval: String,
@@ -215,12 +221,17 @@ impl Recording {
 #[derive(Default)]
 struct Recorder {
     kept: Recording,
-    /// Component ids by the address of their shared name.
-    by_name: FxHashMap<usize, u32>,
+    /// Component ids by the address of a server's name (the recorder
+    /// holds the name, so the address is not reused), once servers no
+    /// longer cache ids ([`cache_generation`]).
+    by_address: FxHashMap<usize, u32>,
+    /// Component ids of names given by a key ([`push_keyed`]).
+    by_key: FxHashMap<[u32; 3], u32>,
     /// Component ids of names given as text.
     by_text: FxHashMap<Rc<str>, u32>,
-    /// Classes the fabric told, by the address of the name.
-    classes: FxHashMap<usize, Class>,
+    /// Labels by the hash of their terms (the first of each hash: a
+    /// colliding label with other terms is kept apart, not shared).
+    by_terms: FxHashMap<u64, u32>,
     /// Terms pushed in the poll `scratch_poll` and not yet slept on.
     scratch: Vec<Term>,
     scratch_poll: Option<u32>,
@@ -229,9 +240,14 @@ struct Recorder {
 thread_local! {
     static RECORDING: Cell<bool> = const { Cell::new(false) };
     static RECORDER: RefCell<Option<Recorder>> = const { RefCell::new(None) };
+    /// Which recording is installed: servers cache their component id
+    /// for one (0: none; past `u16::MAX`, they no longer cache and ids
+    /// are found by the name's address).
+    static GENERATION: Cell<u32> = const { Cell::new(0) };
 }
 
-/// Whether a recorder is installed on this thread (cheap).
+/// Whether a recorder is installed on this thread and the explained
+/// interval has not ended (cheap).
 #[inline]
 pub fn recording() -> bool {
     RECORDING.with(Cell::get)
@@ -239,6 +255,7 @@ pub fn recording() -> bool {
 
 /// Installs a fresh recorder on this thread (replacing any).
 pub fn install() {
+    GENERATION.with(|g| g.set(g.get().saturating_add(1)));
     RECORDER.with(|r| *r.borrow_mut() = Some(Recorder::default()));
     RECORDING.with(|r| r.set(true));
 }
@@ -253,24 +270,43 @@ fn with<T>(f: impl FnOnce(&mut Recorder) -> T) -> Option<T> {
     RECORDER.with(|r| r.borrow_mut().as_mut().map(f))
 }
 
-/// Tells the class of the server named `name` (the fabric, for links).
-pub fn set_class(name: &Rc<str>, class: Class) {
-    with(|r| r.classes.insert(name_key(name), class));
+/// Names `server` a component of class `class` now (the fabric, for
+/// links: their class comes from their edge's kind, not their activity).
+pub fn set_class(server: &SerialServer, class: Class) {
+    server_component(server, class);
 }
 
-fn name_key(name: &Rc<str>) -> usize {
-    Rc::as_ptr(name).cast::<u8>() as usize
+/// The generation servers cache their component id for, while there is
+/// one: a thread's first `u16::MAX` recordings (a later one finds ids by
+/// address; a generation is never reused, so a cached id is never stale).
+fn cache_generation() -> Option<u16> {
+    u16::try_from(GENERATION.with(Cell::get)).ok()
+}
+
+/// The component id of `server`, named of class `class` on first use.
+fn server_component(server: &SerialServer, class: Class) -> Option<u32> {
+    if !recording() {
+        return None;
+    }
+    let Some(generation) = cache_generation() else {
+        return with(|r| r.by_address(server.name_rc(), class));
+    };
+    if let Some(id) = server.explain_id(generation) {
+        return Some(id);
+    }
+    let id = with(|r| r.add(server.name_rc().clone(), class))?;
+    server.set_explain_id(generation, id);
+    Some(id)
 }
 
 impl Recorder {
-    fn component_of(&mut self, name: &Rc<str>, default: Class) -> u32 {
-        let key = name_key(name);
-        if let Some(&id) = self.by_name.get(&key) {
+    fn by_address(&mut self, name: &Rc<str>, class: Class) -> u32 {
+        let key = Rc::as_ptr(name).cast::<u8>() as usize;
+        if let Some(&id) = self.by_address.get(&key) {
             return id;
         }
-        let class = self.classes.get(&key).copied().unwrap_or(default);
         let id = self.add(name.clone(), class);
-        self.by_name.insert(key, id);
+        self.by_address.insert(key, id);
         id
     }
 
@@ -316,30 +352,47 @@ impl Recorder {
             self.scratch.clear();
             return sim::causal::NO_LABEL;
         }
+        let hash = {
+            let mut hasher = rustc_hash::FxHasher::default();
+            self.scratch.hash(&mut hasher);
+            hasher.finish()
+        };
+        if let Some(&label) = self.by_terms.get(&hash)
+            && self.kept.label(label) == self.scratch.as_slice()
+        {
+            self.scratch.clear();
+            return label;
+        }
         let from = u32::try_from(self.kept.terms.len()).expect("2^32 terms");
         self.kept.terms.append(&mut self.scratch);
         let to = u32::try_from(self.kept.terms.len()).expect("2^32 terms");
         let label = u32::try_from(self.kept.labels.len()).expect("2^32 labels");
         self.kept.labels.push((from, to));
+        self.by_terms.entry(hash).or_insert(label);
         label
     }
 }
 
-/// The component id of `server` (named on first use).
+/// The component id of `server` (named on first use; the server caches
+/// it, so a booking finds it without a lookup).
 pub fn component(server: &SerialServer) -> Option<u32> {
-    let name = server.name_rc();
-    let default = Class::of_activity(server.activity());
-    with(|r| r.component_of(name, default))
+    server_component(server, Class::of_activity(server.activity()))
 }
 
 /// The component id of a thing named `name` with no server (the host, a
 /// TCM's fixed latency, an IPCQ ring).
 pub fn named(name: &str, class: Class) -> Option<u32> {
+    if !recording() {
+        return None;
+    }
     with(|r| r.named(name, class))
 }
 
 /// Pushes a term of the wait the running poll is about to sleep on.
 pub fn push(component: u32, kind: TermKind, ps: u64) {
+    if !recording() {
+        return;
+    }
     with(|r| {
         r.push(Term {
             component,
@@ -370,6 +423,32 @@ pub fn push_server(server: &SerialServer, kind: TermKind, ps: u64) {
 /// Pushes `ps` of `kind` on the thing named `name` of class `class`.
 pub fn push_named(name: &str, class: Class, kind: TermKind, ps: u64) {
     if let Some(id) = named(name, class) {
+        push(id, kind, ps);
+    }
+}
+
+/// [`push_named`] for a thing whose name `name` makes from `key` (e.g.
+/// a TCM's from its SIP, cube and PE): the name is made only the first
+/// time the key is seen in a recording.
+pub fn push_keyed(
+    key: [u32; 3],
+    name: impl FnOnce() -> String,
+    class: Class,
+    kind: TermKind,
+    ps: u64,
+) {
+    if !recording() {
+        return;
+    }
+    let id = with(|r| match r.by_key.get(&key) {
+        Some(&id) => id,
+        None => {
+            let id = r.named(&name(), class);
+            r.by_key.insert(key, id);
+            id
+        }
+    });
+    if let Some(id) = id {
         push(id, kind, ps);
     }
 }
@@ -415,7 +494,10 @@ pub fn end_marked() -> bool {
 
 /// Marks the end of the explained interval at `now`, reached in causal-log
 /// poll `poll` (the first mark counts), names it `what`, and takes the
-/// counters of the servers snapshotted at the start.
+/// counters of the servers snapshotted at the start. Then stops recording
+/// (here and in the running simulation's causal log): the walk starts at
+/// `poll` and only goes to earlier ones, so nothing later can be on the
+/// critical path (ADR-0039).
 pub fn mark_end<'a>(
     now: SimTime,
     poll: Option<u32>,
@@ -425,25 +507,90 @@ pub fn mark_end<'a>(
     if !recording() || end_marked() {
         return;
     }
-    let ends: FxHashMap<u32, ServerStats> = servers
-        .into_iter()
-        .filter_map(|s| Some((component(s)?, s.stats(now))))
-        .collect();
+    let Some(started) = with(|r| std::mem::take(&mut r.kept.started)) else {
+        return;
+    };
+    let counters = active_counters(&started, servers, now);
     with(|r| {
         r.kept.start.get_or_insert(SimTime::ZERO);
         r.kept.end = Some((now, poll));
         r.kept.interval = what.to_owned();
-        let started = std::mem::take(&mut r.kept.started);
-        r.kept.counters = started
-            .into_iter()
-            .filter_map(|(component, start)| {
-                let end = *ends.get(&component)?;
-                Some(Counters {
+        r.kept.counters = counters;
+    });
+    RECORDING.with(|r| r.set(false));
+    sim::stop_recording_causes();
+}
+
+/// The counters of the servers snapshotted at the start (`started`) and
+/// among `servers` now that did anything in between (bytes, busy time or
+/// queueing), in the order of the start's snapshot.
+fn active_counters<'a>(
+    started: &[(u32, ServerStats)],
+    servers: impl IntoIterator<Item = &'a SerialServer>,
+    now: SimTime,
+) -> Vec<Counters> {
+    let queued = with(|r| r.kept.queued.clone()).unwrap_or_default();
+    let mut position = vec![u32::MAX; queued.len()];
+    for (index, &(component, _)) in started.iter().enumerate() {
+        position[component as usize] = u32::try_from(index).unwrap_or(u32::MAX);
+    }
+    let mut counters: Vec<(u32, Counters)> = servers
+        .into_iter()
+        .filter_map(|server| {
+            let component = component(server)?;
+            let &at = position.get(component as usize)?;
+            let &(_, start) = started.get(at as usize)?;
+            let end = server.stats(now);
+            let active = end.busy != start.busy
+                || end.bytes != start.bytes
+                || queued.get(component as usize).is_some_and(|&q| q > 0);
+            active.then_some((
+                at,
+                Counters {
                     component,
                     start,
                     end,
-                })
-            })
-            .collect();
-    });
+                },
+            ))
+        })
+        .collect();
+    counters.sort_by_key(|&(at, _)| at);
+    counters.dedup_by_key(|&mut (at, _)| at);
+    counters.into_iter().map(|(_, c)| c).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ids of two servers, asked twice each, in one recording.
+    fn ids(a: &SerialServer, b: &SerialServer) -> [Option<u32>; 4] {
+        [component(a), component(b), component(a), component(b)]
+    }
+
+    /// A server keeps one id per recording; a new recording numbers its
+    /// components afresh, also once servers no longer cache ids.
+    #[test]
+    fn a_server_is_one_component_per_recording() {
+        let a = SerialServer::new("a", Activity::Packet);
+        let b = SerialServer::new("b", Activity::PcAccess);
+        assert_eq!(component(&a), None, "not recording");
+        for generation in [None, Some(u32::from(u16::MAX) - 1)] {
+            if let Some(g) = generation {
+                GENERATION.with(|c| c.set(g));
+            }
+            install();
+            assert_eq!(ids(&a, &b), [Some(0), Some(1), Some(0), Some(1)]);
+            install();
+            assert_eq!(ids(&b, &a), [Some(0), Some(1), Some(0), Some(1)]);
+        }
+        assert_eq!(cache_generation(), None);
+        install();
+        set_class(&b, Class::Ucie);
+        assert_eq!(ids(&a, &b), [Some(1), Some(0), Some(1), Some(0)]);
+        let kept = finish().unwrap();
+        let classes: Vec<Class> = kept.components.iter().map(|c| c.class).collect();
+        assert_eq!(classes, [Class::Ucie, Class::Noc]);
+        assert_eq!(component(&a), None, "finished");
+    }
 }

@@ -45,9 +45,9 @@ fn explain_unbooked(space: MemSpace, took: SimDuration) {
         return;
     }
     if let MemSpace::Tcm { sip, cube, pe } = space {
-        let name = naming::tcm(sip, cube, pe);
-        explain::push_named(
-            &name,
+        explain::push_keyed(
+            [sip, cube, pe],
+            || naming::tcm(sip, cube, pe),
             explain::Class::SramTcm,
             explain::TermKind::Latency,
             took.as_ps(),
@@ -213,7 +213,7 @@ impl Fabric {
             return;
         }
         for (link, edge) in self.links.iter().zip(self.machine.edges()) {
-            explain::set_class(link.server().name_rc(), link_class(edge.kind));
+            explain::set_class(link.server(), link_class(edge.kind));
         }
     }
 

@@ -91,8 +91,11 @@ pub(crate) struct Core {
     spawned: Cell<u64>,
     order_hash: Cell<u64>,
     cancel: Option<Arc<std::sync::atomic::AtomicBool>>,
-    /// Whether the causal log is kept ([`Simulation::record_causes`]).
+    /// Whether the causal log grows ([`Simulation::record_causes`], until
+    /// [`stop_recording_causes`](super::stop_recording_causes)).
     recording: Cell<bool>,
+    /// Whether a causal log was kept (readable after recording stops).
+    causal_kept: Cell<bool>,
     /// What a wake now would be caused by (while recording).
     waking: Cell<Cause>,
     /// The index of the poll running now (while recording).
@@ -156,6 +159,7 @@ impl Core {
             order_hash: Cell::new(FNV_OFFSET),
             cancel: super::cancel::current(),
             recording: Cell::new(false),
+            causal_kept: Cell::new(false),
             waking: Cell::new(Cause::External),
             current_poll: Cell::new(NO_LABEL),
             causal: RefCell::new(CausalLog::default()),
@@ -199,6 +203,12 @@ impl Core {
     /// Whether the causal log is being kept.
     pub fn recording_causes(&self) -> bool {
         self.recording.get()
+    }
+
+    /// Stops the causal log from growing; what it holds stays readable.
+    pub fn stop_recording_causes(&self) {
+        self.recording.set(false);
+        self.waking.set(Cause::External);
     }
 
     /// The index in the causal log of the poll running now, while
@@ -594,11 +604,16 @@ impl Simulation {
     /// with or without it.
     pub fn record_causes(&mut self) {
         self.core.recording.set(true);
+        self.core.causal_kept.set(true);
     }
 
-    /// The causal log, if [`record_causes`](Self::record_causes) was called.
+    /// The causal log, if [`record_causes`](Self::record_causes) was called
+    /// (also after [`stop_recording_causes`](super::stop_recording_causes)).
     pub fn causal_log(&self) -> Option<std::cell::Ref<'_, CausalLog>> {
-        self.core.recording.get().then(|| self.core.causal.borrow())
+        self.core
+            .causal_kept
+            .get()
+            .then(|| self.core.causal.borrow())
     }
 
     /// Counters so far (events, polls, schedule fingerprint).

@@ -90,6 +90,17 @@ pub fn current_poll() -> Option<u32> {
     with_current_core(|core| core.and_then(|c| c.current_poll()))
 }
 
+/// Stops the running simulation's causal log from growing (what it holds
+/// stays readable): nothing after the end of an explained interval can be
+/// on its critical path (ADR-0039). Outside a simulation, nothing.
+pub fn stop_recording_causes() {
+    with_current_core(|core| {
+        if let Some(core) = core {
+            core.stop_recording_causes();
+        }
+    });
+}
+
 /// Whether the running simulation (if any) records causes.
 pub fn recording_causes() -> bool {
     with_current_core(|core| core.is_some_and(|c| c.recording_causes()))
