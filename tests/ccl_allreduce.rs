@@ -114,16 +114,28 @@ fn the_cli_runs_it_as_json() {
 }
 
 #[test]
-fn a_size_that_does_not_split_into_tiles_is_a_usage_error() {
+fn a_size_that_does_not_split_into_tiles_is_padded_and_half_an_element_refused() {
+    // 50 f16 elements on 16 cubes: blocks of 4, 14 elements of padding
+    // (ADR-0045 D1); 101 B is no whole number of f16 elements.
     let output = Command::new(env!("CARGO_BIN_EXE_kernbench"))
         .args(["run", "--bench", "ccl_allreduce", "--size", "100"])
+        .args(["--verify-data", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["checks_failed"], 0);
+    assert_eq!(json["figures"]["count"], 50);
+    assert_eq!(json["figures"]["padding_per_rank"], 14);
+    let output = Command::new(env!("CARGO_BIN_EXE_kernbench"))
+        .args(["run", "--bench", "ccl_allreduce", "--size", "101"])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("--size 100: 50 f16 elements per rank do not split into 16 equal blocks")
-            && stderr.contains("the nearest are 96 B and 128 B"),
+        stderr.contains("--size 101: must be a positive whole number of f16 elements"),
         "{stderr}"
     );
 }

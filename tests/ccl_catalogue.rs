@@ -11,7 +11,10 @@
 //! `catalogue_matrix`, and every algorithm at 2 MiB, 3 MiB and 64 MiB per
 //! rank (and odd counts beside them) is `large_tiles_matrix` (issue 26),
 //! both ignored in the debug run and run in release mode by `.ci/run`
-//! (`cargo test --release --test ccl_catalogue -- --ignored`).
+//! (`cargo test --release --test ccl_catalogue -- --ignored`). Every
+//! algorithm of every collective also runs through its `ccl_*` workload at
+//! odd counts per rank with `--verify-data` (issue 26 item 3, ADR-0045):
+//! a few in the debug run, `any_element_count_matrix` in release mode.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -24,6 +27,7 @@ use kernbench::mem::DataMode;
 use kernbench::runtime::{DPPolicy, Element, ReduceOp, Split, Torch, get_rank, spawn};
 use kernbench::sim::{self, SimDuration, Simulation};
 use kernbench::topology::{Machine, TopologySpec};
+use kernbench::workloads;
 use ndarray::{Array2, Ix2};
 
 const ALGORITHMS: [&str; 8] = [
@@ -312,5 +316,103 @@ fn large_tiles_matrix() {
         // f16 on the 3-SIP fold at 3 MiB.
         let fold = ["system.sips.count=3", "simulation.fidelity=flow"];
         run::<f16>(&fold, algorithm, 3 * MIB / 2 / cubes);
+    }
+}
+
+/// Every algorithm of every collective: the `ccl_*` workload's ccl.yaml
+/// entries, the all-reduce catalogue and each other collective's default.
+const COLLECTIVE_ALGORITHMS: [(&str, &str); 16] = [
+    ("ccl_allreduce", "ring_allreduce"),
+    ("ccl_allreduce", "intercube_allreduce"),
+    ("ccl_allreduce", "lrab_hierarchical_allreduce"),
+    ("ccl_allreduce", "tree_allreduce"),
+    ("ccl_allreduce", "rd_allreduce"),
+    ("ccl_allreduce", "rhd_allreduce"),
+    ("ccl_allreduce", "ring_rsag_allreduce"),
+    ("ccl_allreduce", "mesh_allreduce"),
+    ("ccl_allgather", "ring_allgather"),
+    ("ccl_reducescatter", "ring_reducescatter"),
+    ("ccl_broadcast", "chain_broadcast"),
+    ("ccl_reduce", "chain_reduce"),
+    ("ccl_alltoall", "ring_alltoall"),
+    ("ccl_sendrecv", "p2p_copy"),
+    ("ccl_gather", "p2p_gather"),
+    ("ccl_scatter", "p2p_scatter"),
+];
+
+/// Runs `bench` with `algorithm` on `count` `dtype` elements per rank on
+/// the machine `sets`, with `--verify-data`, and asserts that every check
+/// passed and that the count reported is the one asked for (ADR-0045).
+fn run_count(sets: &[&str], bench: &str, algorithm: &str, dtype: &str, count: u64) {
+    let overrides = Overrides::parse(sets).unwrap();
+    let spec = TopologySpec::load(&TopologySpec::default_source(), &overrides.topology).unwrap();
+    let ccl = CclConfig::load(&CclConfig::default_source(), &overrides.ccl).unwrap();
+    let elem = if dtype == "f32" { 4 } else { 2 };
+    let options = workloads::Options {
+        ccl: Some(ccl),
+        verify_data: true,
+        ..workloads::Options::default()
+    }
+    .with("algorithm", algorithm)
+    .with("dtype", dtype)
+    .with("size", count * elem);
+    let machine = Arc::new(Machine::build(&spec).unwrap());
+    let what = format!("{bench} {algorithm} {dtype} {count} per rank on {sets:?}");
+    let report = workloads::find(bench)
+        .unwrap()
+        .run(machine, &options)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(report.checks_passed > 0, "{what}: nothing checked");
+    assert_eq!(report.checks_failed, 0, "{what}: {:?}", report.checks);
+    let reported = report.figures.iter().find(|f| f.name == "count");
+    let reported = reported.unwrap_or_else(|| panic!("{what}: no count"));
+    assert_eq!(reported.value, workloads::Value::Int(count), "{what}");
+}
+
+/// Issue 26 item 3: any element count per rank, in every algorithm of
+/// every collective, with `--verify-data`: one element (fewer than the
+/// blocks: every block but one is padding), 7 and 1000 (blocks padded),
+/// in f32 and f16, on 6 endpoints with 64 B slots (several messages per
+/// block), and 4097 in f32 there.
+#[test]
+fn every_collective_takes_any_element_count_per_rank() {
+    for (bench, algorithm) in COLLECTIVE_ALGORITHMS {
+        for dtype in ["f32", "f16"] {
+            for count in [1, 7, 1000] {
+                run_count(SMALL_SLOTS, bench, algorithm, dtype, count);
+            }
+        }
+        run_count(SMALL_SLOTS, bench, algorithm, "f32", 4097);
+    }
+}
+
+/// The odd counts on larger machines (release mode, `.ci/run`): the
+/// default 16-cube SIPs on 2, 3 and 5 ranks, and one SIP alone (issue 26's
+/// `--set system.sips.count=1 ... --size 160`: 80 f16 elements), f32 and
+/// f16, and 65537 f32 elements for every all-reduce.
+#[test]
+#[ignore = "release-mode matrix, run by .ci/run"]
+fn any_element_count_matrix() {
+    let machines: [&[&str]; 4] = [
+        &["system.sips.count=1"],
+        &["system.sips.count=2"],
+        &["system.sips.count=3"],
+        &["system.sips.count=5", "simulation.fidelity=flow"],
+    ];
+    for (bench, algorithm) in COLLECTIVE_ALGORITHMS {
+        for machine in machines {
+            if bench == "ccl_sendrecv" && machine == machines[0] {
+                continue; // send_recv needs 2 ranks
+            }
+            for dtype in ["f32", "f16"] {
+                for count in [1, 7, 80, 1000, 4097] {
+                    run_count(machine, bench, algorithm, dtype, count);
+                }
+            }
+            if bench == "ccl_allreduce" {
+                run_count(machine, bench, algorithm, "f32", 65_537);
+            }
+            println!("{bench:18} {algorithm:28} {machine:?}: 1 to 4097 elements pass");
+        }
     }
 }

@@ -322,22 +322,32 @@ fn the_cli_refuses_bad_dtypes_ops_and_mismatched_algorithms_with_exit_2() {
 }
 
 #[test]
-fn sizes_are_whole_elements_split_into_equal_blocks_of_any_length() {
-    // Issue 26: the default machine has 16 cubes; 500 f16 elements do not
-    // split into 16 equal blocks, and 1001 B is no whole number of them.
+fn sizes_are_any_whole_number_of_elements() {
+    // Issue 26 item 3: the default machine has 16 cubes; 500 f16
+    // elements do not split into 16 equal blocks, so the blocks are 32
+    // elements with 12 of padding (ADR-0045 D1); 1001 B is no whole
+    // number of f16 elements.
     let (code, stderr) = cli(&["run", "--bench", "ccl_allreduce", "--size", "1000"]);
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(
-        stderr.contains("500 f16 elements per rank do not split into 16 equal blocks")
-            && stderr.contains("the nearest are 992 B and 1024 B"),
-        "{stderr}"
-    );
+    assert_eq!(code, Some(0), "{stderr}");
     let (code, stderr) = cli(&["run", "--bench", "ccl_allreduce", "--size", "1001"]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains("whole number of f16 elements (2 B each)"),
         "{stderr}"
     );
+    // 6 endpoints (3 ranks of 2 cubes): 7 elements per rank are blocks of
+    // 4 with 1 of padding; the count reported is the one asked for.
+    let report = run("ccl_allreduce", verified().with("size", 14));
+    assert_eq!(report.checks_failed, 0, "{:?}", report.checks);
+    assert_eq!(figure(&report, "count"), Value::Int(7));
+    assert_eq!(figure(&report, "bytes_per_rank"), Value::Int(14));
+    assert_eq!(figure(&report, "padding_per_rank"), Value::Int(1));
+    assert_eq!(figure(&report, "bytes_per_participant"), Value::Int(8));
+    // A count that splits has no padding, and its time is that of the
+    // blocks: 8 elements per rank take what 7 take (the same blocks).
+    let even = run("ccl_allreduce", verified().with("size", 16));
+    assert!(even.figures.iter().all(|f| f.name != "padding_per_rank"));
+    assert_eq!(time_ps(&even), time_ps(&report));
     // Issue 26's reproducer: 16 endpoints of 5 elements, fewer than the
     // pieces ring_rsag_allreduce and rhd_allreduce cut a tile into.
     for algorithm in ["ring_rsag_allreduce", "rhd_allreduce", "mesh_allreduce"] {

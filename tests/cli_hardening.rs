@@ -31,7 +31,8 @@ fn probe_refuses_a_size_its_sweep_cannot_spread() {
 #[test]
 fn a_sweep_with_a_failed_point_exits_non_zero() {
     let dir = TempDir::new("hard-sweep-fail");
-    for size in ["100", "NaN"] {
+    // 101 B is half an f16 element over (any whole count runs, ADR-0045).
+    for size in ["101", "NaN"] {
         let output = kernbench(
             dir.path(),
             &["sweep", "--bench", "ccl_allreduce", "--size", size],
@@ -44,7 +45,7 @@ fn a_sweep_with_a_failed_point_exits_non_zero() {
         );
         assert!(stdout(&output).contains(&format!("size={size}")));
     }
-    let args = ["sweep", "--bench", "ccl_allreduce", "--size", "1K,100"];
+    let args = ["sweep", "--bench", "ccl_allreduce", "--size", "1K,101"];
     let (code, line) = refusal(&kernbench(dir.path(), &args));
     assert_eq!(
         (code, line.contains("1 of 2 point(s)")),

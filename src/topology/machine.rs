@@ -254,15 +254,19 @@ impl Machine {
         })
     }
 
-    /// Host bytes [`Machine::build`] takes for `spec`, estimated from its
-    /// counts before anything is built: about 550 B per PE and 11 KiB per
-    /// cube (its routers, attachments, edges and index entries), measured
-    /// on a release build at 16 and 254 SIPs of 16 × 16 cubes of 240 PEs
-    /// (issue 26 item 8). A lower bound of what a debug build takes.
+    /// Host bytes a command that builds the machine for `spec` peaks at,
+    /// estimated from its counts before anything is built: about 1200 B
+    /// per PE and 27 KiB per cube (the graph, its routers, attachments,
+    /// edges and index entries, and the collectives' wiring `check_config`
+    /// resolves on it). Measured as the peak RSS of `topo` on a release
+    /// build (ADR-0045 D4): 19.2 GB at 254 SIPs of 16 × 16 cubes of 240
+    /// PEs (this gives 20.5 GB), 1.30 GB at 16 such SIPs (1.29 GB), 1.73 GB
+    /// at 254 SIPs of 1-PE cubes (1.88 GB). A lower bound of what a debug
+    /// build takes.
     pub fn estimated_bytes(spec: &TopologySpec) -> u128 {
         let cubes = u128::from(spec.system.sips.count()) * u128::from(spec.cubes_per_sip());
         let pes = cubes * u128::from(spec.cube.pes.get());
-        pes * 550 + cubes * (11 << 10)
+        pes * 1200 + cubes * (27 << 10)
     }
 
     /// The spec the machine was built from.

@@ -13,9 +13,10 @@
 //! ccl.yaml entry; default: the `defaults` entry of the collective),
 //! `--dtype f16|bf16|f32` (default f16), `--op sum|prod|min|max|avg` for
 //! the reducing calls (default sum) and `--size`, the input bytes per rank
-//! (default: ccl.yaml's `n_elem` per block): a whole number of elements
-//! that splits into equal blocks, of any length of at least one element
-//! (ADR-0031 D4).
+//! (default: ccl.yaml's `n_elem` per block): any whole number of elements
+//! of at least one, over blocks of equal length, the last ones padded
+//! when the count does not split (at most one element per block; the
+//! `padding_per_rank` figure, ADR-0045).
 //!
 //! Tensors: every rank places a `(cubes, tile)` tensor of the dtype with
 //! `DPPolicy(cube=row_wise, pe=replicate, num_cubes=cubes, num_pes=1)`
@@ -149,6 +150,9 @@ struct Shape {
     cubes: usize,
     endpoints: usize,
     n_elem: usize,
+    /// Elements of input per rank asked for (`--size`); `None`: the
+    /// blocks' own ([`Shape::rank_elements`]), with no padding.
+    count: Option<u64>,
     /// The endpoint a rooted call reads or writes: cube `root_cube` of
     /// [`ROOT_RANK`].
     root: usize,
@@ -209,9 +213,20 @@ impl Shape {
         (blocks * self.n_elem) as u64 * self.dtype.size()
     }
 
-    /// Elements of the input per rank.
+    /// Elements of the input per rank (the blocks', padding included).
     fn rank_elements(&self) -> usize {
         self.cubes * self.blocks().0 * self.n_elem
+    }
+
+    /// Elements of input per rank asked for.
+    fn count(&self) -> u64 {
+        self.count.unwrap_or(self.rank_elements() as u64)
+    }
+
+    /// Elements of padding per rank: the blocks' elements beyond the count
+    /// asked for (fewer than the blocks per rank; ADR-0045 D1).
+    fn padding(&self) -> u64 {
+        self.rank_elements() as u64 - self.count()
     }
 }
 
@@ -243,11 +258,13 @@ pub async fn run(
         cubes,
         endpoints: dist.endpoints(collective)?,
         n_elem: dist.n_elem(collective)?,
+        count: None,
         root: ROOT_RANK * cubes + dist.root_cube(collective)?,
     };
     let size = options.get::<ByteSize>("size")?;
     if let Some(size) = size {
         shape.n_elem = block_elements(size, &shape)?;
+        shape.count = Some(size.0 / shape.dtype.size());
     }
     check_fits(&torch, size, &shape)?;
     check_ranks(&dist, collective)?;
@@ -277,10 +294,15 @@ fn check_ranks(dist: &Distributed, collective: Collective) -> Result<(), Workloa
 }
 
 /// Elements per block for `--size` bytes of input per rank: a whole
-/// number of elements of the dtype, split into equal blocks (every
-/// endpoint contributes a block of the same length; any length of at least
-/// one element). A refusal names the element size, or the nearest sizes
-/// that split.
+/// number of elements of the dtype (any count of at least one, refused
+/// otherwise naming the element size), over `B = cubes × in_blocks`
+/// blocks of `⌈count / B⌉` elements each (ADR-0045 D1). Every endpoint
+/// contributes a block of the same length (element `i` of a reduction
+/// exists on every endpoint), so a count that does not split into `B`
+/// equal blocks is padded up to the next multiple of `B`: at most `B − 1`
+/// elements, which move, are filled and are checked like the rest
+/// ([`Shape::padding`]). A count that splits is its blocks exactly, as
+/// before.
 fn block_elements(ByteSize(size): ByteSize, shape: &Shape) -> Result<usize, WorkloadError> {
     let (dtype, elem) = (shape.dtype, shape.dtype.size());
     if size == 0 || size % elem != 0 {
@@ -290,24 +312,11 @@ fn block_elements(ByteSize(size): ByteSize, shape: &Shape) -> Result<usize, Work
     }
     let count = size / elem;
     let blocks = (shape.cubes * shape.blocks().0) as u64;
-    if count % blocks != 0 {
-        let below = count / blocks * blocks * elem;
-        let above = count.div_ceil(blocks) * blocks * elem;
-        let nearest = match below {
-            0 => format!("the smallest is {above} B"),
-            _ => format!("the nearest are {below} B and {above} B"),
-        };
-        let per_cube = match shape.blocks().0 {
-            1 => "one per cube".to_owned(),
-            b => format!("{b} per cube"),
-        };
-        return Err(WorkloadError::BadOption(format!(
-            "--size {size}: {count} {dtype} elements per rank do not split into {blocks} equal \
-             blocks ({per_cube}; every block has the same length, of any number of elements); \
-             {nearest}"
-        )));
-    }
-    Ok((count / blocks) as usize)
+    usize::try_from(count.div_ceil(blocks)).map_err(|_| {
+        WorkloadError::BadOption(format!(
+            "--size {size}: {count} {dtype} elements do not fit this host's address space"
+        ))
+    })
 }
 
 /// A cube's tiles fit its HBM and what the algorithm keeps of a block in
@@ -887,7 +896,7 @@ fn outcome(algorithm: &str, shape: &Shape, results: &[RankResult]) -> Outcome {
     let seconds = time.as_ps() as f64 * 1e-12;
     let algbw = participant_bytes as f64 / seconds / 1e9;
     let factor = busbw_factor(shape.collective, shape.participants());
-    let count = shape.rank_elements() as u64;
+    let count = shape.count();
     let mut figures = vec![
         Figure::text("algorithm", algorithm),
         Figure::text("dtype", shape.dtype.name()),
@@ -910,8 +919,11 @@ fn outcome(algorithm: &str, shape: &Shape, results: &[RankResult]) -> Outcome {
         Figure::int("count", count),
         Figure::int("bytes_per_rank", count * shape.dtype.size()),
         Figure::int("bytes_per_participant", participant_bytes),
-        Figure::time(time_figure(shape.collective), time),
     ]);
+    if shape.padding() > 0 {
+        figures.push(Figure::int("padding_per_rank", shape.padding()));
+    }
+    figures.push(Figure::time(time_figure(shape.collective), time));
     if let Some(model) = results.iter().filter_map(|r| r.model).max() {
         figures.push(Figure::time("model_ps", model));
     }
@@ -1006,6 +1018,7 @@ mod tests {
             cubes: 16,
             endpoints: 1024,
             n_elem: 1 << 20,
+            count: None,
             root: 0,
         };
         // 64 ranks x 16 cubes x 2 MiB tiles = 2 GiB on the device, about
