@@ -453,31 +453,37 @@ mod tests {
         (MemoryStore::new(map), base)
     }
 
-    #[test]
-    fn a_copy_snapshots_its_source_at_issue() {
-        let (mut store, base) = setup();
-        let mut log = OpLog::new();
+    /// Maps 8 bytes at `base`, writes 1s to the first half, copies it to
+    /// the second (issued at 2 ns), overwrites the first with 2s before the
+    /// copy completes at 10 ns; returns the copy's id.
+    fn copy_under_a_later_write(log: &mut OpLog, store: &mut MemoryStore, base: u64) -> OpId {
         let t = SimTime::from_ns;
-        log.apply(&mut store, "host", t(0), Op::Map { addr: base, len: 8 })
+        log.apply(store, "host", t(0), Op::Map { addr: base, len: 8 })
             .unwrap();
         let write = |v: u8| Op::HostWrite {
             addr: base,
             data: vec![v; 4].into(),
         };
-        log.apply(&mut store, "host", t(1), write(1)).unwrap();
+        log.apply(store, "host", t(1), write(1)).unwrap();
         let copy = Op::Copy {
             src: base,
             dst: base + 4,
             len: 4,
         };
-        let dma = log
-            .apply(&mut store, "sip0.cube0.mcpu.dma", t(2), copy)
-            .unwrap();
-        log.apply(&mut store, "host", t(3), write(2)).unwrap();
+        let dma = log.apply(store, "sip0.cube0.mcpu.dma", t(2), copy).unwrap();
+        log.apply(store, "host", t(3), write(2)).unwrap();
         log.complete(dma, t(10)).unwrap();
+        dma
+    }
+
+    #[test]
+    fn a_copy_snapshots_its_source_at_issue() {
+        let (mut store, base) = setup();
+        let mut log = OpLog::new();
+        let dma = copy_under_a_later_write(&mut log, &mut store, base);
         assert_eq!(&*store.read(base, 8).unwrap(), [2, 2, 2, 2, 1, 1, 1, 1]);
         log.verify(&store).unwrap();
-        assert_eq!(log.get(dma).unwrap().end(), Some(t(10)));
+        assert_eq!(log.get(dma).unwrap().end(), Some(SimTime::from_ns(10)));
     }
 
     #[test]
@@ -554,21 +560,7 @@ mod tests {
         let (mut store, base) = setup();
         let mut log = OpLog::replaying(store.fresh());
         let t = SimTime::from_ns;
-        log.apply(&mut store, "host", t(0), Op::Map { addr: base, len: 8 })
-            .unwrap();
-        let write = |v: u8| Op::HostWrite {
-            addr: base,
-            data: vec![v; 4].into(),
-        };
-        log.apply(&mut store, "host", t(1), write(1)).unwrap();
-        let copy = Op::Copy {
-            src: base,
-            dst: base + 4,
-            len: 4,
-        };
-        let dma = log.apply(&mut store, "dma", t(2), copy).unwrap();
-        log.apply(&mut store, "host", t(3), write(2)).unwrap();
-        log.complete(dma, t(10)).unwrap();
+        copy_under_a_later_write(&mut log, &mut store, base);
         assert_eq!((log.len(), log.records().len()), (4, 0));
         log.verify(&store).unwrap();
         // A byte changed outside the log: the replay differs from the live store.
