@@ -23,64 +23,26 @@
 //! On a single-cube machine (`cube_w = cube_h = 1`) phases 1, 2, 4 and 5
 //! have no hops, so only the exchange runs (seed ADR-0050 D7).
 //!
-//! Cost ([`IntercubeAllreduce::model`]): the tree's longest climb plus
-//! its longest descent, pipelined over the chunks (`ccl::cost::tree`).
+//! The algorithm is `ccl::families::HierarchicalAllreduce` with these
+//! roots (shared with `lrab_hierarchical_allreduce`). Cost: the tree's
+//! longest climb plus its longest descent, pipelined over the chunks
+//! (`ccl::cost::tree`).
 
-use kernbench::ccl::cost::{self, CostError, Network};
-use kernbench::ccl::helpers::{
-    ChunkDefault, Line, hierarchical_allreduce, hierarchical_tree, tile_chunks,
-};
-use kernbench::ccl::topology::TopologyError;
-use kernbench::ccl::{CclAlgorithm, Collective, Endpoints, KernelArgs, Params, WorldShape};
-use kernbench::sim::SimDuration;
-use kernbench::tl::{Kernel, KernelError, Tl};
-
-/// The chunk when ccl.yaml `params.chunk` gives none.
-const CHUNKS: ChunkDefault = ChunkDefault::QuarterTile;
-
-struct IntercubeAllreduce;
+use kernbench::ccl::families::HierarchicalAllreduce;
+use kernbench::ccl::helpers::Line;
+use kernbench::ccl::{CclAlgorithm, WorldShape};
 
 /// Registers the algorithm (ADR-0009).
 pub fn algorithm() -> Box<dyn CclAlgorithm> {
-    Box::new(IntercubeAllreduce)
+    Box::new(HierarchicalAllreduce {
+        name: "intercube_allreduce",
+        line: Line::to_end,
+        root_cube: south_east,
+        root_place: "the south-east corner",
+    })
 }
 
-impl CclAlgorithm for IntercubeAllreduce {
-    fn collective(&self) -> Collective {
-        Collective::AllReduce
-    }
-
-    fn kernel(&self) -> Kernel<KernelArgs, ()> {
-        Kernel::new("intercube_allreduce", intercube_allreduce)
-    }
-
-    fn chunking(&self) -> Option<ChunkDefault> {
-        Some(CHUNKS)
-    }
-
-    fn supports(&self, shape: &WorldShape, _: &Params) -> Result<(), String> {
-        let corner = shape.cubes() - 1;
-        match shape.root_cube {
-            Some(root) if root != corner => Err(format!(
-                "its root cube is the south-east corner of the cube mesh (root_cube: {corner}), \
-                 not {root}"
-            )),
-            _ => Ok(()),
-        }
-    }
-
-    fn endpoints(&self, shape: &WorldShape) -> Result<Endpoints, TopologyError> {
-        Endpoints::intercube(shape)
-    }
-
-    fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
-        let tree = hierarchical_tree(args, Line::to_end);
-        let (chunks, piece) = tile_chunks(args, CHUNKS);
-        cost::tree(net, &tree, piece, chunks).map(Some)
-    }
-}
-
-async fn intercube_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
-    let (chunks, _) = tile_chunks(&args, CHUNKS);
-    hierarchical_allreduce(&tl, &args, Line::to_end, chunks).await
+/// The last cube of the mesh, where every line towards its end meets.
+fn south_east(shape: &WorldShape) -> u32 {
+    shape.cubes() - 1
 }

@@ -16,48 +16,28 @@
 //! landed. (A piece is a DMA, not an IPCQ message: unlike the other
 //! algorithms' `chunk`, it is not bounded by `ipcq.slot_size`.)
 //!
-//! `model`: every cube's copy runs at once and all of them cross the
+//! `model` (`ccl::families::OneSidedPut`): every cube's copy runs at once and all of them cross the
 //! sender's inter-SIP port, so the bound is the busiest link's
 //! ([`Network::hbm_copies`]): one cube alone gives its route's Hockney
 //! time `α + bytes / β`.
 
-use kernbench::ccl::cost::{CostError, Network};
-use kernbench::ccl::helpers::{PIECE_PARAMS, put_tile, puts_model};
-use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, ParamSpec, Params};
-use kernbench::sim::SimDuration;
-use kernbench::tl::Kernel;
+use kernbench::ccl::families::OneSidedPut;
+use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs};
 
-struct P2pCopy;
-
-/// Registers the algorithm (ADR-0009).
+/// Registers the algorithm (ADR-0009): `ccl::families::OneSidedPut`.
 pub fn algorithm() -> Box<dyn CclAlgorithm> {
-    Box::new(P2pCopy)
+    Box::new(OneSidedPut {
+        name: "p2p_copy",
+        collective: Collective::SendRecv,
+        pairs: cube_to_cube,
+    })
 }
 
-impl CclAlgorithm for P2pCopy {
-    fn collective(&self) -> Collective {
-        Collective::SendRecv
-    }
-
-    fn kernel(&self) -> Kernel<KernelArgs, ()> {
-        Kernel::new("p2p_copy", put_tile)
-    }
-
-    fn params(&self) -> &'static [ParamSpec] {
-        PIECE_PARAMS
-    }
-
-    /// Nothing passes through TCM.
-    fn tcm_bytes(&self, _tile_bytes: u64, _params: &Params) -> u64 {
-        0
-    }
-
-    /// `args` are the sender's: its rank and `root` = the receiver.
-    fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
-        let cubes = args.cubes();
-        let pairs: Vec<_> = (0..cubes)
-            .map(|cube| (args.endpoint(cube), (args.root * cubes + cube) as usize))
-            .collect();
-        puts_model(args, net, &pairs)
-    }
+/// Every cube of the sender with the same cube of the receiver; `args`
+/// are the sender's: its rank and `root` = the receiver.
+fn cube_to_cube(args: &KernelArgs) -> Vec<(usize, usize)> {
+    let cubes = args.cubes();
+    (0..cubes)
+        .map(|cube| (args.endpoint(cube), (args.root * cubes + cube) as usize))
+        .collect()
 }

@@ -14,40 +14,17 @@
 //! ([`Network::hbm_copies`], `ccl::helpers::root_pairs`); none with a
 //! world of one rank (the only copy is the root's, on no link).
 
-use kernbench::ccl::cost::{CostError, Network};
-use kernbench::ccl::helpers::{PIECE_PARAMS, put_tile, puts_model, root_pairs};
-use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, ParamSpec, Params};
-use kernbench::sim::SimDuration;
-use kernbench::tl::Kernel;
+use kernbench::ccl::families::OneSidedPut;
+use kernbench::ccl::helpers::root_pairs;
+use kernbench::ccl::{CclAlgorithm, Collective};
 
-struct P2pGather;
-
-/// Registers the algorithm (ADR-0009).
+/// Registers the algorithm (ADR-0009): `ccl::families::OneSidedPut`,
+/// every rank into the root (any rank's `args`: `root` = the destination,
+/// `tile.n_elem` = one block, a rank's cube tile).
 pub fn algorithm() -> Box<dyn CclAlgorithm> {
-    Box::new(P2pGather)
-}
-
-impl CclAlgorithm for P2pGather {
-    fn collective(&self) -> Collective {
-        Collective::Gather
-    }
-
-    fn kernel(&self) -> Kernel<KernelArgs, ()> {
-        Kernel::new("p2p_gather", put_tile)
-    }
-
-    fn params(&self) -> &'static [ParamSpec] {
-        PIECE_PARAMS
-    }
-
-    /// Nothing passes through TCM.
-    fn tcm_bytes(&self, _tile_bytes: u64, _params: &Params) -> u64 {
-        0
-    }
-
-    /// Any rank's `args`: `root` = the destination, `tile.n_elem` = one
-    /// block (a rank's cube tile).
-    fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
-        puts_model(args, net, &root_pairs(args))
-    }
+    Box::new(OneSidedPut {
+        name: "p2p_gather",
+        collective: Collective::Gather,
+        pairs: root_pairs,
+    })
 }

@@ -15,44 +15,25 @@
 //! ([`Network::hbm_copies`], `ccl::helpers::root_pairs` reversed); none
 //! with a world of one rank.
 
-use kernbench::ccl::cost::{CostError, Network};
-use kernbench::ccl::helpers::{PIECE_PARAMS, put_tile, puts_model, root_pairs};
-use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, ParamSpec, Params};
-use kernbench::sim::SimDuration;
-use kernbench::tl::Kernel;
+use kernbench::ccl::families::OneSidedPut;
+use kernbench::ccl::helpers::root_pairs;
+use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs};
 
-struct P2pScatter;
-
-/// Registers the algorithm (ADR-0009).
+/// Registers the algorithm (ADR-0009): `ccl::families::OneSidedPut`.
 pub fn algorithm() -> Box<dyn CclAlgorithm> {
-    Box::new(P2pScatter)
+    Box::new(OneSidedPut {
+        name: "p2p_scatter",
+        collective: Collective::Scatter,
+        pairs: root_to_ranks,
+    })
 }
 
-impl CclAlgorithm for P2pScatter {
-    fn collective(&self) -> Collective {
-        Collective::Scatter
-    }
-
-    fn kernel(&self) -> Kernel<KernelArgs, ()> {
-        Kernel::new("p2p_scatter", put_tile)
-    }
-
-    fn params(&self) -> &'static [ParamSpec] {
-        PIECE_PARAMS
-    }
-
-    /// Nothing passes through TCM.
-    fn tcm_bytes(&self, _tile_bytes: u64, _params: &Params) -> u64 {
-        0
-    }
-
-    /// Any rank's `args`: `root` = the source, `tile.n_elem` = one block
-    /// (a rank's cube tile).
-    fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
-        let pairs: Vec<_> = root_pairs(args)
-            .into_iter()
-            .map(|(r, root)| (root, r))
-            .collect();
-        puts_model(args, net, &pairs)
-    }
+/// The root into every other rank: `root_pairs` reversed (any rank's
+/// `args`: `root` = the source, `tile.n_elem` = one block, a rank's cube
+/// tile).
+fn root_to_ranks(args: &KernelArgs) -> Vec<(usize, usize)> {
+    root_pairs(args)
+        .into_iter()
+        .map(|(rank, root)| (root, rank))
+        .collect()
 }

@@ -23,7 +23,7 @@
 //! times the chunks, with `C` the smallest chunk and the α, β of each
 //! partner's route.
 
-use kernbench::ccl::cost::{CostError, Network, sequence};
+use kernbench::ccl::cost::{CostError, Network};
 use kernbench::ccl::helpers::{
     ChunkDefault, Doubling, Fold, MAX_CHUNK, finish_in_place, own_tile, tile_chunks,
 };
@@ -65,28 +65,9 @@ impl CclAlgorithm for RdAllreduce {
     }
 
     fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
-        let n = args.endpoints();
         let (chunks, bytes) = tile_chunks(args, CHUNKS);
-        let mut worst = SimDuration::ZERO;
-        for endpoint in 0..n {
-            let Ok(d) = Doubling::new(endpoint, n) else {
-                return Ok(None);
-            };
-            if d.endpoint >= d.core {
-                continue;
-            }
-            let mut sends = Vec::new();
-            for k in 0..d.steps {
-                sends.push(net.message(endpoint, d.partner(k).0, bytes)?);
-            }
-            if let Some(extra) = d.fold_peer() {
-                sends.push(net.message(extra, endpoint, bytes)?);
-                sends.push(net.message(endpoint, extra, bytes)?);
-            }
-            let chunk = sequence(sends);
-            worst = worst.max(SimDuration::from_ps(chunk.as_ps() * chunks));
-        }
-        Ok(Some(worst))
+        let chunk = Doubling::slowest_chain(net, args.endpoints(), |_, _| vec![bytes], bytes)?;
+        Ok(chunk.map(|chunk| SimDuration::from_ps(chunk.as_ps() * chunks)))
     }
 }
 

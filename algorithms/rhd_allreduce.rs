@@ -25,7 +25,7 @@
 //! m/β_k` of that partner's route — about `2 log2 P · α + 2 (P − 1)/P ·
 //! S/β`.
 
-use kernbench::ccl::cost::{CostError, Network, sequence};
+use kernbench::ccl::cost::{CostError, Network};
 use kernbench::ccl::helpers::{
     ChunkDefault, Doubling, Exchange, Fold, MAX_CHUNK, TileView, exchange, finish_in_place,
     message_bytes, messages, slice, span, split_tile,
@@ -82,31 +82,14 @@ impl CclAlgorithm for RhdAllreduce {
     }
 
     fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
-        let n = args.endpoints();
         let elem = args.dtype.size();
         let tile = args.tile.n_elem as u64;
-        let mut worst = SimDuration::ZERO;
-        for endpoint in 0..n {
-            let Ok(d) = Doubling::new(endpoint, n) else {
-                return Ok(None);
-            };
-            if d.endpoint >= d.core {
-                continue;
-            }
-            let mut sends = Vec::new();
-            for k in 0..d.steps {
-                // The step with partner distance 2^k moves 2^k parts.
-                let bytes = tile / d.core as u64 * (1 << k) * elem;
-                let message = net.message(endpoint, d.partner(k).0, bytes)?;
-                sends.extend([message, message]);
-            }
-            if let Some(extra) = d.fold_peer() {
-                sends.push(net.message(extra, endpoint, tile * elem)?);
-                sends.push(net.message(endpoint, extra, tile * elem)?);
-            }
-            worst = worst.max(sequence(sends));
-        }
-        Ok(Some(worst))
+        // The step with partner distance 2^k moves 2^k parts, each way.
+        let step = |d: &Doubling, k: usize| {
+            let bytes = tile / d.core as u64 * (1 << k) * elem;
+            vec![bytes, bytes]
+        };
+        Doubling::slowest_chain(net, args.endpoints(), step, tile * elem)
     }
 }
 

@@ -892,6 +892,42 @@ impl Doubling {
         }
         table
     }
+
+    /// The α-β time of a doubling algorithm over `n` endpoints (a lower
+    /// bound of its simulated time): the slowest core endpoint's chain of
+    /// sends, one after another, each `α + bytes/β` of its route: at core
+    /// step `k` one message to the partner of each size `step(d, k)` lists
+    /// (`d` the endpoint's place), then, at a host, the extra's fold-in and
+    /// the fold-out, `fold_bytes` each. `None` when `n` endpoints cannot
+    /// double ([`Doubling::new`]).
+    pub fn slowest_chain(
+        net: &Network,
+        n: usize,
+        step: impl Fn(&Doubling, usize) -> Vec<u64>,
+        fold_bytes: u64,
+    ) -> Result<Option<SimDuration>, CostError> {
+        let mut worst = SimDuration::ZERO;
+        for endpoint in 0..n {
+            let Ok(d) = Doubling::new(endpoint, n) else {
+                return Ok(None);
+            };
+            if d.endpoint >= d.core {
+                continue;
+            }
+            let mut sends = Vec::new();
+            for k in 0..d.steps {
+                for bytes in step(&d, k) {
+                    sends.push(net.message(endpoint, d.partner(k).0, bytes)?);
+                }
+            }
+            if let Some(extra) = d.fold_peer() {
+                sends.push(net.message(extra, endpoint, fold_bytes)?);
+                sends.push(net.message(endpoint, extra, fold_bytes)?);
+            }
+            worst = worst.max(super::cost::sequence(sends));
+        }
+        Ok(Some(worst))
+    }
 }
 
 #[cfg(test)]

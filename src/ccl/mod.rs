@@ -7,7 +7,8 @@
 //! `global_*` SIP directions) and derives the rings they install; [`helpers`]
 //! are what algorithms share (chunks, reduce-then-broadcast trees of lines,
 //! ring reduce-scatter / all-gather, grid positions) and [`cost`] the α-β
-//! model they state their cost in.
+//! model they state their cost in; [`families`] are algorithms several
+//! `algorithms/` files register with their own values.
 //! [`WorldShape`] and [`Endpoints`] describe the world a collective runs in
 //! and its IPCQ endpoints (seed ADR-0032 D3's intercube tables included).
 //! [`CclAlgorithm`] is the contract one file in `algorithms/` implements
@@ -26,6 +27,7 @@ mod collective;
 mod config;
 pub mod cost;
 mod endpoints;
+pub mod families;
 pub mod helpers;
 pub mod install;
 pub mod msccl;
