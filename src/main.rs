@@ -1294,15 +1294,14 @@ mod workload_flags {
             assert!(needed > 19_200_000_000 && needed < 21_000_000_000);
             assert_eq!(kernbench::topology::Machine::estimated_bytes(&spec), needed);
             use super::super::{Footprint, check_machine_fits};
-            let error = check_machine_fits(&spec, Footprint::Graph, Some(4 << 30)).unwrap_err();
-            let text = error.to_string();
-            assert!(
-                text.contains(&format!(
-                    "about {} MiB of host memory to build (",
-                    needed >> 20
-                )),
-                "{text}"
-            );
+            let refusal = |footprint, available: u64| {
+                check_machine_fits(&spec, footprint, Some(available))
+                    .unwrap_err()
+                    .to_string()
+            };
+            let text = refusal(Footprint::Graph, 4 << 30);
+            let says = format!("about {} MiB of host memory to build (", needed >> 20);
+            assert!(text.contains(&says), "{text}");
             assert!(
                 text.contains("cube.pes") && text.contains("4096 MiB are available"),
                 "{text}"
@@ -1313,16 +1312,12 @@ mod workload_flags {
             // A run adds 500 B per PE and 80 KiB per cube: 7.8 GB and 5.3 GB.
             let run = needed + 254 * 256 * 240 * 500 + 254 * 256 * (80 << 10);
             assert!(run > 33_000_000_000 && run < 34_000_000_000);
-            let error =
-                check_machine_fits(&spec, Footprint::Simulation, Some(24 << 30)).unwrap_err();
-            let text = error.to_string();
-            assert!(
-                text.contains(&format!(
-                    "about {} MiB of host memory to build and simulate",
-                    run >> 20
-                )),
-                "{text}"
+            let text = refusal(Footprint::Simulation, 24 << 30);
+            let says = format!(
+                "about {} MiB of host memory to build and simulate",
+                run >> 20
             );
+            assert!(text.contains(&says), "{text}");
             assert!(check_machine_fits(&spec, Footprint::Simulation, Some(30 << 30)).is_err());
             assert!(check_machine_fits(&spec, Footprint::Simulation, Some(32 << 30)).is_ok());
             assert!(check_machine_fits(&spec, Footprint::Graph, None).is_ok());
