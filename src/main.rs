@@ -706,7 +706,7 @@ fn bench(
     };
     // For a person at a terminal, like the progress line: scripts and
     // tests read stderr's one `error:` line.
-    let hint = progress::packet_hint(topology.simulation.fidelity, &options);
+    let hint = progress::packet_hint(topology.simulation().fidelity, &options);
     if let Some(hint) = hint.filter(|_| io::stderr().is_terminal()) {
         eprintln!("{hint}");
     }
@@ -932,7 +932,7 @@ fn sweep_variants(
                 .filter(|f| fidelities.iter().any(|name| name == f.name()))
                 .map(|fidelity| {
                     let mut variant = v.clone();
-                    variant.topology.simulation.fidelity = fidelity;
+                    variant.topology = variant.topology.with_fidelity(fidelity);
                     let field = ("fidelity".to_owned(), fidelity.name().to_owned());
                     variant.fields.push(field);
                     variant
