@@ -481,8 +481,9 @@ impl Footprint {
     /// (1,473 MB)).
     fn estimated_bytes(self, topology: &TopologySpec) -> u128 {
         let graph = Machine::estimated_bytes(topology);
-        let cubes = u128::from(topology.system.sips.count()) * u128::from(topology.cubes_per_sip());
-        let pes = cubes * u128::from(topology.cube.pes.get());
+        let cubes =
+            u128::from(topology.system().sips.count()) * u128::from(topology.cubes_per_sip());
+        let pes = cubes * u128::from(topology.cube().pes.get());
         match self {
             Footprint::Graph => graph,
             Footprint::Simulation => graph + pes * 500 + cubes * (80 << 10),
@@ -769,7 +770,7 @@ fn bench(
     };
     // For a person at a terminal, like the progress line: scripts and
     // tests read stderr's one `error:` line.
-    let hint = progress::packet_hint(topology.simulation.fidelity, &options);
+    let hint = progress::packet_hint(topology.simulation().fidelity, &options);
     if let Some(hint) = hint.filter(|_| io::stderr().is_terminal()) {
         eprintln!("{hint}");
     }
@@ -995,7 +996,7 @@ fn sweep_variants(
                 .filter(|f| fidelities.iter().any(|name| name == f.name()))
                 .map(|fidelity| {
                     let mut variant = v.clone();
-                    variant.topology.simulation.fidelity = fidelity;
+                    variant.topology = variant.topology.with_fidelity(fidelity);
                     let field = ("fidelity".to_owned(), fidelity.name().to_owned());
                     variant.fields.push(field);
                     variant

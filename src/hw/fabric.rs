@@ -117,11 +117,11 @@ impl CubeUnits {
         CubeUnits {
             hbm: Rc::new(HbmController::new(
                 &naming::hbm(sip, cube),
-                &spec.cube.hbm,
+                &spec.cube().hbm,
                 pc,
             )),
-            sram: Rc::new(MemoryPort::new(&naming::sram(sip, cube), &spec.cube.sram)),
-            mcpu: Rc::new(Mcpu::new(&mcpu, &mcpu_dma, &spec.cube.mcpu)),
+            sram: Rc::new(MemoryPort::new(&naming::sram(sip, cube), &spec.cube().sram)),
+            mcpu: Rc::new(Mcpu::new(&mcpu, &mcpu_dma, &spec.cube().mcpu)),
         }
     }
 }
@@ -143,10 +143,10 @@ impl PeUnits {
     fn new(spec: &TopologySpec, sip: u32, cube: u32, pe: u32) -> Self {
         let name = naming::pe(sip, cube, pe);
         PeUnits {
-            dma: Rc::new(DmaEngine::new(&format!("{name}.dma"), &spec.pe.dma)),
-            tcm: Rc::new(MemoryPort::new(&naming::tcm(sip, cube, pe), &spec.pe.tcm)),
-            gemm: Rc::new(GemmEngine::new(&format!("{name}.gemm"), &spec.pe)),
-            math: Rc::new(MathEngine::new(&format!("{name}.math"), &spec.pe)),
+            dma: Rc::new(DmaEngine::new(&format!("{name}.dma"), &spec.pe().dma)),
+            tcm: Rc::new(MemoryPort::new(&naming::tcm(sip, cube, pe), &spec.pe().tcm)),
+            gemm: Rc::new(GemmEngine::new(&format!("{name}.gemm"), spec.pe())),
+            math: Rc::new(MathEngine::new(&format!("{name}.math"), spec.pe())),
         }
     }
 }
@@ -164,7 +164,7 @@ impl Fabric {
             pes: (0..pes).map(|_| OnceCell::new()).collect(),
             cubes: (0..cubes).map(|_| OnceCell::new()).collect(),
             io_cpu: (0..machine.sip_count())
-                .map(|s| Rc::new(IoCpu::new(&naming::io_cpu(s), &spec.sip.io_cpu)))
+                .map(|s| Rc::new(IoCpu::new(&naming::io_cpu(s), &spec.sip().io_cpu)))
                 .collect(),
             machine,
             flow_routes: RefCell::default(),
@@ -269,7 +269,7 @@ impl Fabric {
 
     /// How transfers are simulated (`simulation.fidelity`).
     pub fn fidelity(&self) -> Fidelity {
-        self.machine.spec().simulation.fidelity
+        self.machine.spec().simulation().fidelity
     }
 
     /// Moves `bytes` over `path`: packet by packet ([`transfer`]) or as one
@@ -502,7 +502,7 @@ impl Fabric {
                 self.sram(sip, cube).access(len).await?;
             }
             MemSpace::Tcm { .. } => {
-                let latency = self.machine.spec().pe.tcm.latency;
+                let latency = self.machine.spec().pe().tcm.latency;
                 explain_unbooked(space, latency);
                 explain::sleep_until(sim::now() + latency).await
             }
@@ -520,9 +520,9 @@ impl Fabric {
     ) -> Result<SimDuration, HwError> {
         let spec = self.machine.spec();
         match space {
-            MemSpace::Hbm { .. } => hbm_formula(&spec.cube.hbm, offset, len),
-            MemSpace::Sram { .. } => memory_formula(&spec.cube.sram, len),
-            MemSpace::Tcm { .. } => Ok(spec.pe.tcm.latency),
+            MemSpace::Hbm { .. } => hbm_formula(&spec.cube().hbm, offset, len),
+            MemSpace::Sram { .. } => memory_formula(&spec.cube().sram, len),
+            MemSpace::Tcm { .. } => Ok(spec.pe().tcm.latency),
             MemSpace::Host => Ok(SimDuration::ZERO),
         }
     }

@@ -195,8 +195,9 @@ mod tests {
     /// Twin flow-mode fabrics of the default machine and the routes of
     /// `pairs` (PE coordinates) on each.
     fn twins(pairs: &[(Pe, Pe)]) -> [Routed; 2] {
-        let mut spec = TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap();
-        spec.simulation.fidelity = crate::topology::Fidelity::Flow;
+        let spec = TopologySpec::load(&TopologySpec::default_source(), &[])
+            .unwrap()
+            .with_fidelity(crate::topology::Fidelity::Flow);
         [(); 2].map(|()| {
             let fabric = Rc::new(Fabric::from_spec(&spec).unwrap());
             let pe = |(cube, pe)| fabric.machine().pe(0, cube, pe).unwrap();
