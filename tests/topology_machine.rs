@@ -124,9 +124,11 @@ fn every_edge_has_its_reverse() {
         let back = machine.edge(edge.reverse);
         assert_eq!((back.from, back.to), (edge.to, edge.from), "edge {i}");
         assert_eq!(back.reverse.index(), i);
-        assert_eq!((back.kind, back.link), (edge.kind, edge.link));
+        assert_eq!((back.kind, back.role), (edge.kind, edge.role));
         assert!(machine.out_edges(edge.to).contains(&edge.reverse));
     }
+    // Three ids, a kind and a role: 16 bytes an edge (ADR-0050 D3).
+    assert_eq!(std::mem::size_of::<kernbench::topology::Edge>(), 16);
 }
 
 #[test]

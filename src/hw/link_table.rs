@@ -74,7 +74,7 @@ impl LinkTable {
     fn make(&self, index: usize) -> Link {
         let edge = self.machine.edge(EdgeId::from_index(index));
         let (from, to) = (self.machine.node(edge.from), self.machine.node(edge.to));
-        let p = &edge.link;
+        let p = self.machine.link_params(edge);
         let params = HopParams::new(p.bandwidth, p.efficiency, p.latency, p.packet_overhead);
         Link::of_class(&[&*from.name, "->", &*to.name].concat(), self.class(params))
     }

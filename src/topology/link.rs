@@ -100,7 +100,41 @@ pub struct LinkCatalog {
     pub pcie: LinkParams,
 }
 
+/// Which entry of the [`LinkCatalog`] times an edge: a machine has these
+/// seven kinds of hop parameters and no others, so an edge names its entry
+/// in one byte instead of carrying the parameters (ADR-0050 D3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LinkRole {
+    /// [`LinkCatalog::noc_hop`].
+    NocHop,
+    /// [`LinkCatalog::noc_attach`].
+    NocAttach,
+    /// [`LinkCatalog::tcm_port`].
+    TcmPort,
+    /// [`LinkCatalog::ucie_bridge`].
+    UcieBridge,
+    /// [`LinkCatalog::ucie`].
+    Ucie,
+    /// [`LinkCatalog::inter_sip`].
+    InterSip,
+    /// [`LinkCatalog::pcie`].
+    Pcie,
+}
+
 impl LinkCatalog {
+    /// The parameters of `role`.
+    pub fn params(&self, role: LinkRole) -> &LinkParams {
+        match role {
+            LinkRole::NocHop => &self.noc_hop,
+            LinkRole::NocAttach => &self.noc_attach,
+            LinkRole::TcmPort => &self.tcm_port,
+            LinkRole::UcieBridge => &self.ucie_bridge,
+            LinkRole::Ucie => &self.ucie,
+            LinkRole::InterSip => &self.inter_sip,
+            LinkRole::Pcie => &self.pcie,
+        }
+    }
+
     /// The hop parameters of `spec`'s machine.
     pub fn new(spec: &TopologySpec) -> Result<LinkCatalog, LinkError> {
         let (noc, ucie) = (&spec.cube().noc, &spec.sip().ucie);

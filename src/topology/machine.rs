@@ -23,7 +23,7 @@ use super::expand::{CubeNodes, Structure, expand};
 use super::grid::GridPos;
 use super::index::Index;
 use super::layout::CubeLayout;
-use super::link::{LinkCatalog, LinkParams};
+use super::link::{LinkCatalog, LinkParams, LinkRole};
 use super::machine_grids::{IO_CUBE, MachineGrids};
 use super::naming::Side;
 use super::spec::TopologySpec;
@@ -204,8 +204,9 @@ pub struct Edge {
     pub to: NodeId,
     /// What the link is.
     pub kind: EdgeKind,
-    /// Its parameters in this direction.
-    pub link: LinkParams,
+    /// Which of the machine's link parameters time it
+    /// ([`Machine::link_params`]).
+    pub role: LinkRole,
     /// The other direction of the same link.
     pub reverse: EdgeId,
 }
@@ -219,6 +220,7 @@ pub struct Machine {
     address_map: AddressMap,
     nodes: Vec<Node>,
     edges: Vec<Edge>,
+    links: LinkCatalog,
     structure: Structure,
     index: Index,
 }
@@ -235,7 +237,6 @@ impl Machine {
             grids: &grids,
             layout: &layout,
             structure: &structure,
-            links: &links,
         });
         // Grown by pushes: give back the spare capacity (a quarter of the
         // edges' bytes at 1,024 SIPs).
@@ -249,6 +250,7 @@ impl Machine {
             address_map,
             nodes,
             edges,
+            links,
             structure,
             index,
         })
@@ -267,6 +269,11 @@ impl Machine {
         let cubes = u128::from(spec.system().sips.count()) * u128::from(spec.cubes_per_sip());
         let pes = cubes * u128::from(spec.cube().pes.get());
         pes * 1200 + cubes * (27 << 10)
+    }
+
+    /// The parameters of `edge`'s link (in its direction).
+    pub fn link_params(&self, edge: &Edge) -> &LinkParams {
+        self.links.params(edge.role)
     }
 
     /// The spec the machine was built from.

@@ -41,7 +41,7 @@ pub use adjacency::View;
 pub use error::TopologyError;
 pub use grid::GridPos;
 pub use layout::{CubeLayout, LayoutError, MAX_ROUTERS, Slot};
-pub use link::{LinkCatalog, LinkError, LinkFigures, LinkParams};
+pub use link::{LinkCatalog, LinkError, LinkFigures, LinkParams, LinkRole};
 pub use machine::{Edge, EdgeId, EdgeKind, Machine, Node, NodeId, NodeKind};
 pub use resolver::{AddressResolver, Resolved};
 pub use routing::{Path, PathRouter, RouteError};

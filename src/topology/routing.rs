@@ -101,7 +101,7 @@ impl Path {
         let ps = self
             .edges
             .iter()
-            .map(|&e| machine.edge(e).link.latency.as_ps())
+            .map(|&e| machine.link_params(machine.edge(e)).latency.as_ps())
             .fold(0_u64, u64::saturating_add);
         SimDuration::from_ps(ps)
     }
@@ -239,7 +239,13 @@ impl PathRouter {
                 }
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let payload = |e: &EdgeId| machine.edge(*e).link.max_payload.get().bytes();
+        let payload = |e: &EdgeId| {
+            machine
+                .link_params(machine.edge(*e))
+                .max_payload
+                .get()
+                .bytes()
+        };
         let max_payload = edges.iter().map(payload).min().unwrap_or(0);
         Ok(Path {
             nodes,

@@ -263,7 +263,12 @@ fn links(machine: &Machine, groups: &[Group]) -> Vec<ViewLink> {
             continue;
         }
         let (a, b) = if edge.from < edge.to { (a, b) } else { (b, a) };
-        let key = (a.name.clone(), b.name.clone(), edge.kind, edge.link);
+        let key = (
+            a.name.clone(),
+            b.name.clone(),
+            edge.kind,
+            *machine.link_params(edge),
+        );
         let at = order.iter().position(|k| *k == key).unwrap_or_else(|| {
             order.push(key);
             order.len() - 1

@@ -24,19 +24,18 @@
 use super::expand::{CubeNodes, SipNodes, Structure};
 use super::grid::GridPos;
 use super::layout::CubeLayout;
-use super::link::{LinkCatalog, LinkParams};
+use super::link::LinkRole;
 use super::machine::{Edge, EdgeId, EdgeKind, NodeId};
 use super::machine_grids::{IO_CUBE, MachineGrids};
 
 /// The edge list being built.
-struct Edges<'a> {
+struct Edges {
     edges: Vec<Edge>,
-    links: &'a LinkCatalog,
 }
 
-impl Edges<'_> {
+impl Edges {
     /// Adds `a → b` and `b → a`.
-    fn link(&mut self, a: NodeId, b: NodeId, kind: EdgeKind, params: LinkParams) {
+    fn link(&mut self, a: NodeId, b: NodeId, kind: EdgeKind, role: LinkRole) {
         let forward = EdgeId::from_index(self.edges.len());
         let backward = EdgeId::from_index(self.edges.len() + 1);
         for (from, to, reverse) in [(a, b, backward), (b, a, forward)] {
@@ -44,7 +43,7 @@ impl Edges<'_> {
                 from,
                 to,
                 kind,
-                link: params,
+                role,
                 reverse,
             });
         }
@@ -56,15 +55,11 @@ pub(crate) struct Wiring<'a> {
     pub grids: &'a MachineGrids,
     pub layout: &'a CubeLayout,
     pub structure: &'a Structure,
-    pub links: &'a LinkCatalog,
 }
 
 /// All edges of the machine.
 pub(crate) fn wire(wiring: &Wiring<'_>) -> Vec<Edge> {
-    let mut edges = Edges {
-        edges: Vec::new(),
-        links: wiring.links,
-    };
+    let mut edges = Edges { edges: Vec::new() };
     let structure = wiring.structure;
     for sip in &structure.sips {
         wire_sip_level(&mut edges, wiring, structure.host, sip);
@@ -83,12 +78,12 @@ fn router(cube: &CubeNodes, layout: &CubeLayout, pos: GridPos) -> NodeId {
     cube.routers[index as usize]
 }
 
-fn wire_sip_level(edges: &mut Edges<'_>, wiring: &Wiring<'_>, host: NodeId, sip: &SipNodes) {
-    let (links, layout) = (*edges.links, wiring.layout);
-    edges.link(host, sip.pcie_ep, EdgeKind::Pcie, links.pcie);
-    edges.link(sip.pcie_ep, sip.io_cpu, EdgeKind::Mgmt, links.noc_attach);
+fn wire_sip_level(edges: &mut Edges, wiring: &Wiring<'_>, host: NodeId, sip: &SipNodes) {
+    let layout = wiring.layout;
+    edges.link(host, sip.pcie_ep, EdgeKind::Pcie, LinkRole::Pcie);
+    edges.link(sip.pcie_ep, sip.io_cpu, EdgeKind::Mgmt, LinkRole::NocAttach);
     for cube in &sip.cubes {
-        edges.link(sip.io_cpu, cube.mcpu, EdgeKind::Mgmt, links.noc_attach);
+        edges.link(sip.io_cpu, cube.mcpu, EdgeKind::Mgmt, LinkRole::NocAttach);
     }
     let io_cube = &sip.cubes[IO_CUBE as usize];
     for (node, pos) in [
@@ -96,22 +91,21 @@ fn wire_sip_level(edges: &mut Edges<'_>, wiring: &Wiring<'_>, host: NodeId, sip:
         (sip.io_cpu, layout.io_cpu()),
     ] {
         let at = router(io_cube, layout, pos);
-        edges.link(node, at, EdgeKind::Attach, links.noc_attach);
+        edges.link(node, at, EdgeKind::Attach, LinkRole::NocAttach);
     }
     for (&side, &port) in &sip.ports {
         let cube = &sip.cubes[wiring.grids.port_cube(side) as usize];
         let at = router(cube, layout, layout.port(side));
-        edges.link(port, at, EdgeKind::Attach, links.noc_attach);
+        edges.link(port, at, EdgeKind::Attach, LinkRole::NocAttach);
     }
 }
 
-fn wire_cube(edges: &mut Edges<'_>, layout: &CubeLayout, cube: &CubeNodes) {
-    let links = *edges.links;
+fn wire_cube(edges: &mut Edges, layout: &CubeLayout, cube: &CubeNodes) {
     let grid = layout.grid();
     for (pos, side) in grid.links() {
         if let Some(next) = grid.neighbour(pos, side) {
             let (a, b) = (router(cube, layout, pos), router(cube, layout, next));
-            edges.link(a, b, EdgeKind::Noc, links.noc_hop);
+            edges.link(a, b, EdgeKind::Noc, LinkRole::NocHop);
         }
     }
     for (pe, (&node, &tcm)) in cube.pes.iter().zip(&cube.tcms).enumerate() {
@@ -121,14 +115,14 @@ fn wire_cube(edges: &mut Edges<'_>, layout: &CubeLayout, cube: &CubeNodes) {
                 node,
                 router(cube, layout, pos),
                 EdgeKind::Attach,
-                links.noc_attach,
+                LinkRole::NocAttach,
             );
         }
-        edges.link(node, tcm, EdgeKind::Attach, links.tcm_port);
+        edges.link(node, tcm, EdgeKind::Attach, LinkRole::TcmPort);
     }
     for pos in layout.hbm_ports() {
         let at = router(cube, layout, pos);
-        edges.link(cube.hbm, at, EdgeKind::HbmPort, links.noc_attach);
+        edges.link(cube.hbm, at, EdgeKind::HbmPort, LinkRole::NocAttach);
     }
     for (node, pos) in [
         (cube.sram, layout.sram()),
@@ -139,16 +133,16 @@ fn wire_cube(edges: &mut Edges<'_>, layout: &CubeLayout, cube: &CubeNodes) {
             node,
             router(cube, layout, pos),
             EdgeKind::Attach,
-            links.noc_attach,
+            LinkRole::NocAttach,
         );
     }
     for (&side, &port) in &cube.ucie {
         let at = router(cube, layout, layout.port(side));
-        edges.link(port, at, EdgeKind::Attach, links.ucie_bridge);
+        edges.link(port, at, EdgeKind::Attach, LinkRole::UcieBridge);
     }
 }
 
-fn wire_ucie(edges: &mut Edges<'_>, grids: &MachineGrids, sip: &SipNodes) {
+fn wire_ucie(edges: &mut Edges, grids: &MachineGrids, sip: &SipNodes) {
     let mesh = grids.cubes;
     for (pos, side) in mesh.links() {
         let Some(next) = mesh.neighbour(pos, side) else {
@@ -157,13 +151,12 @@ fn wire_ucie(edges: &mut Edges<'_>, grids: &MachineGrids, sip: &SipNodes) {
         let here = &sip.cubes[mesh.index(pos) as usize];
         let there = &sip.cubes[mesh.index(next) as usize];
         if let (Some(&a), Some(&b)) = (here.ucie.get(&side), there.ucie.get(&side.opposite())) {
-            let params = edges.links.ucie;
-            edges.link(a, b, EdgeKind::Ucie, params);
+            edges.link(a, b, EdgeKind::Ucie, LinkRole::Ucie);
         }
     }
 }
 
-fn wire_inter_sip(edges: &mut Edges<'_>, wiring: &Wiring<'_>) {
+fn wire_inter_sip(edges: &mut Edges, wiring: &Wiring<'_>) {
     let grid = wiring.grids.sips;
     let sips = &wiring.structure.sips;
     for (pos, side) in grid.links() {
@@ -173,8 +166,7 @@ fn wire_inter_sip(edges: &mut Edges<'_>, wiring: &Wiring<'_>) {
         let here = &sips[grid.index(pos) as usize];
         let there = &sips[grid.index(next) as usize];
         if let (Some(&a), Some(&b)) = (here.ports.get(&side), there.ports.get(&side.opposite())) {
-            let params = edges.links.inter_sip;
-            edges.link(a, b, EdgeKind::InterSip, params);
+            edges.link(a, b, EdgeKind::InterSip, LinkRole::InterSip);
         }
     }
 }
