@@ -30,7 +30,7 @@ use crate::tl::{Dir, KernelError, TensorHandle, Tl};
 
 use crate::topology::{GridPos, SipArrangement};
 
-use super::algorithm::{KernelArgs, finish, reduce_received};
+use super::algorithm::{KernelArgs, Unsupported, finish, reduce_received};
 use super::collective::{ParamKind, ParamSpec, Params, ReduceOp};
 use super::cost::{CostError, Network};
 use super::topology::NeighborMap;
@@ -133,12 +133,11 @@ pub const CHUNK_PARAMS: &[ParamSpec] = &[ParamSpec {
 /// Refuses a `params.chunk` that is not a whole number of elements of
 /// every dtype (a multiple of 4 B, the f32 element; f16 and bf16 take
 /// 2 B). Zero is refused by the params check itself.
-pub fn check_chunk(params: &Params) -> Result<(), String> {
+pub fn check_chunk(params: &Params) -> Result<(), Unsupported> {
     match params.size("chunk") {
-        Some(chunk) if chunk % DType::F32.size() != 0 => Err(format!(
-            "params.chunk: {chunk} B is not a whole number of elements of every dtype \
-             (a multiple of 4 B: f32 elements are 4 B, f16 and bf16 2 B)"
-        )),
+        Some(chunk) if chunk % DType::F32.size() != 0 => {
+            Err(Unsupported::ChunkNotElements { chunk })
+        }
         _ => Ok(()),
     }
 }
@@ -833,16 +832,17 @@ impl Doubling {
     /// `endpoint`'s place among `n` endpoints, or what it requires: at most
     /// 2^8 endpoints (and 2^7 for a non-power of two): one IPCQ direction
     /// per step and one for the fold.
-    pub fn new(endpoint: usize, n: usize) -> Result<Doubling, String> {
+    pub fn new(endpoint: usize, n: usize) -> Result<Doubling, Unsupported> {
         let n = n.max(1);
         let core: usize = 1 << n.ilog2();
         let steps = core.trailing_zeros() as usize;
         let dirs = steps + usize::from(core < n);
         if dirs > DOUBLING_DIRS.len() {
-            return Err(format!(
-                "recursive doubling over {n} endpoints needs {dirs} IPCQ directions; there are {}",
-                DOUBLING_DIRS.len()
-            ));
+            return Err(Unsupported::DoublingDirections {
+                endpoints: n,
+                dirs,
+                available: DOUBLING_DIRS.len(),
+            });
         }
         Ok(Doubling {
             endpoint,
