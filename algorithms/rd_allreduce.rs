@@ -28,7 +28,9 @@ use kernbench::ccl::helpers::{
     ChunkDefault, Doubling, Fold, MAX_CHUNK, finish_in_place, own_tile, tile_chunks,
 };
 use kernbench::ccl::topology::NeighborMap;
-use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, Params, WorldShape, reduce_received};
+use kernbench::ccl::{
+    CclAlgorithm, Collective, KernelArgs, Params, Unsupported, WorldShape, reduce_received,
+};
 use kernbench::sim::SimDuration;
 use kernbench::tl::{Kernel, KernelError, TensorHandle, Tl};
 
@@ -56,7 +58,7 @@ impl CclAlgorithm for RdAllreduce {
         Some(CHUNKS)
     }
 
-    fn supports(&self, shape: &WorldShape, _: &Params) -> Result<(), String> {
+    fn supports(&self, shape: &WorldShape, _: &Params) -> Result<(), Unsupported> {
         Doubling::new(0, shape.endpoints()).map(|_| ())
     }
 

@@ -33,7 +33,8 @@ use kernbench::ccl::helpers::{
 use kernbench::ccl::topology::Dir;
 use kernbench::ccl::topology::NeighborMap;
 use kernbench::ccl::{
-    CclAlgorithm, Collective, KernelArgs, Params, ReduceOp, WorldShape, reduce_received,
+    CclAlgorithm, Collective, KernelArgs, Params, ReduceOp, Unsupported, WorldShape,
+    reduce_received,
 };
 use kernbench::sim::SimDuration;
 use kernbench::tl::{Kernel, KernelError, TensorHandle, Tl};
@@ -73,7 +74,7 @@ impl CclAlgorithm for RhdAllreduce {
         2 * tile_bytes.min(SEGMENT)
     }
 
-    fn supports(&self, shape: &WorldShape, _: &Params) -> Result<(), String> {
+    fn supports(&self, shape: &WorldShape, _: &Params) -> Result<(), Unsupported> {
         Doubling::new(0, shape.endpoints()).map(|_| ())
     }
 
@@ -95,7 +96,7 @@ impl CclAlgorithm for RhdAllreduce {
 
 async fn rhd_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let cube = tl.program_id(1);
-    let fail = |e: String| KernelError::failed(format!("rhd_allreduce: {e}"));
+    let fail = |e: Unsupported| KernelError::failed(format!("rhd_allreduce: {e}"));
     let doubling = Doubling::new(args.endpoint(cube), args.endpoints()).map_err(fail)?;
     let (n, dtype) = (args.tile.n_elem as u64, args.dtype);
     let tile = args.tile_addr(cube)?;

@@ -137,6 +137,47 @@ fn tile_of(tiles: &[u64], cube: u32, what: &str) -> Result<u64, KernelError> {
     })
 }
 
+/// Why an algorithm cannot serve a world or a `params` value: what it
+/// requires ([`CclAlgorithm::supports`], [`check_chunk`](super::helpers::check_chunk),
+/// [`Doubling::new`](super::helpers::Doubling::new)). The process group
+/// reports it as "`module` requires: {this}" naming the entry. An
+/// algorithm with a new kind of refusal adds a variant here.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unsupported {
+    /// Recursive doubling needs one IPCQ direction per step and one for
+    /// the fold.
+    #[error(
+        "recursive doubling over {endpoints} endpoints needs {dirs} IPCQ directions; there are {available}"
+    )]
+    DoublingDirections {
+        /// Endpoints in the world.
+        endpoints: usize,
+        /// IPCQ directions they need.
+        dirs: usize,
+        /// IPCQ directions there are.
+        available: usize,
+    },
+    /// ccl.yaml's `root_cube` is not the cube the algorithm roots at.
+    #[error("its root cube is {place} of the cube mesh (root_cube: {own}), not {asked}")]
+    RootCube {
+        /// Where the algorithm's root is, in words.
+        place: &'static str,
+        /// That cube's index in this world.
+        own: u32,
+        /// ccl.yaml's `root_cube`.
+        asked: u32,
+    },
+    /// `params.chunk` is not a whole number of elements of every dtype.
+    #[error(
+        "params.chunk: {chunk} B is not a whole number of elements of every dtype \
+         (a multiple of 4 B: f32 elements are 4 B, f16 and bf16 2 B)"
+    )]
+    ChunkNotElements {
+        /// `params.chunk` in bytes.
+        chunk: u64,
+    },
+}
+
 /// A collective algorithm: one file in `algorithms/` (see the module docs
 /// and `docs/algorithm-author-guide.md`).
 pub trait CclAlgorithm {
@@ -166,7 +207,7 @@ pub trait CclAlgorithm {
     /// Any further check of the world it would run in (e.g. a `root_cube`
     /// it cannot use, a `params` value that does not fit the machine):
     /// `Err(what it requires)` refuses it at `init_process_group`.
-    fn supports(&self, _shape: &WorldShape, _params: &Params) -> Result<(), String> {
+    fn supports(&self, _shape: &WorldShape, _params: &Params) -> Result<(), Unsupported> {
         Ok(())
     }
 

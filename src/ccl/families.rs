@@ -19,7 +19,7 @@
 use crate::sim::SimDuration;
 use crate::tl::{Kernel, Tl};
 
-use super::algorithm::{CclAlgorithm, KernelArgs};
+use super::algorithm::{CclAlgorithm, KernelArgs, Unsupported};
 use super::collective::{Collective, ParamSpec, Params};
 use super::cost::{self, CostError, Network};
 use super::endpoints::{Endpoints, WorldShape};
@@ -67,13 +67,14 @@ impl CclAlgorithm for HierarchicalAllreduce {
         Some(HIERARCHICAL_CHUNKS)
     }
 
-    fn supports(&self, shape: &WorldShape, _: &Params) -> Result<(), String> {
+    fn supports(&self, shape: &WorldShape, _: &Params) -> Result<(), Unsupported> {
         let own = (self.root_cube)(shape);
         match shape.root_cube {
-            Some(root) if root != own => Err(format!(
-                "its root cube is {} of the cube mesh (root_cube: {own}), not {root}",
-                self.root_place
-            )),
+            Some(asked) if asked != own => Err(Unsupported::RootCube {
+                place: self.root_place,
+                own,
+                asked,
+            }),
             _ => Ok(()),
         }
     }
@@ -170,9 +171,20 @@ mod tests {
             FAMILY.supports(&shape(3, 2, Some(0)), &Params::default()),
             Ok(())
         );
+        let refused = FAMILY
+            .supports(&shape(3, 2, Some(4)), &Params::default())
+            .unwrap_err();
         assert_eq!(
-            FAMILY.supports(&shape(3, 2, Some(4)), &Params::default()),
-            Err("its root cube is the first cube of the cube mesh (root_cube: 0), not 4".into())
+            refused,
+            Unsupported::RootCube {
+                place: "the first cube",
+                own: 0,
+                asked: 4
+            }
+        );
+        assert_eq!(
+            refused.to_string(),
+            "its root cube is the first cube of the cube mesh (root_cube: 0), not 4"
         );
         assert_eq!(FAMILY.kernel().name(), "first");
         assert_eq!(FAMILY.chunking(), Some(ChunkDefault::QuarterTile));

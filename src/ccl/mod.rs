@@ -34,7 +34,9 @@ pub mod msccl;
 pub mod registry;
 pub mod topology;
 
-pub use algorithm::{CclAlgorithm, KernelArgs, TileArgs, finish, reduce_received, wired_endpoints};
+pub use algorithm::{
+    CclAlgorithm, KernelArgs, TileArgs, Unsupported, finish, reduce_received, wired_endpoints,
+};
 pub use collective::{
     Collective, ParamError, ParamKind, ParamSpec, Params, ReduceOp, Requirements,
 };

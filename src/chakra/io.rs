@@ -25,6 +25,75 @@ pub const MAX_TRACE_BYTES: u64 = 1 << 30;
 /// of waiting for that many bytes.
 pub const MAX_MESSAGE_BYTES: u64 = 16 << 20;
 
+/// Why a file is no Chakra trace, or cannot be read; one line without
+/// the path (the caller names the file).
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// The file cannot be opened or read.
+    #[error("cannot read: {0}")]
+    Read(std::io::Error),
+    /// The file is larger than [`MAX_TRACE_BYTES`].
+    #[error("{0}")]
+    TooLarge(std::io::Error),
+    /// The file has no bytes.
+    #[error("empty file: a Chakra trace starts with its GlobalMetadata")]
+    Empty,
+    /// A message's length prefix is no varint.
+    #[error(
+        "byte {offset}: the {what} message's length is no varint (truncated, or not a Chakra trace)"
+    )]
+    NoLength {
+        /// Where the prefix starts.
+        offset: usize,
+        /// `GlobalMetadata` or `Node`.
+        what: &'static str,
+    },
+    /// A message longer than [`MAX_MESSAGE_BYTES`].
+    #[error(
+        "byte {offset}: the {what} message claims {length} B, more than the \
+         {MAX_MESSAGE_BYTES} B (16 MiB) one message may be: not a Chakra trace?"
+    )]
+    TooLong {
+        /// Where the message's prefix starts.
+        offset: usize,
+        /// `GlobalMetadata` or `Node`.
+        what: &'static str,
+        /// The length it claims.
+        length: u64,
+    },
+    /// The file ends inside a message.
+    #[error(
+        "byte {offset}: the {what} message is {length} B long but only {available} B follow \
+         (truncated, or not a Chakra trace)"
+    )]
+    Truncated {
+        /// Where the message's prefix starts.
+        offset: usize,
+        /// `GlobalMetadata` or `Node`.
+        what: &'static str,
+        /// The length it claims.
+        length: u64,
+        /// The bytes after the prefix.
+        available: u64,
+    },
+    /// A message's bytes are not that message.
+    #[error("byte {offset}: the {what} message does not decode ({reason}): not a Chakra trace?")]
+    Undecodable {
+        /// Where the message's prefix starts.
+        offset: usize,
+        /// `GlobalMetadata` or `Node`.
+        what: &'static str,
+        /// prost's reason.
+        reason: prost::DecodeError,
+    },
+    /// An empty `Node` message (what `/dev/zero` holds).
+    #[error("byte {offset}: an empty Node message (no id, name or type): not a Chakra trace?")]
+    EmptyNode {
+        /// Where the message's prefix starts.
+        offset: usize,
+    },
+}
+
 /// The messages of one trace file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RawTrace {
@@ -38,22 +107,30 @@ pub struct RawTrace {
 /// reader) and decodes it as it arrives, so a file that is no trace
 /// (`/dev/zero`, `/dev/urandom`, text) is refused after its first chunk;
 /// the error is one line without the path (the caller names the file).
-pub fn read(path: &Path) -> Result<RawTrace, String> {
+pub fn read(path: &Path) -> Result<RawTrace, TraceError> {
     let mut decoder = Decoder::default();
     let bytes = read_capped_bytes(path, MAX_TRACE_BYTES, "a Chakra trace", |bytes, _| {
         decoder
             .feed(bytes, false)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
     })
-    .map_err(|e| match e.kind() {
-        std::io::ErrorKind::InvalidData => e.to_string(),
-        _ => format!("cannot read: {e}"),
-    })?;
+    .map_err(read_error)?;
     decoder.finish(&bytes)
 }
 
+/// The [`TraceError`] of a failed read: the decoder's own, carried through
+/// the reader's `io::Error`, a file too large, or the read itself.
+fn read_error(error: std::io::Error) -> TraceError {
+    if error.kind() != std::io::ErrorKind::InvalidData {
+        return TraceError::Read(error);
+    }
+    error
+        .downcast::<TraceError>()
+        .unwrap_or_else(TraceError::TooLarge)
+}
+
 /// Decodes a whole trace from `bytes`.
-pub fn decode(bytes: &[u8]) -> Result<RawTrace, String> {
+pub fn decode(bytes: &[u8]) -> Result<RawTrace, TraceError> {
     Decoder::default().finish(bytes)
 }
 
@@ -69,7 +146,7 @@ struct Decoder {
 impl Decoder {
     /// Decodes every whole message of `bytes` past the last one decoded;
     /// unless `complete`, a message cut by the end of `bytes` waits for more.
-    fn feed(&mut self, bytes: &[u8], complete: bool) -> Result<(), String> {
+    fn feed(&mut self, bytes: &[u8], complete: bool) -> Result<(), TraceError> {
         while self.offset < bytes.len() {
             let offset = self.offset;
             let what = match self.metadata {
@@ -79,17 +156,15 @@ impl Decoder {
             let Some((end, body)) = message_at(bytes, offset, what, complete)? else {
                 return Ok(());
             };
-            let error = |e: prost::DecodeError| {
-                format!(
-                    "byte {offset}: the {what} message does not decode ({e}): not a Chakra trace?"
-                )
+            let error = |reason| TraceError::Undecodable {
+                offset,
+                what,
+                reason,
             };
             if self.metadata.is_none() {
                 self.metadata = Some(GlobalMetadata::decode(body).map_err(error)?);
             } else if body.is_empty() {
-                return Err(format!(
-                    "byte {offset}: an empty Node message (no id, name or type): not a Chakra trace?"
-                ));
+                return Err(TraceError::EmptyNode { offset });
             } else {
                 self.nodes.push(Node::decode(body).map_err(error)?);
             }
@@ -99,9 +174,9 @@ impl Decoder {
     }
 
     /// The trace, once `bytes` is the whole file.
-    fn finish(mut self, bytes: &[u8]) -> Result<RawTrace, String> {
+    fn finish(mut self, bytes: &[u8]) -> Result<RawTrace, TraceError> {
         if bytes.is_empty() {
-            return Err("empty file: a Chakra trace starts with its GlobalMetadata".to_owned());
+            return Err(TraceError::Empty);
         }
         self.feed(bytes, true)?;
         Ok(RawTrace {
@@ -117,23 +192,23 @@ impl Decoder {
 fn message_at<'a>(
     bytes: &'a [u8],
     offset: usize,
-    what: &str,
+    what: &'static str,
     complete: bool,
-) -> Result<Option<(usize, &'a [u8])>, String> {
+) -> Result<Option<(usize, &'a [u8])>, TraceError> {
     let mut cursor = &bytes[offset..];
     // A varint is at most 10 bytes, each but the last with its high bit set.
     let cut_varint = cursor.len() < 10 && cursor.iter().all(|b| b & 0x80 != 0);
     if cut_varint && !complete {
         return Ok(None);
     }
-    let length = prost::encoding::decode_varint(&mut cursor).map_err(|_| {
-        format!("byte {offset}: the {what} message's length is no varint (truncated, or not a Chakra trace)")
-    })?;
+    let length = prost::encoding::decode_varint(&mut cursor)
+        .map_err(|_| TraceError::NoLength { offset, what })?;
     if length > MAX_MESSAGE_BYTES {
-        return Err(format!(
-            "byte {offset}: the {what} message claims {length} B, more than the \
-             {MAX_MESSAGE_BYTES} B (16 MiB) one message may be: not a Chakra trace?"
-        ));
+        return Err(TraceError::TooLong {
+            offset,
+            what,
+            length,
+        });
     }
     let start = bytes.len() - cursor.len();
     let available = cursor.len() as u64;
@@ -141,10 +216,12 @@ fn message_at<'a>(
         if !complete {
             return Ok(None);
         }
-        return Err(format!(
-            "byte {offset}: the {what} message is {length} B long but only {available} B follow \
-             (truncated, or not a Chakra trace)"
-        ));
+        return Err(TraceError::Truncated {
+            offset,
+            what,
+            length,
+            available,
+        });
     }
     let end = start + length as usize;
     Ok(Some((end, &bytes[start..end])))
@@ -204,6 +281,11 @@ mod tests {
     fn empty_nodes_and_huge_lengths_are_no_trace() {
         let zeros = decode(&[0u8; 64]).unwrap_err();
         assert!(
+            matches!(zeros, TraceError::EmptyNode { offset: 1 }),
+            "{zeros:?}"
+        );
+        let zeros = zeros.to_string();
+        assert!(
             zeros.starts_with("byte 1: an empty Node message"),
             "{zeros}"
         );
@@ -211,7 +293,7 @@ mod tests {
         let mut bytes = encode(&trace());
         let end = bytes.len();
         prost::encoding::encode_varint(MAX_MESSAGE_BYTES + 1, &mut bytes);
-        let huge = decode(&bytes).unwrap_err();
+        let huge = decode(&bytes).unwrap_err().to_string();
         let want = format!("byte {end}: the Node message claims 16777217 B");
         assert!(huge.starts_with(&want), "{huge}");
     }
@@ -229,14 +311,18 @@ mod tests {
     #[test]
     fn truncation_and_text_name_the_byte_offset() {
         let bytes = encode(&trace());
-        let cut = decode(&bytes[..bytes.len() - 2]).unwrap_err();
+        let cut = decode(&bytes[..bytes.len() - 2]).unwrap_err().to_string();
         assert!(cut.starts_with("byte 8: the Node message is"), "{cut}");
         assert!(cut.contains("truncated"), "{cut}");
-        let text = decode(b"hello, this is not a trace\n").unwrap_err();
+        let text = decode(b"hello, this is not a trace\n")
+            .unwrap_err()
+            .to_string();
         assert!(
             text.starts_with("byte 0: the GlobalMetadata message"),
             "{text}"
         );
-        assert!(decode(&[]).unwrap_err().starts_with("empty file"));
+        let empty = decode(&[]).unwrap_err();
+        assert!(matches!(empty, TraceError::Empty), "{empty:?}");
+        assert!(empty.to_string().starts_with("empty file"));
     }
 }

@@ -1,0 +1,172 @@
+//! Rings and pairwise exchanges: [`Ring`] reduce-scatter and all-gather
+//! steps ([`ring_step`]), and [`exchange`], which sends one part and
+//! receives another as messages of at most [`Exchange::max_message`].
+
+use super::*;
+
+/// The chunk position `pos` sends and the chunk it receives at `step` of
+/// a ring reduce-scatter over `len` positions (sending east):
+/// `send = (pos − step) mod n`, `recv = (pos − step − 1) mod n`.
+/// After `n − 1` steps position `p` holds the sum of chunk `(p + 1) mod n`;
+/// the all-gather's step `s` is `ring_step(pos + 1, s, n)`.
+pub fn ring_step(pos: usize, step: usize, len: usize) -> (usize, usize) {
+    let n = len.max(1);
+    let send = (pos + n - step % n) % n;
+    (send, (send + n - 1) % n)
+}
+
+/// A position on a ring of `len` endpoints that sends in `send` and
+/// receives in `recv` (e.g. `E` and `W`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ring {
+    /// This endpoint's position, `0..len`.
+    pub pos: usize,
+    /// Endpoints on the ring.
+    pub len: usize,
+    /// Towards `pos + 1`.
+    pub send: Dir,
+    /// The ring from `pos − 1`.
+    pub recv: Dir,
+    /// The largest message in bytes (e.g. [`KernelArgs::slot_bytes`]): a
+    /// part larger than this goes as several ([`exchange`]).
+    pub max_message: u64,
+}
+
+impl Ring {
+    /// The `len − 1` reduce-scatter steps over `parts` (one per position,
+    /// offsets into `acc`): afterwards part `(pos + 1) mod len` of `acc`
+    /// holds its sum over the ring.
+    pub async fn reduce_scatter(
+        &self,
+        tl: &Tl,
+        op: ReduceOp,
+        acc: &TensorHandle,
+        parts: &[TileView],
+    ) -> Result<(), KernelError> {
+        self.steps(tl, acc, parts, self.pos, |part, received| async move {
+            reduce_received(tl, op, &part, &received).await
+        })
+        .await
+    }
+
+    /// The part of `parts` this position owns after
+    /// [`reduce_scatter`](Self::reduce_scatter).
+    pub fn owned<'p>(&self, parts: &'p [TileView]) -> &'p TileView {
+        &parts[(self.pos + 1) % self.len.max(1)]
+    }
+
+    /// The `len − 1` all-gather steps after [`reduce_scatter`](Self::reduce_scatter):
+    /// every part's sum is copied round the ring, so every position's
+    /// `acc` ends with the same bytes.
+    pub async fn all_gather(
+        &self,
+        tl: &Tl,
+        acc: &TensorHandle,
+        parts: &[TileView],
+    ) -> Result<(), KernelError> {
+        self.steps(tl, acc, parts, self.pos + 1, |part, received| async move {
+            tl.store(&part, &received).await
+        })
+        .await
+    }
+
+    /// `len − 1` steps of "send part `ring_step(at).0`, receive part
+    /// `ring_step(at).1` and `merge` it".
+    async fn steps<F, Fut>(
+        &self,
+        tl: &Tl,
+        acc: &TensorHandle,
+        parts: &[TileView],
+        at: usize,
+        merge: F,
+    ) -> Result<(), KernelError>
+    where
+        F: Fn(TensorHandle, TensorHandle) -> Fut,
+        Fut: Future<Output = Result<(), KernelError>>,
+    {
+        let how = Exchange {
+            send: self.send,
+            recv: self.recv,
+            max_message: self.max_message,
+        };
+        for step in 0..self.len.saturating_sub(1) {
+            let (send, recv) = ring_step(at, step, self.len);
+            exchange(tl, acc, how, parts[send], parts[recv], &merge).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Where an [`exchange`] sends and receives, and its largest message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exchange {
+    /// The direction the outgoing part goes.
+    pub send: Dir,
+    /// The direction the incoming part comes from.
+    pub recv: Dir,
+    /// The largest message in bytes (at most one IPCQ slot).
+    pub max_message: u64,
+}
+
+/// Sends `out` (an offset view of `acc`) in `how.send` and receives a
+/// part of `into`'s size from `how.recv`, each as [`messages`] of at most
+/// `how.max_message` bytes, interleaved: message `i` out, then message `i`
+/// in, `merge`d (`merge(destination, received)`) into its place in `into`
+/// and released. Two partners exchanging with each other, or a ring all
+/// sending at once, thus never wait on a full ring, and a part larger than
+/// an IPCQ slot passes in several. An empty part sends (receives) nothing:
+/// both ends cut the same part the same way.
+pub async fn exchange<F, Fut>(
+    tl: &Tl,
+    acc: &TensorHandle,
+    how: Exchange,
+    out: TileView,
+    into: TileView,
+    merge: F,
+) -> Result<(), KernelError>
+where
+    F: Fn(TensorHandle, TensorHandle) -> Fut,
+    Fut: Future<Output = Result<(), KernelError>>,
+{
+    let dtype = acc.dtype();
+    let (outs, ins) = (
+        messages(out, how.max_message, dtype),
+        messages(into, how.max_message, dtype),
+    );
+    for i in 0..outs.len().max(ins.len()) {
+        if let Some(message) = outs.get(i) {
+            tl.send(how.send, &slice(tl, acc, message)?).await?;
+        }
+        if let Some(message) = ins.get(i) {
+            let part = slice(tl, acc, message)?;
+            let received = tl.recv(how.recv, part.shape(), part.dtype()).await?;
+            merge(part, received.clone()).await?;
+            tl.release(&received)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_steps_visit_every_chunk_once_and_chain() {
+        let n = 5;
+        for rank in 0..n {
+            let sent: Vec<usize> = (0..n - 1).map(|s| ring_step(rank, s, n).0).collect();
+            let mut unique = sent.clone();
+            unique.sort();
+            unique.dedup();
+            assert_eq!(unique.len(), n - 1, "rank {rank} resends a chunk");
+            for step in 0..n - 1 {
+                // What rank receives at `step` is what its west neighbour sent.
+                let west = (rank + n - 1) % n;
+                assert_eq!(ring_step(rank, step, n).1, ring_step(west, step, n).0);
+            }
+            // The last part received is the one the rank ends owning.
+            assert_eq!(ring_step(rank, n - 2, n).1, (rank + 1) % n);
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! Tile views and the tile an endpoint owns: [`TileView`]s (offsets, not
+//! addresses) made by [`split_tile`], [`chunk_count`], [`span`],
+//! [`messages`] and [`slice`]; this program's [`Tile`], loaded whole or
+//! streamed ([`own_tile`]); [`finish_in_place`].
+
+use super::*;
+
+/// A view of part of a tile: where it starts as a byte offset from the
+/// tile's first element (never an address: add the tile's address to
+/// reach memory) and how much it holds. The default is an empty view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TileView {
+    /// Byte offset of the first element from the tile's start.
+    pub offset: u64,
+    /// Elements in the view.
+    pub n_elem: u64,
+    /// Bytes in the view.
+    pub nbytes: u64,
+}
+
+/// Splits `n_elem` elements of `dtype` starting `start` bytes into a tile
+/// into `parts` consecutive views (pipelining chunks, reduce-scatter
+/// parts, put pieces). When `n_elem` does not divide evenly, the first
+/// `n_elem % parts` views hold one element more (numpy's `array_split`),
+/// so the views always cover the range exactly. None when `parts` is zero.
+pub fn split_tile(start: u64, parts: u64, n_elem: u64, dtype: DType) -> Vec<TileView> {
+    if parts == 0 {
+        return Vec::new();
+    }
+    let (base, extra) = (n_elem / parts, n_elem % parts);
+    let mut offset = start;
+    (0..parts)
+        .map(|i| {
+            let n_elem = base + u64::from(i < extra);
+            let view = TileView {
+                offset,
+                n_elem,
+                nbytes: n_elem * dtype.size(),
+            };
+            offset += view.nbytes;
+            view
+        })
+        .collect()
+}
+
+/// How many chunks a tile of `n_elem` elements of `dtype` is cut into so
+/// that none exceeds `chunk_bytes` (`None`: one chunk, the whole tile).
+/// At least one, at most `n_elem`.
+pub fn chunk_count(n_elem: u64, dtype: DType, chunk_bytes: Option<u64>) -> u64 {
+    let Some(chunk) = chunk_bytes else {
+        return 1;
+    };
+    let per_chunk = (chunk / dtype.size()).max(1);
+    n_elem.div_ceil(per_chunk).clamp(1, n_elem.max(1))
+}
+
+/// Where [`reduce_broadcast`] takes a tile's chunks from.
+#[derive(Debug, Clone)]
+pub enum Tile {
+    /// The whole tile, loaded into TCM at once from the tile at `addr`.
+    Loaded {
+        /// The tile in TCM.
+        acc: TensorHandle,
+        /// The tile's device address.
+        addr: u64,
+    },
+    /// The tile at this device address, each chunk loaded into TCM when
+    /// its turn comes (a tile larger than TCM streams through it).
+    Streamed(u64),
+}
+
+impl Tile {
+    /// The tile's device address (where results are stored).
+    pub fn addr(&self) -> u64 {
+        match *self {
+            Tile::Loaded { addr, .. } | Tile::Streamed(addr) => addr,
+        }
+    }
+
+    /// `chunk` of the tile in TCM.
+    pub async fn chunk(
+        &self,
+        tl: &Tl,
+        chunk: &TileView,
+        dtype: DType,
+    ) -> Result<TensorHandle, KernelError> {
+        match self {
+            Tile::Loaded { acc, .. } => slice(tl, acc, chunk),
+            Tile::Streamed(addr) => {
+                let shape = [chunk.n_elem as usize];
+                tl.load(addr + chunk.offset, &shape, dtype).await
+            }
+        }
+    }
+
+    /// Frees what [`Tile::chunk`] loaded.
+    pub fn done(&self, tl: &Tl, part: &TensorHandle) -> Result<(), KernelError> {
+        match self {
+            Tile::Loaded { .. } => Ok(()),
+            Tile::Streamed(_) => tl.free(part),
+        }
+    }
+}
+
+/// The part of `acc` that `view` (offsets into the tile) covers.
+pub fn slice(tl: &Tl, acc: &TensorHandle, view: &TileView) -> Result<TensorHandle, KernelError> {
+    tl.view(
+        acc.addr() + view.offset,
+        &[view.n_elem as usize],
+        acc.dtype(),
+    )
+}
+
+/// `part` cut into messages of at most `max_message` bytes (at least one
+/// element each, a whole number of elements; uneven as [`split_tile`] cuts):
+/// none for an empty part.
+pub fn messages(part: TileView, max_message: u64, dtype: DType) -> Vec<TileView> {
+    if part.n_elem == 0 {
+        return Vec::new();
+    }
+    let count = chunk_count(part.n_elem, dtype, Some(max_message));
+    split_tile(part.offset, count, part.n_elem, dtype)
+}
+
+/// This program's tile (loaded whole when it fits in half the TCM,
+/// streamed otherwise) and its `chunks` chunks.
+pub async fn own_tile(
+    tl: &Tl,
+    args: &KernelArgs,
+    chunks: u64,
+) -> Result<(Tile, Vec<TileView>), KernelError> {
+    let addr = args.tile_addr(tl.program_id(1))?;
+    let n = args.tile.n_elem;
+    let tile = if n as u64 * args.dtype.size() <= tl.tcm_capacity() / 2 {
+        let acc = tl.load(addr, &[n], args.dtype).await?;
+        Tile::Loaded { acc, addr }
+    } else {
+        Tile::Streamed(addr)
+    };
+    Ok((tile, split_tile(0, chunks, n as u64, args.dtype)))
+}
+
+/// Finishes the reduction of `part` in place ([`finish`]: `Avg` divides
+/// by the `args.endpoints()` contributions; the other ops leave it).
+pub async fn finish_in_place(
+    tl: &Tl,
+    args: &KernelArgs,
+    part: &TensorHandle,
+) -> Result<(), KernelError> {
+    let result = finish(tl, args.op, part.clone(), args.endpoints()).await?;
+    if &result != part {
+        tl.store(part, &result).await?;
+        tl.free(&result)?;
+    }
+    Ok(())
+}
+
+/// The one view covering `parts[range]` (consecutive parts of one
+/// tile, as [`split_tile`] makes them).
+pub fn span(parts: &[TileView], range: std::ops::Range<usize>) -> TileView {
+    let part = &parts[range];
+    let n_elem = part.iter().map(|c| c.n_elem).sum();
+    TileView {
+        offset: part.first().map_or(0, |c| c.offset),
+        n_elem,
+        nbytes: part.iter().map(|c| c.nbytes).sum(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_cover_the_tile_consecutively() {
+        let chunks = split_tile(0x1000, 4, 64, DType::F16);
+        assert_eq!(chunks.len(), 4);
+        assert_eq!(
+            chunks[1],
+            TileView {
+                offset: 0x1020,
+                n_elem: 16,
+                nbytes: 32
+            }
+        );
+        let uneven = split_tile(0, 3, 10, DType::F32);
+        let sizes: Vec<u64> = uneven.iter().map(|c| c.n_elem).collect();
+        assert_eq!(sizes, [4, 3, 3]);
+        assert_eq!(uneven[2].offset, 28);
+        assert!(split_tile(0, 0, 10, DType::F32).is_empty());
+    }
+
+    #[test]
+    fn chunk_count_keeps_every_piece_within_the_chunk_size() {
+        assert_eq!(chunk_count(1000, DType::F16, None), 1);
+        // 4 KiB of f16 = 2048 elements: 6144 elements need 3 chunks.
+        assert_eq!(chunk_count(6144, DType::F16, Some(4096)), 3);
+        assert_eq!(chunk_count(6145, DType::F16, Some(4096)), 4);
+        // A chunk larger than the tile is the whole tile; never more
+        // chunks than elements.
+        assert_eq!(chunk_count(10, DType::F32, Some(1 << 20)), 1);
+        assert_eq!(chunk_count(3, DType::F32, Some(1)), 3);
+    }
+}
