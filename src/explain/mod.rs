@@ -377,7 +377,7 @@ fn walk(
             Cause::Timer(sleep) => {
                 let record = log.sleeps[sleep as usize];
                 let from = log.sleep_start(sleep).max(start);
-                cover(recording.label(record.label), from, at, &mut steps);
+                cover(&recording.label(record.label), from, at, &mut steps);
                 at = from;
                 poll = Some(record.poll);
             }

@@ -16,8 +16,11 @@
 //! (`crate::explain` walks them): the last term ends at the wake, and a
 //! sleep longer than its terms is queueing on its first component.
 //!
-//! Kept small (ADR-0039): waits with equal terms share one label, a
-//! server caches its component id, and recording stops at the end mark.
+//! Kept small (ADR-0039, ADR-0046): waits with equal terms share one
+//! label, packed 8 bytes an item; a constant run of terms (a route's
+//! uncontended header crossing) is kept once and pushed as one item
+//! ([`push_run`]); a server caches its component id; and recording stops
+//! at the end mark.
 //!
 //! Knows the hardware's servers, their names and classes, and virtual
 //! time; nothing of workloads or of how the critical path is walked.
@@ -141,6 +144,14 @@ pub enum TermKind {
 }
 
 impl TermKind {
+    /// Every kind, in the order of their numbers.
+    const ALL: [TermKind; 4] = [
+        TermKind::Queue,
+        TermKind::Service,
+        TermKind::Latency,
+        TermKind::Wait,
+    ];
+
     /// Its name in reports.
     pub fn name(self) -> &'static str {
         match self {
@@ -188,11 +199,15 @@ pub struct Counters {
 pub struct Recording {
     /// Every component named so far.
     pub components: Vec<Component>,
-    /// Every distinct label's terms, one after another.
-    pub terms: Vec<Term>,
-    /// Label `i` is `terms[labels[i].0 .. labels[i].1]`. Labels are
-    /// interned: waits with equal terms share one.
-    pub labels: Vec<(u32, u32)>,
+    /// Every distinct label, packed ([`pack`]): label `l` is the word at
+    /// `l` (how many words follow) and those words. Labels are interned:
+    /// waits with equal items share one.
+    words: Vec<u64>,
+    /// Every constant run's terms, one after another ([`push_run`]).
+    run_terms: Vec<Term>,
+    /// Run `i` is `run_terms[runs[i].0 .. runs[i].1]`; `runs[i].2`:
+    /// whether it has queueing terms.
+    runs: Vec<(u32, u32, bool)>,
     /// Queueing pushed per component since the interval's start, in ps.
     pub queued: Vec<u64>,
     /// The interval's start, once marked.
@@ -209,13 +224,103 @@ pub struct Recording {
 }
 
 impl Recording {
-    /// The terms of label `label` ([`sim::causal::NO_LABEL`]: none).
-    pub fn label(&self, label: u32) -> &[Term] {
-        match self.labels.get(label as usize) {
-            Some(&(from, to)) => &self.terms[from as usize..to as usize],
-            None => &[],
+    /// The terms of label `label` ([`sim::causal::NO_LABEL`]: none), in
+    /// the order they were pushed: runs spelled out, and consecutive terms
+    /// of one component and kind as one, as if every term had been pushed
+    /// on its own.
+    pub fn label(&self, label: u32) -> Vec<Term> {
+        let mut terms: Vec<Term> = Vec::new();
+        let Some(&count) = self.words.get(label as usize) else {
+            return terms;
+        };
+        let from = label as usize + 1;
+        let words = &self.words[from..from + count as usize];
+        for item in unpack(words) {
+            match item {
+                Item::Term(term) => merge_into(&mut terms, term),
+                Item::Run(run) => {
+                    let (from, to, _) = self.runs[run as usize];
+                    for &term in &self.run_terms[from as usize..to as usize] {
+                        merge_into(&mut terms, term);
+                    }
+                }
+            }
+        }
+        terms
+    }
+}
+
+/// Pushes `term` onto `terms`, added to the last one when it is of the
+/// same component and kind.
+fn merge_into(terms: &mut Vec<Term>, term: Term) {
+    match terms.last_mut() {
+        Some(last) if last.component == term.component && last.kind == term.kind => {
+            last.ps += term.ps;
+        }
+        _ => terms.push(term),
+    }
+}
+
+/// What a wait's label holds, in push order: a term, or a constant run
+/// of terms ([`push_run`]) by its id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Item {
+    Term(Term),
+    Run(u32),
+}
+
+/// The component field of a word that holds a run (no component has it:
+/// [`MAX_COMPONENTS`]).
+const RUN_TAG: u32 = u32::MAX;
+/// How many components a recording names at most: ids fit in 30 bits.
+const MAX_COMPONENTS: u32 = (1 << 30) - 1;
+/// The high half of a term's word when its ps does not fit there: the
+/// ps follows in the next word.
+const LONG_PS: u64 = u32::MAX as u64;
+
+/// Appends `items` to `words`, 8 bytes an item: the low half is the
+/// component id shifted by 2 and the kind (or [`RUN_TAG`]), the high half
+/// the ps (or the run's id); a ps of `u32::MAX` or more takes a second
+/// word. Equal items give equal words, so labels compare as words.
+fn pack(items: &[Item], words: &mut Vec<u64>) {
+    for item in items {
+        match *item {
+            Item::Term(Term {
+                component,
+                kind,
+                ps,
+            }) => {
+                let low = u64::from(component << 2 | kind as u32);
+                match u32::try_from(ps) {
+                    Ok(small) if small != u32::MAX => words.push(u64::from(small) << 32 | low),
+                    _ => words.extend([LONG_PS << 32 | low, ps]),
+                }
+            }
+            Item::Run(run) => words.push(u64::from(run) << 32 | u64::from(RUN_TAG)),
         }
     }
+}
+
+/// The items [`pack`] packed into `words`.
+fn unpack(words: &[u64]) -> impl Iterator<Item = Item> + '_ {
+    let mut words = words.iter();
+    std::iter::from_fn(move || {
+        let &word = words.next()?;
+        let (low, high) = (word as u32, word >> 32);
+        if low == RUN_TAG {
+            return Some(Item::Run(high as u32));
+        }
+        let ps = match high {
+            LONG_PS => *words.next()?,
+            small => small,
+        };
+        let kind = TermKind::ALL[(low & 3) as usize];
+        Some(Item::Term(Term {
+            component: low >> 2,
+            kind,
+            ps,
+        }))
+    })
 }
 
 #[derive(Default)]
@@ -229,12 +334,14 @@ struct Recorder {
     by_key: FxHashMap<[u32; 3], u32>,
     /// Component ids of names given as text.
     by_text: FxHashMap<Rc<str>, u32>,
-    /// Labels by the hash of their terms (the first of each hash: a
-    /// colliding label with other terms is kept apart, not shared).
-    by_terms: FxHashMap<u64, u32>,
-    /// Terms pushed in the poll `scratch_poll` and not yet slept on.
-    scratch: Vec<Term>,
+    /// Labels by the hash of their words (the first of each hash: a
+    /// colliding label with other words is kept apart, not shared).
+    by_words: FxHashMap<u64, u32>,
+    /// Items pushed in the poll `scratch_poll` and not yet slept on.
+    scratch: Vec<Item>,
     scratch_poll: Option<u32>,
+    /// The scratch packed, while a label is taken.
+    packed: Vec<u64>,
 }
 
 thread_local! {
@@ -321,54 +428,116 @@ impl Recorder {
     }
 
     fn add(&mut self, name: Rc<str>, class: Class) -> u32 {
-        let id = u32::try_from(self.kept.components.len()).expect("2^32 components");
+        let id = u32::try_from(self.kept.components.len())
+            .ok()
+            .filter(|&id| id < MAX_COMPONENTS)
+            .expect("more than 2^30 components in one --explain recording");
         self.kept.components.push(Component { name, class });
         self.kept.queued.push(0);
         id
     }
 
-    fn push(&mut self, term: Term) {
+    /// Whether queueing pushed now counts: inside the interval.
+    fn in_interval(&self) -> bool {
+        self.kept.start.is_some() && self.kept.end.is_none()
+    }
+
+    /// Makes the scratch the running poll's (dropping what an earlier
+    /// poll pushed and did not sleep on).
+    fn own_scratch(&mut self) {
         let poll = sim::current_poll();
         if self.scratch_poll != poll {
             self.scratch.clear();
             self.scratch_poll = poll;
         }
+    }
+
+    /// Pushes a term (the scratch is the running poll's).
+    fn push(&mut self, term: Term) {
         if term.ps == 0 {
             return;
         }
-        if term.kind == TermKind::Queue && self.kept.start.is_some() && self.kept.end.is_none() {
+        if term.kind == TermKind::Queue && self.in_interval() {
             self.kept.queued[term.component as usize] += term.ps;
         }
-        match self.scratch.last_mut() {
-            Some(last) if last.component == term.component && last.kind == term.kind => {
-                last.ps += term.ps;
+        if let Some(Item::Term(last)) = self.scratch.last_mut()
+            && last.component == term.component
+            && last.kind == term.kind
+        {
+            last.ps += term.ps;
+            return;
+        }
+        self.scratch.push(Item::Term(term));
+    }
+
+    /// A new run of `terms` (zeros dropped, consecutive terms of one
+    /// component and kind as one).
+    fn add_run(&mut self, terms: impl IntoIterator<Item = Term>) -> u32 {
+        let kept = &mut self.kept;
+        let from = kept.run_terms.len();
+        let mut queue = false;
+        for term in terms.into_iter().filter(|t| t.ps > 0) {
+            queue |= term.kind == TermKind::Queue;
+            match kept.run_terms[from..].last_mut() {
+                Some(last) if last.component == term.component && last.kind == term.kind => {
+                    last.ps += term.ps;
+                }
+                _ => kept.run_terms.push(term),
             }
-            _ => self.scratch.push(term),
+        }
+        let index = |n: usize| u32::try_from(n).expect("2^32 run terms");
+        let run = index(kept.runs.len());
+        kept.runs
+            .push((index(from), index(kept.run_terms.len()), queue));
+        run
+    }
+
+    /// Pushes run `run` (the scratch is the running poll's).
+    fn push_run(&mut self, run: u32) {
+        let (from, to, queue) = self.kept.runs[run as usize];
+        if queue && self.in_interval() {
+            let kept = &mut self.kept;
+            for term in &kept.run_terms[from as usize..to as usize] {
+                if term.kind == TermKind::Queue {
+                    kept.queued[term.component as usize] += term.ps;
+                }
+            }
+        }
+        if from < to {
+            self.scratch.push(Item::Run(run));
         }
     }
 
+    /// The label of the items pushed in this poll (interned), and an
+    /// empty scratch.
     fn take_label(&mut self) -> u32 {
         if self.scratch_poll != sim::current_poll() || self.scratch.is_empty() {
             self.scratch.clear();
             return sim::causal::NO_LABEL;
         }
+        self.packed.clear();
+        pack(&self.scratch, &mut self.packed);
+        self.scratch.clear();
         let hash = {
             let mut hasher = rustc_hash::FxHasher::default();
-            self.scratch.hash(&mut hasher);
+            self.packed.hash(&mut hasher);
             hasher.finish()
         };
-        if let Some(&label) = self.by_terms.get(&hash)
-            && self.kept.label(label) == self.scratch.as_slice()
-        {
-            self.scratch.clear();
-            return label;
+        let words = &self.kept.words;
+        if let Some(&label) = self.by_words.get(&hash) {
+            let from = label as usize + 1;
+            let count = words[label as usize] as usize;
+            if words.get(from..from + count) == Some(self.packed.as_slice()) {
+                return label;
+            }
         }
-        let from = u32::try_from(self.kept.terms.len()).expect("2^32 terms");
-        self.kept.terms.append(&mut self.scratch);
-        let to = u32::try_from(self.kept.terms.len()).expect("2^32 terms");
-        let label = u32::try_from(self.kept.labels.len()).expect("2^32 labels");
-        self.kept.labels.push((from, to));
-        self.by_terms.entry(hash).or_insert(label);
+        let label = u32::try_from(words.len())
+            .ok()
+            .filter(|&l| l != sim::causal::NO_LABEL)
+            .expect("2^32 label words in one --explain recording");
+        self.kept.words.push(self.packed.len() as u64);
+        self.kept.words.extend_from_slice(&self.packed);
+        self.by_words.entry(hash).or_insert(label);
         label
     }
 }
@@ -390,15 +559,64 @@ pub fn named(name: &str, class: Class) -> Option<u32> {
 
 /// Pushes a term of the wait the running poll is about to sleep on.
 pub fn push(component: u32, kind: TermKind, ps: u64) {
-    if !recording() {
+    if ps == 0 || !recording() {
         return;
     }
     with(|r| {
+        r.own_scratch();
         r.push(Term {
             component,
             kind,
             ps,
         })
+    });
+}
+
+/// [`push`] of each of `terms` in turn (one look at the recorder).
+pub fn push_terms(terms: impl IntoIterator<Item = Term>) {
+    if !recording() {
+        return;
+    }
+    with(|r| {
+        r.own_scratch();
+        terms.into_iter().for_each(|term| r.push(term));
+    });
+}
+
+/// Where the owner of a constant run of terms (a route's uncontended
+/// crossing) keeps its id in the recording ([`push_run`]); 8 bytes.
+#[derive(Debug, Default)]
+pub struct RunMemo {
+    /// The recording `id` belongs to (0: none).
+    generation: Cell<u16>,
+    id: Cell<u32>,
+}
+
+/// Pushes the terms `make` gives, which are the same at every call with
+/// this `memo` in a recording (a route's uncontended crossing): made and
+/// kept once, then pushed as one item (ADR-0046). The label reads as if
+/// each term had been pushed with [`push`].
+pub fn push_run(memo: &RunMemo, make: impl FnOnce() -> Vec<Term>) {
+    if !recording() {
+        return;
+    }
+    let Some(generation) = cache_generation() else {
+        return push_terms(make());
+    };
+    let run = if memo.generation.get() == generation {
+        memo.id.get()
+    } else {
+        let terms = make();
+        let Some(run) = with(|r| r.add_run(terms)) else {
+            return;
+        };
+        memo.generation.set(generation);
+        memo.id.set(run);
+        run
+    };
+    with(|r| {
+        r.own_scratch();
+        r.push_run(run);
     });
 }
 
@@ -592,5 +810,85 @@ mod tests {
         let classes: Vec<Class> = kept.components.iter().map(|c| c.class).collect();
         assert_eq!(classes, [Class::Ucie, Class::Noc]);
         assert_eq!(component(&a), None, "finished");
+    }
+
+    fn term(component: u32, kind: TermKind, ps: u64) -> Term {
+        Term {
+            component,
+            kind,
+            ps,
+        }
+    }
+
+    /// Packing is exact: every item reads back, ps of any size included.
+    #[test]
+    fn packed_items_read_back() {
+        let items = [
+            Item::Term(term(0, TermKind::Queue, 1)),
+            Item::Term(term(
+                MAX_COMPONENTS - 1,
+                TermKind::Wait,
+                u64::from(u32::MAX) - 1,
+            )),
+            Item::Term(term(7, TermKind::Latency, u64::from(u32::MAX))),
+            Item::Run(u32::MAX - 1),
+            Item::Term(term(3, TermKind::Service, u64::MAX)),
+        ];
+        let mut words = Vec::new();
+        pack(&items, &mut words);
+        assert_eq!(words.len(), items.len() + 2, "two long ps take a word more");
+        assert_eq!(unpack(&words).collect::<Vec<_>>(), items);
+    }
+
+    fn label() -> u32 {
+        with(Recorder::take_label).unwrap()
+    }
+
+    /// A run reads as its terms pushed one by one (zeros dropped, merged
+    /// with its neighbours), is made once per recording, counts its
+    /// queueing at every push, and equal waits share a label.
+    #[test]
+    fn a_run_reads_as_its_terms_pushed_one_by_one() {
+        install();
+        let ids: Vec<u32> = ["a", "b", "c"]
+            .iter()
+            .map(|n| named(n, Class::Noc).unwrap())
+            .collect();
+        mark_start(SimTime::ZERO, []);
+        let run = [
+            term(ids[0], TermKind::Service, 7),
+            term(ids[1], TermKind::Latency, 0),
+            term(ids[1], TermKind::Latency, 3),
+            term(ids[2], TermKind::Queue, 4),
+        ];
+        let (memo, made) = (RunMemo::default(), Cell::new(0));
+        let with_run = || {
+            push(ids[0], TermKind::Service, 5);
+            push_run(&memo, || {
+                made.set(made.get() + 1);
+                run.to_vec()
+            });
+            push(ids[2], TermKind::Queue, 1);
+            label()
+        };
+        let first = with_run();
+        push(ids[0], TermKind::Service, 5);
+        push_terms(run);
+        push(ids[2], TermKind::Queue, 1);
+        let loose = label();
+        let again = with_run();
+        let kept = finish().unwrap();
+        let expected = [
+            term(ids[0], TermKind::Service, 12),
+            term(ids[1], TermKind::Latency, 3),
+            term(ids[2], TermKind::Queue, 5),
+        ];
+        assert_eq!(kept.label(first), expected);
+        assert_eq!(kept.label(loose), expected);
+        assert_eq!(again, first, "equal waits share a label");
+        assert_ne!(loose, first, "other items: another label, the same terms");
+        assert_eq!(made.get(), 1, "made once");
+        assert_eq!(kept.queued[ids[2] as usize], 15);
+        assert!(kept.label(sim::causal::NO_LABEL).is_empty());
     }
 }

@@ -53,6 +53,8 @@ pub(crate) struct FlowRoute {
     /// The last-packet payload asked for last, and `S_h` of it per hop (a
     /// route mostly carries one message size).
     tails: RefCell<(u64, Box<[SimDuration]>)>,
+    /// A header's uncontended crossing as an `--explain` run.
+    explain: super::explain::RunMemo,
 }
 
 impl FlowRoute {
@@ -84,6 +86,7 @@ impl FlowRoute {
             max_payload,
             hops,
             tails: RefCell::new((max_payload.get(), tails)),
+            explain: Default::default(),
         })
     }
 
@@ -155,25 +158,54 @@ impl FlowRoute {
         start: SimTime,
     ) -> Result<SimTime, HwError> {
         let mut t = start;
-        let explaining = super::explain::recording();
-        for hop in self.hops.iter() {
+        // For `--explain`: the hops where the header waited, if any.
+        let mut waited: Option<Vec<bool>> = None;
+        for (index, hop) in self.hops.iter().enumerate() {
             let link = &links[hop.link];
-            let component = explaining.then(|| super::explain::component(link.server()));
             if t < link.free_at() {
                 t = later_for(t, hop.half_full(), || link.name())?;
-                if let Some(Some(id)) = component {
-                    let queue = hop.half_full().as_ps();
-                    super::explain::push(id, super::explain::TermKind::Queue, queue);
+                if super::explain::recording() {
+                    waited.get_or_insert_with(|| vec![false; self.hops.len()])[index] = true;
                 }
             }
             t = later_for(t, hop.header_crossing, || link.name())?;
-            if let Some(Some(id)) = component {
-                let service = hop.header_crossing.as_ps() - hop.latency.as_ps();
-                super::explain::push(id, super::explain::TermKind::Service, service);
-                super::explain::push(id, super::explain::TermKind::Latency, hop.latency.as_ps());
-            }
+        }
+        if super::explain::recording() {
+            self.explain_header(links, waited.as_deref());
         }
         Ok(t)
+    }
+
+    /// Pushes a header's crossing for `--explain`: at each hop, half a
+    /// full packet's queueing where it `waited`, its service and latency.
+    /// Uncontended (`None`) it is a constant of the route, pushed as one
+    /// run (ADR-0046).
+    fn explain_header(&self, links: &LinkTable, waited: Option<&[bool]>) {
+        use super::explain::{Term, TermKind, component, push_run, push_terms};
+        let terms = |waited: Option<&[bool]>| {
+            let mut terms = Vec::with_capacity(3 * self.hops.len());
+            for (index, hop) in self.hops.iter().enumerate() {
+                let Some(id) = component(links[hop.link].server()) else {
+                    continue;
+                };
+                let term = |kind, ps| Term {
+                    component: id,
+                    kind,
+                    ps,
+                };
+                if waited.is_some_and(|w| w[index]) {
+                    terms.push(term(TermKind::Queue, hop.half_full().as_ps()));
+                }
+                let service = hop.header_crossing.as_ps() - hop.latency.as_ps();
+                terms.push(term(TermKind::Service, service));
+                terms.push(term(TermKind::Latency, hop.latency.as_ps()));
+            }
+            terms
+        };
+        match waited {
+            None => push_run(&self.explain, || terms(None)),
+            Some(_) => push_terms(terms(waited)),
+        }
     }
 }
 

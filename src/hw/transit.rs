@@ -261,11 +261,15 @@ fn cross_hops_explained<'a>(
     let mut trace = Traced::Last;
     for (link, hop) in crossed.iter().rev() {
         let component = explain::component(link.server()).unwrap_or(0);
-        trace = hop.critical_path(trace, |kind, ps| terms.push((component, kind, ps)));
+        trace = hop.critical_path(trace, |kind, ps| {
+            terms.push(explain::Term {
+                component,
+                kind,
+                ps,
+            })
+        });
     }
-    for &(component, kind, ps) in terms.iter().rev() {
-        explain::push(component, kind, ps);
-    }
+    explain::push_terms(terms.into_iter().rev());
     Ok(front.last)
 }
 
