@@ -267,15 +267,20 @@ impl Device {
             .transpose()?;
         match read {
             Some(read) => {
-                let unbooked = match signal {
+                // The whole copy (and its signal) booked now, from the
+                // instant the read ends: one sleep (ADR-0048).
+                let ahead = match signal {
                     None => f
                         .flow_unbooked_write(&routes.data, plan.dst, len, read)
+                        .transpose()?
+                        .map(|written| (written, written)),
+                    Some(signal) => f
+                        .flow_write_then_signal(&routes.data, (len, read), plan.dst, signal)
                         .transpose()?,
-                    Some(_) => None,
                 };
-                if let Some(written) = unbooked {
-                    explain::sleep_until(written).await;
-                    self.complete(id)?;
+                if let Some((written, done)) = ahead {
+                    explain::sleep_until(done).await;
+                    self.oplog.borrow_mut().complete(id, written)?;
                     return Ok(timing(written));
                 }
                 explain::sleep_until(read).await;
@@ -287,7 +292,7 @@ impl Device {
         }
         let with_data = match signal {
             Some(signal) => f
-                .flow_write_then_signal(&routes.data, len, plan.dst, signal)
+                .flow_write_then_signal(&routes.data, (len, sim::now()), plan.dst, signal)
                 .transpose()?,
             None => None,
         };

@@ -342,6 +342,14 @@ impl Fabric {
         self.with_flow(route, |flow| flow.header_lands(&self.links, start))
     }
 
+    /// When an IPCQ doorbell or credit sent over `route` at `start` lands,
+    /// in flow mode: its uncontended crossing, a constant of the route,
+    /// with no hop read (ADR-0048; a DMA read request still crosses its
+    /// hops, [`header_lands`](Self::header_lands)).
+    pub fn signal_lands(&self, route: &Route, start: SimTime) -> Result<SimTime, HwError> {
+        self.with_flow(route, |flow| flow.signal_lands(&self.links, start))
+    }
+
     /// `path` as this fabric sends over it: in flow mode with its
     /// `FlowRoute`, so a caller that keeps the route (a DMA's copy
     /// routes, an IPCQ ring's doorbell) never looks it up again.
@@ -416,14 +424,15 @@ impl Fabric {
     }
 
     /// Flow mode, when the write at the end of `path` books nothing (a
-    /// TCM, the host): `bytes` sent over `path` from now, written to
-    /// `space`, then a header sent over `signal` from there; when the
-    /// last byte is written and when the signal lands (ADR-0024). `None`
-    /// otherwise: the caller runs the stages in turn.
+    /// TCM, the host): `bytes` sent over `path` from `start` (now or
+    /// later: booked now, ADR-0048), written to `space`, then a header
+    /// sent over `signal` from there; when the last byte is written and
+    /// when the signal lands (ADR-0024). `None` otherwise: the caller runs
+    /// the stages in turn.
     pub fn flow_write_then_signal(
         &self,
         route: &Route,
-        bytes: u64,
+        (bytes, start): (u64, SimTime),
         (space, offset): (MemSpace, u64),
         signal: &Route,
     ) -> Option<Result<(SimTime, SimTime), HwError>> {
@@ -432,11 +441,14 @@ impl Fabric {
         }
         let took = self.unbooked_access(space, offset, bytes)?;
         let times = || {
-            let lands = self.flow_lands(route, bytes)?;
+            let lands = match bytes {
+                0 => self.header_lands(route, start)?,
+                _ => self.with_flow(route, |flow| flow.lands_from(&self.links, bytes, start))?,
+            };
             let took = took?;
             explain_unbooked(space, took);
             let written = super::later(lands, took, "memory access")?;
-            Ok((written, self.header_lands(signal, written)?))
+            Ok((written, self.signal_lands(signal, written)?))
         };
         Some(times())
     }

@@ -328,7 +328,7 @@ impl Ring {
     /// mode a task carries it.
     fn send_credit(self: &Rc<Self>, fabric: Rc<Fabric>, head: u64) {
         if fabric.fidelity() == Fidelity::Flow {
-            match fabric.header_lands(&self.credit, sim::now()) {
+            match fabric.signal_lands(&self.credit, sim::now()) {
                 Ok(at) => {
                     let in_flight = &mut self.pointers.borrow_mut().credits_in_flight;
                     in_flight.push((at, head));
