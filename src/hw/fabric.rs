@@ -287,6 +287,13 @@ impl Fabric {
         NonZeroU64::new(path.max_payload()).unwrap_or(NonZeroU64::MIN)
     }
 
+    /// Whether `bytes` cross `route` as one packet (at most its payload):
+    /// in flow mode, an IPCQ message of one packet of its doorbell's route
+    /// is booked as one unit (ADR-0048).
+    pub fn is_one_packet(&self, route: &Route, bytes: u64) -> bool {
+        bytes <= self.max_payload(&route.path).get()
+    }
+
     /// How transfers are simulated (`simulation.fidelity`).
     pub fn fidelity(&self) -> Fidelity {
         self.machine.spec().simulation.fidelity
@@ -424,17 +431,19 @@ impl Fabric {
     }
 
     /// Flow mode, when the write at the end of `path` books nothing (a
-    /// TCM, the host): `bytes` sent over `path` from `start` (now or
-    /// later: booked now, ADR-0048), written to `space`, then a header
-    /// sent over `signal` from there; when the last byte is written and
-    /// when the signal lands (ADR-0024). `None` otherwise: the caller runs
-    /// the stages in turn.
+    /// TCM, the host): `bytes` sent over `path` from `start` (now, or
+    /// later for a message booked as one unit: booked now, ADR-0048),
+    /// written to `space`, then a header sent over `signal` from there;
+    /// when the last byte is written and when the signal lands (ADR-0024).
+    /// The signal crosses its hops, or with `as_unit` takes its route's
+    /// uncontended crossing ([`signal_lands`](Self::signal_lands)).
+    /// `None` otherwise: the caller runs the stages in turn.
     pub fn flow_write_then_signal(
         &self,
         route: &Route,
         (bytes, start): (u64, SimTime),
         (space, offset): (MemSpace, u64),
-        signal: &Route,
+        (signal, as_unit): (&Route, bool),
     ) -> Option<Result<(SimTime, SimTime), HwError>> {
         if self.fidelity() != Fidelity::Flow {
             return None;
@@ -448,7 +457,11 @@ impl Fabric {
             let took = took?;
             explain_unbooked(space, took);
             let written = super::later(lands, took, "memory access")?;
-            Ok((written, self.signal_lands(signal, written)?))
+            let signalled = match as_unit {
+                true => self.signal_lands(signal, written)?,
+                false => self.header_lands(signal, written)?,
+            };
+            Ok((written, signalled))
         };
         Some(times())
     }
@@ -701,6 +714,30 @@ mod tests {
             .sum();
         let alone = fabric.send_formula(&path, 0).unwrap();
         assert_eq!(took[1], alone + SimDuration::from_ps(half_packets));
+    }
+
+    #[test]
+    fn an_ipcq_signal_takes_its_formula_even_behind_a_booked_flow() {
+        // ADR-0048: a doorbell or credit of a message booked as one unit
+        // is its route's uncontended crossing, whatever the hops hold.
+        let fabric = fabric_with(&["simulation.fidelity=flow"]);
+        let path = pe_to_pe(&fabric);
+        let route = fabric.route(&path).unwrap();
+        let alone = fabric.send_formula(&path, 0).unwrap();
+        let mut simulation = Simulation::new();
+        let f = fabric.clone();
+        let times = simulation.spawn("signal", async move {
+            let idle = f.signal_lands(&route, sim::now()).unwrap();
+            f.book_send(&route, 1 << 20).unwrap();
+            let busy = f.signal_lands(&route, sim::now()).unwrap();
+            let header = f.header_lands(&route, sim::now()).unwrap();
+            (idle, busy, header)
+        });
+        simulation.run().unwrap();
+        let (idle, busy, header) = times.output().unwrap();
+        let at = SimTime::ZERO + alone;
+        assert_eq!((idle, busy), (at, at));
+        assert!(header > busy, "a DMA read request still waits at busy hops");
     }
 
     #[test]
