@@ -376,7 +376,7 @@ impl Tl {
         self.program
             .ipcq
             .as_ref()
-            .ok_or_else(|| IpcqError::NoNetwork { op, pe })
+            .ok_or(IpcqError::NoNetwork { op, pe })
     }
 
     fn network(&self, op: &'static str) -> Result<&IpcqNetwork, IpcqError> {
