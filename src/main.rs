@@ -361,12 +361,17 @@ enum CliError {
     #[error("--format dot needs --view system, sip or cube")]
     DotWithoutView,
     #[error(
-        "the machine would take about {} MiB of host memory to build (system.sips.count x \
+        "the machine would take about {} MiB of host memory to {} (system.sips.count x \
          sip.cube_mesh x cube.pes), but {} MiB are available: lower one of those keys",
         needed >> 20,
+        footprint.verb(),
         available >> 20
     )]
-    MachineTooBig { needed: u128, available: u64 },
+    MachineTooBig {
+        needed: u128,
+        available: u64,
+        footprint: Footprint,
+    },
     #[error("cannot write output: {0}")]
     Output(#[from] io::Error),
     #[error("cannot write output to {}: {source}", path.display())]
@@ -434,20 +439,79 @@ impl CliError {
 /// Makes every check `init_process_group` would make on this pair of
 /// files, so that `topo` and `probe` refuse what `run` refuses, with the
 /// same message.
-fn check_pair(topology: &TopologySpec, ccl: &CclConfig) -> Result<(), CliError> {
-    check_machine_fits(topology, workloads::collective::host_available())?;
+fn check_pair(
+    topology: &TopologySpec,
+    ccl: &CclConfig,
+    footprint: Footprint,
+) -> Result<(), CliError> {
+    check_machine_fits(topology, footprint, workloads::collective::host_available())?;
     let machine = Machine::build(topology)?;
     kernbench::runtime::check_config(&machine, ccl).map_err(CliError::Ccl)
 }
 
-/// Refuses, before building it, a machine whose compiled graph would not
-/// fit the host's available memory (none known: not checked).
-fn check_machine_fits(topology: &TopologySpec, available: Option<u64>) -> Result<(), CliError> {
-    let needed = Machine::estimated_bytes(topology);
-    match available {
-        Some(available) if needed > u128::from(available) => {
-            Err(CliError::MachineTooBig { needed, available })
+/// What a command holds of the machine at its peak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Footprint {
+    /// The compiled graph and the collectives' wiring on it (`topo`,
+    /// `report`, `web` before a run).
+    Graph,
+    /// The graph and a simulation on it: the links its routes cross, its
+    /// cubes' and PEs' units, kernel tasks and IPCQ rings (`run`, `probe`,
+    /// `sweep`).
+    Simulation,
+}
+
+impl Footprint {
+    fn of(command: &Command) -> Footprint {
+        match command {
+            Command::Run(_) | Command::Probe(_) | Command::Sweep(_) => Footprint::Simulation,
+            Command::Topo(_) | Command::Report(_) | Command::Web(_) | Command::ChakraGen(_) => {
+                Footprint::Graph
+            }
         }
+    }
+
+    /// Host bytes the command peaks at on `topology`, estimated from its
+    /// counts before anything is built: the graph's estimate
+    /// ([`Machine::estimated_bytes`]) and, for a simulation, 500 B per PE
+    /// and 80 KiB per cube more (ADR-0050: the peak RSS of a flow-mode
+    /// 1 MiB `run` less `topo`'s, release build, was 223 MB at 4 SIPs of
+    /// 16 x 16 cubes of 240 PEs (this gives 207 MB), 760 MB at 16 such
+    /// SIPs (828 MB), 1,290 MB at 64 SIPs of 16 x 16 cubes of 16 PEs
+    /// (1,473 MB)).
+    fn estimated_bytes(self, topology: &TopologySpec) -> u128 {
+        let graph = Machine::estimated_bytes(topology);
+        let cubes =
+            u128::from(topology.system().sips.count()) * u128::from(topology.cubes_per_sip());
+        let pes = cubes * u128::from(topology.cube().pes.get());
+        match self {
+            Footprint::Graph => graph,
+            Footprint::Simulation => graph + pes * 500 + cubes * (80 << 10),
+        }
+    }
+
+    fn verb(self) -> &'static str {
+        match self {
+            Footprint::Graph => "build",
+            Footprint::Simulation => "build and simulate",
+        }
+    }
+}
+
+/// Refuses, before building it, a machine that `footprint` of it would not
+/// fit the host's available memory (none known: not checked).
+fn check_machine_fits(
+    topology: &TopologySpec,
+    footprint: Footprint,
+    available: Option<u64>,
+) -> Result<(), CliError> {
+    let needed = footprint.estimated_bytes(topology);
+    match available {
+        Some(available) if needed > u128::from(available) => Err(CliError::MachineTooBig {
+            needed,
+            available,
+            footprint,
+        }),
         _ => Ok(()),
     }
 }
@@ -581,7 +645,7 @@ fn run(cli: &Cli, matches: &ArgMatches) -> Result<(), CliError> {
         .into());
     }
     let (topology, ccl) = load_config(cli)?;
-    check_pair(&topology, &ccl)?;
+    check_pair(&topology, &ccl, Footprint::of(&cli.command))?;
     match cli.command {
         Command::Topo(ref args) => topo(&topology, args),
         Command::Probe(ref args) => probe(&topology, args),
@@ -706,7 +770,7 @@ fn bench(
     };
     // For a person at a terminal, like the progress line: scripts and
     // tests read stderr's one `error:` line.
-    let hint = progress::packet_hint(topology.simulation.fidelity, &options);
+    let hint = progress::packet_hint(topology.simulation().fidelity, &options);
     if let Some(hint) = hint.filter(|_| io::stderr().is_terminal()) {
         eprintln!("{hint}");
     }
@@ -932,7 +996,7 @@ fn sweep_variants(
                 .filter(|f| fidelities.iter().any(|name| name == f.name()))
                 .map(|fidelity| {
                     let mut variant = v.clone();
-                    variant.topology.simulation.fidelity = fidelity;
+                    variant.topology = variant.topology.with_fidelity(fidelity);
                     let field = ("fidelity".to_owned(), fidelity.name().to_owned());
                     variant.fields.push(field);
                     variant
@@ -1230,20 +1294,35 @@ mod workload_flags {
             let needed = 254u128 * 256 * 240 * 1200 + 254 * 256 * (27 << 10);
             assert!(needed > 19_200_000_000 && needed < 21_000_000_000);
             assert_eq!(kernbench::topology::Machine::estimated_bytes(&spec), needed);
-            let error = super::super::check_machine_fits(&spec, Some(4 << 30)).unwrap_err();
-            let text = error.to_string();
-            assert!(
-                text.contains(&format!("about {} MiB", needed >> 20)),
-                "{text}"
-            );
+            use super::super::{Footprint, check_machine_fits};
+            let refusal = |footprint, available: u64| {
+                check_machine_fits(&spec, footprint, Some(available))
+                    .unwrap_err()
+                    .to_string()
+            };
+            let text = refusal(Footprint::Graph, 4 << 30);
+            let says = format!("about {} MiB of host memory to build (", needed >> 20);
+            assert!(text.contains(&says), "{text}");
             assert!(
                 text.contains("cube.pes") && text.contains("4096 MiB are available"),
                 "{text}"
             );
             // Its measured peak, 19.2 GB, does not fit 16 GiB; 24 GiB holds it.
-            assert!(super::super::check_machine_fits(&spec, Some(16 << 30)).is_err());
-            assert!(super::super::check_machine_fits(&spec, Some(24 << 30)).is_ok());
-            assert!(super::super::check_machine_fits(&spec, None).is_ok());
+            assert!(check_machine_fits(&spec, Footprint::Graph, Some(16 << 30)).is_err());
+            assert!(check_machine_fits(&spec, Footprint::Graph, Some(24 << 30)).is_ok());
+            // A run adds 500 B per PE and 80 KiB per cube: 7.8 GB and 5.3 GB.
+            let run = needed + 254 * 256 * 240 * 500 + 254 * 256 * (80 << 10);
+            assert!(run > 33_000_000_000 && run < 34_000_000_000);
+            let text = refusal(Footprint::Simulation, 24 << 30);
+            let says = format!(
+                "about {} MiB of host memory to build and simulate",
+                run >> 20
+            );
+            assert!(text.contains(&says), "{text}");
+            assert!(check_machine_fits(&spec, Footprint::Simulation, Some(30 << 30)).is_err());
+            assert!(check_machine_fits(&spec, Footprint::Simulation, Some(32 << 30)).is_ok());
+            assert!(check_machine_fits(&spec, Footprint::Graph, None).is_ok());
+            assert!(check_machine_fits(&spec, Footprint::Simulation, None).is_ok());
         }
     }
 }

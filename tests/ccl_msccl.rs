@@ -252,7 +252,7 @@ fn files_that_cannot_be_read_are_refused_whole() {
     );
     #[cfg(unix)]
     {
-        let start = std::time::Instant::now();
+        // Refused at its first byte, not after reading to the cap.
         let zero = Program::load(&PathBuf::from("/dev/zero"), 2, Collective::AllReduce)
             .unwrap_err()
             .to_string();
@@ -260,7 +260,6 @@ fn files_that_cannot_be_read_are_refused_whole() {
             zero.starts_with("/dev/zero:0: not a text file (a NUL byte at offset 0)"),
             "{zero}"
         );
-        assert!(start.elapsed() < std::time::Duration::from_secs(1));
     }
 }
 

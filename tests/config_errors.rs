@@ -36,13 +36,13 @@ fn error_of(text: String) -> String {
 #[test]
 fn embedded_defaults_parse() {
     let spec = TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap();
-    assert_eq!(spec.system.sips.count(), 2);
-    assert_eq!(spec.system.sips, SipArrangement::Ring { n: 2 });
+    assert_eq!(spec.system().sips.count(), 2);
+    assert_eq!(spec.system().sips, SipArrangement::Ring { n: 2 });
     assert_eq!(
-        (spec.sip.cube_mesh.w.get(), spec.sip.cube_mesh.h.get()),
+        (spec.sip().cube_mesh.w.get(), spec.sip().cube_mesh.h.get()),
         (4, 4)
     );
-    assert_eq!(spec.cube.pes.get(), 8);
+    assert_eq!(spec.cube().pes.get(), 8);
     let ccl = CclConfig::load(&CclConfig::default_source(), &[]).unwrap();
     assert_eq!(ccl.default_algorithm().name, "intercube_allreduce");
     assert!(ccl.algorithm("ring_allreduce").is_some());
@@ -152,7 +152,7 @@ fn non_square_count_without_grid_asks_for_w_and_h() {
     assert!(error.contains("set sips.w and sips.h"), "{error}");
     let square = ["system.sips.count=9", "system.sips.topology=torus_2d"];
     let spec = load(TOPOLOGY.to_owned(), &square).unwrap();
-    assert_eq!(spec.system.sips.grid().unwrap().to_string(), "3x3");
+    assert_eq!(spec.system().sips.grid().unwrap().to_string(), "3x3");
 }
 
 #[test]
@@ -235,9 +235,9 @@ fn set_overrides_values_before_deserialization() {
         "pe.clock=1.5 GHz",
     ];
     let spec = load(TOPOLOGY.to_owned(), &sets).unwrap();
-    assert_eq!(spec.system.sips.grid().unwrap().to_string(), "3x2");
+    assert_eq!(spec.system().sips.grid().unwrap().to_string(), "3x2");
     assert_eq!(spec.total_cubes(), 24);
-    assert_eq!(spec.pe.clock.hz(), 1_500_000_000);
+    assert_eq!(spec.pe().clock.hz(), 1_500_000_000);
 }
 
 #[test]
@@ -329,9 +329,9 @@ fn numbers_take_exponents_and_separators() {
         ],
     )
     .unwrap();
-    assert_eq!(spec.cube.hbm.capacity.get().bytes(), 16 << 30);
-    assert_eq!(spec.pe.clock.hz(), 1_000_000_000);
-    assert_eq!(spec.cube.pes.get(), 8);
+    assert_eq!(spec.cube().hbm.capacity.get().bytes(), 16 << 30);
+    assert_eq!(spec.pe().clock.hz(), 1_000_000_000);
+    assert_eq!(spec.cube().pes.get(), 8);
     let error = set_error(&["system.inter_sip.bandwidth=1e30 GB/s"]);
     assert!(
         error.contains("system.inter_sip.bandwidth: \"1e30 GB/s\" is too large"),

@@ -297,24 +297,30 @@ fn an_uncontended_send_takes_its_closed_form() {
     // the receiver's.
     let pe = machine.pe(0, 0, 0).unwrap();
     let copy = device
-        .dma_copy_formula(spec.pe.dma.issue_overhead, pe, timed.src, timed.dst, bytes)
+        .dma_copy_formula(
+            spec.pe().dma.issue_overhead,
+            pe,
+            timed.src,
+            timed.dst,
+            bytes,
+        )
         .unwrap();
     let cost = dispatch_cost(&device, 0, Grid { pes: 1, cubes: 1 }).unwrap();
     assert_eq!(timed.took, cost.launch_time(&[copy]).unwrap());
     // Never less than the route allows: the launch's fixed overheads, the
     // DMA's issue, the inter-SIP hop's latency and the bytes at the
     // route's narrowest link (a NoC link or the inter-SIP link).
-    let noc = &spec.cube.noc;
+    let noc = &spec.cube().noc;
     let ppm = |f: kernbench::config::units::Fraction| f64::from(f.ppm()) / 1e6;
     let noc_bps = (noc.link_width.get().bytes() * noc.clock.hz()) as f64 * ppm(noc.efficiency);
-    let link = &spec.system.inter_sip;
+    let link = &spec.system().inter_sip;
     let sip_bps = link.bandwidth.bytes_per_sec() as f64 * ppm(link.efficiency);
     let serialise = |bytes: u64| bytes as f64 / noc_bps.min(sip_bps) * 1e12;
     let overheads = [
-        spec.system.host.kernel_launch_overhead,
-        spec.sip.io_cpu.dispatch_overhead,
-        spec.cube.mcpu.dispatch_overhead,
-        spec.pe.dma.issue_overhead,
+        spec.system().host.kernel_launch_overhead,
+        spec.sip().io_cpu.dispatch_overhead,
+        spec.cube().mcpu.dispatch_overhead,
+        spec.pe().dma.issue_overhead,
         link.latency,
     ];
     let fixed: u64 = overheads.iter().map(|d| d.as_ps()).sum();
@@ -339,7 +345,7 @@ fn one_piece_of_any_size_is_one_dma() {
     let n = 64 * 1024;
     let timed = timed_send(&torch, n);
     let machine = device.fabric().machine();
-    let issue = machine.spec().pe.dma.issue_overhead;
+    let issue = machine.spec().pe().dma.issue_overhead;
     let pe = machine.pe(0, 0, 0).unwrap();
     let copy = device
         .dma_copy_formula(issue, pe, timed.src, timed.dst, (n * 4) as u64)
@@ -362,7 +368,7 @@ fn a_tile_of_many_pieces_overlaps_them() {
     let pe = device.fabric().machine().pe(0, 0, 0).unwrap();
     let piece = device
         .dma_copy_formula(
-            spec.pe.dma.issue_overhead,
+            spec.pe().dma.issue_overhead,
             pe,
             timed.src,
             timed.dst,
@@ -553,7 +559,7 @@ const RING_3_ONE_CUBE: &[&str] = &[
 fn put_formula(torch: &Torch, sip: u32, (src, dst): (u64, u64), n: usize) -> SimDuration {
     let device = torch.device();
     let machine = device.fabric().machine();
-    let issue = machine.spec().pe.dma.issue_overhead;
+    let issue = machine.spec().pe().dma.issue_overhead;
     let pe = machine.pe(sip, 0, 0).unwrap();
     let copy = device
         .dma_copy_formula(issue, pe, src, dst, (n * 4) as u64)

@@ -43,7 +43,7 @@ fn path(name: &str, hops: usize) -> Vec<Rc<Link>> {
 fn third_of_three_dma_jobs_waits_for_a_free_slot() {
     let dma_spec = DmaSpec {
         max_outstanding: kernbench::config::units::Count::new(2).unwrap(),
-        ..spec().pe.dma
+        ..spec().pe().dma
     };
     let engine = Rc::new(DmaEngine::new("pe_dma", &dma_spec));
     let mut simulation = Simulation::new();
@@ -81,7 +81,7 @@ fn third_of_three_dma_jobs_waits_for_a_free_slot() {
 #[test]
 fn uncontended_dma_costs_issue_plus_its_transfer() {
     let spec = spec();
-    let engine = Rc::new(DmaEngine::new("pe_dma", &spec.pe.dma));
+    let engine = Rc::new(DmaEngine::new("pe_dma", &spec.pe().dma));
     let links = path("noc", 3);
     let mut simulation = Simulation::new();
     let e = engine.clone();
@@ -93,7 +93,7 @@ fn uncontended_dma_costs_issue_plus_its_transfer() {
     let done = done.output().unwrap();
     let hops: Vec<_> = links.iter().map(|l| *l.params()).collect();
     let formula = transfer_formula(&hops, 32 * 1024, payload(8192)).unwrap();
-    let expected = spec.pe.dma.issue_overhead.checked_add(formula).unwrap();
+    let expected = spec.pe().dma.issue_overhead.checked_add(formula).unwrap();
     assert_eq!(done.end.saturating_since(done.requested), expected);
     assert_eq!(done.output.unwrap().duration(), formula);
 }
@@ -101,7 +101,7 @@ fn uncontended_dma_costs_issue_plus_its_transfer() {
 #[test]
 fn mcpu_host_dma_is_dispatch_then_issue_then_data() {
     let spec = spec();
-    let mcpu = Rc::new(Mcpu::new("mcpu", "mcpu.dma", &spec.cube.mcpu));
+    let mcpu = Rc::new(Mcpu::new("mcpu", "mcpu.dma", &spec.cube().mcpu));
     let mut simulation = Simulation::new();
     let m = mcpu.clone();
     let done = simulation.spawn("h2d", async move {
@@ -127,13 +127,13 @@ fn launch(
     underestimate_last: bool,
 ) -> (kernbench::hw::LaunchReport<(usize, SimTime)>, Vec<SimTime>) {
     let spec = spec();
-    let io_cpu = Rc::new(IoCpu::new("io_cpu", &spec.sip.io_cpu));
+    let io_cpu = Rc::new(IoCpu::new("io_cpu", &spec.sip().io_cpu));
     let starts = Rc::new(RefCell::new(Vec::new()));
     let cubes: Vec<_> = [1usize, 3, 6]
         .into_iter()
         .enumerate()
         .map(|(c, hops)| {
-            let mcpu = Rc::new(Mcpu::new(&format!("mcpu{c}"), "dma", &spec.cube.mcpu));
+            let mcpu = Rc::new(Mcpu::new(&format!("mcpu{c}"), "dma", &spec.cube().mcpu));
             let command = path(&format!("cmd{c}"), hops);
             let response = path(&format!("rsp{c}"), hops);
             let params: Vec<_> = command.iter().map(|l| *l.params()).collect();

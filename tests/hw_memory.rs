@@ -39,7 +39,7 @@ fn run_hbm(controller: &Rc<HbmController>, requests: &[(u64, u64, u64)]) -> Vec<
 
 #[test]
 fn hbm_simulation_equals_formula() {
-    let spec = spec().cube.hbm;
+    let spec = spec().cube().hbm;
     let capacity = spec.capacity.get().bytes();
     let cases = [
         (0, 32),             // one burst
@@ -64,7 +64,7 @@ fn hbm_simulation_equals_formula() {
 
 #[test]
 fn hbm_formula_worked_values() {
-    let spec = spec().cube.hbm;
+    let spec = spec().cube().hbm;
     // 20 ns controller + 30 ns access + 256 B at 25.6 GB/s (10 ns).
     assert_eq!(hbm_formula(&spec, 0, 8192).unwrap().as_ps(), 60_000);
     // 1 MiB spreads 32 KiB over each PC: 32768 B / 25.6 GB/s = 1.28 us.
@@ -82,7 +82,7 @@ fn hbm_formula_worked_values() {
 
 #[test]
 fn hbm_counts_per_pseudo_channel() {
-    let spec = spec().cube.hbm;
+    let spec = spec().cube().hbm;
     let controller = hbm(&spec);
     let report = run_hbm(&controller, &[(0, 0, 8192)])[0];
     let stats = controller.pc_stats(report.end);
@@ -96,7 +96,7 @@ fn hbm_counts_per_pseudo_channel() {
 
 #[test]
 fn requests_on_one_pc_serialise_and_on_different_pcs_overlap() {
-    let spec = spec().cube.hbm;
+    let spec = spec().cube().hbm;
     // Two requests for the same granule (PC 0) at the same time.
     let same = run_hbm(&hbm(&spec), &[(0, 0, 256), (0, 0, 256)]);
     assert_eq!(same[0].end.as_ps(), 60_000);
@@ -118,7 +118,7 @@ fn requests_on_one_pc_serialise_and_on_different_pcs_overlap() {
 
 #[test]
 fn hbm_access_outside_the_stack_is_an_error() {
-    let spec = spec().cube.hbm;
+    let spec = spec().cube().hbm;
     let capacity = spec.capacity.get().bytes();
     let controller = hbm(&spec);
     let mut simulation = Simulation::new();
@@ -150,7 +150,7 @@ fn run_port(spec: &MemorySpec, sizes: &[u64]) -> (Vec<AccessReport>, Rc<MemoryPo
 #[test]
 fn sram_and_tcm_simulation_equals_formula() {
     let spec = spec();
-    for memory in [spec.cube.sram, spec.pe.tcm] {
+    for memory in [spec.cube().sram, spec.pe().tcm] {
         for bytes in [0, 1, 64, 4096, 3 << 20] {
             let (reports, _) = run_port(&memory, &[bytes]);
             assert_eq!(
@@ -160,12 +160,12 @@ fn sram_and_tcm_simulation_equals_formula() {
         }
     }
     // TCM: 2 ns + 4096 B at 1 TB/s.
-    assert_eq!(memory_formula(&spec.pe.tcm, 4096).unwrap().as_ps(), 6_096);
+    assert_eq!(memory_formula(&spec.pe().tcm, 4096).unwrap().as_ps(), 6_096);
 }
 
 #[test]
 fn back_to_back_accesses_stream_at_full_bandwidth() {
-    let tcm = spec().pe.tcm;
+    let tcm = spec().pe().tcm;
     let (reports, port) = run_port(&tcm, &[4096, 4096, 4096]);
     let ends: Vec<u64> = reports.iter().map(|r| r.end.as_ps()).collect();
     // The latency is paid once per access but overlaps: 4.096 ns apart.
@@ -179,7 +179,7 @@ fn back_to_back_accesses_stream_at_full_bandwidth() {
 proptest! {
     #[test]
     fn any_hbm_request_matches_its_formula(offset in 0u64..1 << 24, len in 0u64..1 << 16) {
-        let spec = spec().cube.hbm;
+        let spec = spec().cube().hbm;
         let report = run_hbm(&hbm(&spec), &[(0, offset, len)])[0];
         prop_assert_eq!(report.duration(), hbm_formula(&spec, offset, len).unwrap());
     }

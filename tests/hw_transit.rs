@@ -179,7 +179,7 @@ fn large_transfer_costs_latency_plus_bytes_over_the_slowest_hop() {
 #[test]
 fn worked_example_from_the_latency_model() {
     let spec = TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap();
-    let noc = spec.cube.noc;
+    let noc = spec.cube().noc;
     let link = |cycles: u32| {
         HopParams::new(
             noc.link_bandwidth(),
@@ -207,10 +207,10 @@ fn worked_example_from_the_latency_model() {
     let largest = transfer_formula(&hops, 32 * 1024, payload(8192)).unwrap();
     assert_eq!(largest.as_ps(), 872_338);
     // The same bytes over the PCIe host link, and into HBM.
-    let pcie = HopParams::from(&spec.system.host_link);
+    let pcie = HopParams::from(&spec.system().host_link);
     let pcie_time = transfer_formula(&[pcie], 32 * 1024, payload(256)).unwrap();
     assert_eq!(pcie_time.as_ps(), 1_068_960);
-    let hbm = kernbench::hw::hbm_formula(&spec.cube.hbm, 0, 32 * 1024).unwrap();
+    let hbm = kernbench::hw::hbm_formula(&spec.cube().hbm, 0, 32 * 1024).unwrap();
     assert_eq!(hbm, SimDuration::from_ns(90));
 }
 

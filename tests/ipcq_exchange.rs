@@ -123,7 +123,7 @@ fn send_formula(device: &Device, src: u64, slot: u64) -> SimDuration {
     let f = device.fabric();
     let m = f.machine();
     let (pe0, pe1) = (m.pe(0, 0, 0).unwrap(), m.pe(0, 0, 1).unwrap());
-    let issue = m.spec().pe.dma.issue_overhead;
+    let issue = m.spec().pe().dma.issue_overhead;
     let copy = device
         .dma_copy_formula(issue, pe0, src, slot, (N * 2) as u64)
         .unwrap();

@@ -138,7 +138,7 @@ fn exhausting_a_tcm_reports_the_unit_and_its_free_space() {
         cube: 2,
         pe: 5,
     };
-    let capacity = spec.pe.tcm.capacity.get().bytes();
+    let capacity = spec.pe().tcm.capacity.get().bytes();
     let half = device.alloc(tcm, capacity / 2).unwrap();
     device.alloc(tcm, capacity / 4).unwrap();
     device.free(half).unwrap();
@@ -157,7 +157,7 @@ fn exhausting_a_tcm_reports_the_unit_and_its_free_space() {
     let hbm = MemSpace::Hbm { sip: 0, cube: 2 };
     assert_eq!(
         device.unit(hbm).unwrap().free_bytes(),
-        spec.cube.hbm.capacity.get().bytes()
+        spec.cube().hbm.capacity.get().bytes()
     );
     assert!(matches!(
         device.alloc(tcm, 0),

@@ -29,7 +29,7 @@ fn host<T: 'static>(body: impl AsyncFnOnce() -> T + 'static) -> T {
 fn host_copy_formula(device: &Device, shard: &Shard, to_device: bool) -> SimDuration {
     let machine = device.fabric().machine();
     let staging = machine.address_map().encode(MemSpace::Host, 0).unwrap();
-    let issue = machine.spec().cube.mcpu.dma.issue_overhead;
+    let issue = machine.spec().cube().mcpu.dma.issue_overhead;
     let (src, dst) = if to_device {
         (staging, shard.addr)
     } else {

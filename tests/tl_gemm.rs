@@ -84,7 +84,7 @@ fn dot_case(
     let (o, _) = operands(&device, dims);
     let out = o.out;
     let report = run(&device, Kernel::new("dot", dot_kernel), ONE, o).unwrap();
-    let formula = gemm_formula(&spec.pe, &shape(dims, false)).unwrap();
+    let formula = gemm_formula(spec.pe(), &shape(dims, false)).unwrap();
     let len = (dims[0] * dims[1] * 4) as u64;
     let product = device.read_untimed(out, len).ok().map(|b| from_f32(&b));
     assert!(device.oplog().verify(&device.store()).is_ok());
@@ -156,7 +156,7 @@ fn dot_acc_accumulates_and_pays_for_reading_the_accumulator() {
     let (o, [a, b, _]) = operands(&device, dims);
     let out = o.out;
     let report = run(&device, Kernel::new("dot_acc", dot_acc_kernel), ONE, o).unwrap();
-    let formula = gemm_formula(&spec.pe, &shape(dims, true)).unwrap();
+    let formula = gemm_formula(spec.pe(), &shape(dims, true)).unwrap();
     // (128 + 128) x 32 x 2 + 2 x 128 x 128 x 4 = 147 456 B > 32 cycles.
     assert_eq!(formula.as_ps(), 147_456 + 254_000);
     assert_eq!(report.programs[0].output, formula);
@@ -201,7 +201,7 @@ fn composite_runs_its_epilogue_on_pe_math_and_overlaps_the_kernel() {
         gemm: shape(dims, false),
         epilogue_steps: 3,
     };
-    let formula = pipeline_formula(&spec.pe, &job).unwrap();
+    let formula = pipeline_formula(spec.pe(), &job).unwrap();
     // 64 cycles, fill 254, then 3 steps x (4096 / 1024 + 4) cycles.
     assert_eq!(formula.as_ps(), (64 + 254 + 24) * 1000);
     assert_eq!(returned, SimDuration::ZERO, "composite does not block");
@@ -237,7 +237,7 @@ fn composite_tiles_flow_from_gemm_to_math_and_the_kernel_end_drains_them() {
         gemm: shape(dims, false),
         epilogue_steps: 1,
     };
-    let formula = pipeline_formula(&spec.pe, &job).unwrap();
+    let formula = pipeline_formula(spec.pe(), &job).unwrap();
     // 8 tiles of 64 cycles back to back; fill 62; the last tile's relu
     // (1024 / 1024 + 4 cycles) is all that is left of the epilogue.
     assert_eq!(formula.as_ps(), (8 * 64 + 62 + 5) * 1000);

@@ -82,7 +82,7 @@ fn math_ops_take_their_formula_time_and_compute_the_values() {
     let io = inputs(&device);
     let report = run(&device, Kernel::new("math", math_kernel), ONE, io).unwrap();
     // 3000 elements: ⌈3000 / 1024⌉ = 3 cycles + 4.
-    let each = math_formula(&spec.pe, N as u64).unwrap();
+    let each = math_formula(spec.pe(), N as u64).unwrap();
     assert_eq!(each.as_ps(), (3 + MATH_PIPELINE_CYCLES) * 1000);
     assert!(report.programs[0].output.iter().all(|&t| t == each));
     assert_eq!(report.programs[0].output.len(), 10);

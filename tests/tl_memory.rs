@@ -48,7 +48,7 @@ fn round_trip_case(data: DataMode) -> ((SimDuration, SimDuration), Option<Vec<u8
     let report = run(&device, kernel, ONE, Copy { src, dst }).unwrap();
     let (tcm, load, store) = report.programs[0].output;
     let pe = device.fabric().machine().pe(0, 0, 0).unwrap();
-    let issue = spec.pe.dma.issue_overhead;
+    let issue = spec.pe().dma.issue_overhead;
     let formula = |from, to| device.dma_copy_formula(issue, pe, from, to, len).unwrap();
     assert_eq!(load, formula(src, tcm));
     assert_eq!(store, formula(tcm, dst));
@@ -191,7 +191,7 @@ fn loads_can_be_joined_and_overlap_on_pe_dma() {
     )
     .unwrap();
     let pe = device.fabric().machine().pe(0, 0, 0).unwrap();
-    let issue = spec.pe.dma.issue_overhead;
+    let issue = spec.pe().dma.issue_overhead;
     let tcm = MemSpace::Tcm {
         sip: 0,
         cube: 0,

@@ -4,7 +4,7 @@
 
 use kernbench::config::Override;
 use kernbench::config::units::Count;
-use kernbench::topology::{EdgeKind, Grid, Machine, NodeKind, TopologySpec};
+use kernbench::topology::{CubeSpec, EdgeKind, Grid, Machine, NodeKind, TopologySpec};
 
 fn spec(sets: &[&str]) -> TopologySpec {
     let overrides: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
@@ -17,9 +17,9 @@ fn machine(sets: &[&str]) -> Machine {
 
 /// The documented NoC sizing: `(w, h, zone_rows)`.
 fn noc_grid(spec: &TopologySpec) -> (u64, u64, u64) {
-    let endpoints = u64::from(spec.cube.pes.get()) + 5;
-    let link = spec.cube.noc.link_width.get().bytes() * spec.cube.noc.clock.hz();
-    let ports = spec.cube.hbm.bandwidth().bytes_per_sec().div_ceil(link);
+    let endpoints = u64::from(spec.cube().pes.get()) + 5;
+    let link = spec.cube().noc.link_width.get().bytes() * spec.cube().noc.clock.hz();
+    let ports = spec.cube().hbm.bandwidth().bytes_per_sec().div_ceil(link);
     (1..=64)
         .map(|w| {
             let zone = ports.div_ceil(w);
@@ -40,12 +40,12 @@ fn default_machine_counts_follow_from_the_spec() {
     let machine = Machine::build(&spec).unwrap();
     let (w, h, zone) = noc_grid(&spec);
     assert_eq!((w, h, zone), (5, 6, 3), "the documented default layout");
-    let sips = u64::from(spec.system.sips.count());
+    let sips = u64::from(spec.system().sips.count());
     let cubes = spec.cubes_per_sip();
-    let pes = u64::from(spec.cube.pes.get());
+    let pes = u64::from(spec.cube().pes.get());
     let (mw, mh) = (
-        u64::from(spec.sip.cube_mesh.w.get()),
-        u64::from(spec.sip.cube_mesh.h.get()),
+        u64::from(spec.sip().cube_mesh.w.get()),
+        u64::from(spec.sip().cube_mesh.h.get()),
     );
     let ucie_links = mesh_links(mw, mh);
     let inter_sip_links = 1; // a ring of two SIPs: one pair, not doubled
@@ -193,19 +193,21 @@ fn a_noc_grid_that_cannot_hold_the_cube_is_rejected() {
     assert!(error.contains("cube.noc.grid"), "{error}");
     assert!(error.contains("too small"), "{error}");
 
-    let mut spec = spec(&[]);
     let count = |n| Count::new(n).unwrap();
-    spec.cube.noc.grid = Some(Grid {
-        w: count(5),
-        h: count(5),
-    });
-    let error = Machine::build(&spec).unwrap_err();
+    let on_grid = |w, h| {
+        let spec = spec(&[]);
+        let cube = spec.cube().clone();
+        let grid = Grid {
+            w: count(w),
+            h: count(h),
+        };
+        let noc = cube.noc.with_grid(Some(grid));
+        spec.with_cube(CubeSpec { noc, ..cube })
+    };
+    let error = on_grid(5, 5).unwrap_err();
     assert_eq!(error.key(), "cube.noc.grid");
-    spec.cube.noc.grid = Some(Grid {
-        w: count(5),
-        h: count(7),
-    });
-    let machine = Machine::build(&spec).unwrap();
+    assert!(error.to_string().contains("too small"), "{error}");
+    let machine = Machine::build(&on_grid(5, 7).unwrap()).unwrap();
     assert_eq!(
         (machine.layout().width(), machine.layout().height()),
         (5, 7)

@@ -118,7 +118,7 @@ async fn run<T: Input>(torch: Torch, dims: GemmDims) -> Result<Outcome, Workload
     let machine = torch.device().fabric().machine().clone();
     let spec = machine.spec();
     let shape = (machine.cubes_per_sip(), machine.pes_per_cube());
-    let plan = Plan::new::<T>(dims, shape, spec.pe.tcm.capacity.get().bytes())?;
+    let plan = Plan::new::<T>(dims, shape, spec.pe().tcm.capacity.get().bytes())?;
     let [a_len, b_len, c_len] = plan.tiling.blocked_elements(&plan.problem);
     let tensors = Operands {
         a: blocked_tensor(&torch, "A", (plan.cubes, a_len), T::DTYPE, false)?,
@@ -139,7 +139,7 @@ async fn run<T: Input>(torch: Torch, dims: GemmDims) -> Result<Outcome, Workload
     for tensor in [&tensors.a, &tensors.b, &tensors.c] {
         tensor.free()?;
     }
-    let peak = spec.pe.peak_flops() * u64::from(shape.0) * u64::from(shape.1);
+    let peak = spec.pe().peak_flops() * u64::from(shape.0) * u64::from(shape.1);
     let mut figures = vec![Figure::text("dtype", T::DTYPE.name())];
     figures.extend(gemm_figures(
         dims,

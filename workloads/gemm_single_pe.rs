@@ -106,7 +106,7 @@ fn check_fits_tcm(torch: &Torch, dims: GemmDims) -> Result<(), WorkloadError> {
     let GemmDims { m, k, n } = dims;
     let (m, k, n) = (m as u128, k as u128, n as u128);
     let needed = 2 * m * k + 2 * k * n + 6 * m * n;
-    let capacity = torch.device().fabric().machine().spec().pe.tcm.capacity;
+    let capacity = torch.device().fabric().machine().spec().pe().tcm.capacity;
     if needed > u128::from(capacity.get().bytes()) {
         return Err(WorkloadError::BadOption(format!(
             "--shape {}x{}x{}: A, B and C need {needed} B of TCM at once (2MK + 2KN + 6MN), \
@@ -193,7 +193,7 @@ async fn run(torch: Torch, dims: GemmDims) -> Result<Outcome, WorkloadError> {
         Figure::time("d2h_ps", read),
         Figure::int("flops", flops),
         Figure::real("achieved_tflops", tflops(flops, program)),
-        Figure::real("peak_tflops", spec.pe.peak_flops() as f64 / 1e12),
+        Figure::real("peak_tflops", spec.pe().peak_flops() as f64 / 1e12),
     ];
     figures.extend(roofline.figures(flops));
     let checks = match result.map(|c| c.into_dimensionality::<Ix2>()) {

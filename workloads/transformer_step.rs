@@ -95,7 +95,7 @@ async fn run(torch: Torch, options: Options) -> Result<Outcome, WorkloadError> {
     let step_ps = et::step_time(&set, &result).as_ps();
     let spec = machine.spec();
     let per_sip =
-        spec.pe.peak_flops() * u64::from(machine.pes_per_cube() * machine.cubes_per_sip());
+        spec.pe().peak_flops() * u64::from(machine.pes_per_cube() * machine.cubes_per_sip());
     let peak = per_sip as f64 * n as f64;
     let flops = step.flops();
     let mfu = flops as f64 / (step_ps as f64 * 1e-12 * peak);

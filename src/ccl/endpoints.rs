@@ -72,8 +72,8 @@ impl WorldShape {
         builtin: Builtin,
         root_cube: Option<u32>,
     ) -> Result<WorldShape, WorldError> {
-        let mesh = spec.sip.cube_mesh;
-        let sip_arrangement = spec.system.sips;
+        let mesh = spec.sip().cube_mesh;
+        let sip_arrangement = spec.system().sips;
         if let Some((w, h)) = sip_arrangement.dims()
             && w * h != world_size
         {
@@ -109,7 +109,7 @@ impl WorldShape {
         builtin: Builtin,
         root_cube: Option<u32>,
     ) -> Result<WorldShape, WorldError> {
-        let mesh = spec.sip.cube_mesh;
+        let mesh = spec.sip().cube_mesh;
         let shape = WorldShape {
             n_sips: world_size,
             cube_w: mesh.w.get(),

@@ -102,9 +102,9 @@ pub fn check_slot_memory(
     let stride = params.slot_stride();
     let ring_bytes = u128::from(stride) * params.slots as u128;
     let (capacity, capacity_key) = match buffer_kind {
-        BufferKind::Tcm => (spec.pe.tcm.capacity, "pe.tcm.capacity"),
-        BufferKind::Hbm => (spec.cube.hbm.capacity, "cube.hbm.capacity"),
-        BufferKind::Sram => (spec.cube.sram.capacity, "cube.sram.capacity"),
+        BufferKind::Tcm => (spec.pe().tcm.capacity, "pe.tcm.capacity"),
+        BufferKind::Hbm => (spec.cube().hbm.capacity, "cube.hbm.capacity"),
+        BufferKind::Sram => (spec.cube().sram.capacity, "cube.sram.capacity"),
     };
     let capacity = capacity.get().bytes();
     match rings

@@ -43,7 +43,7 @@ pub fn collective_node(
     if let Some(group) = group {
         attr.push(Attribute::string("pg_name", group));
     }
-    node((id, name), NodeType::CommColl, deps, attr)
+    Node::new((id, name), NodeType::CommColl, deps, attr)
 }
 
 /// A `COMP_NODE` of `num_ops` operations touching `tensor_size` bytes.
@@ -58,7 +58,7 @@ pub fn compute_node(
         Attribute::int64("num_ops", num_ops as i64),
         Attribute::uint64("tensor_size", tensor_size),
     ];
-    node((id, name), NodeType::Comp, deps, attr)
+    Node::new((id, name), NodeType::Comp, deps, attr)
 }
 
 /// A `COMM_SEND_NODE` (`send`) or `COMM_RECV_NODE` of `bytes` between
@@ -81,18 +81,7 @@ pub fn p2p_node(
         true => NodeType::CommSend,
         false => NodeType::CommRecv,
     };
-    node((id, name), kind, deps, attr)
-}
-
-fn node((id, name): (u64, &str), kind: NodeType, deps: Vec<u64>, attr: Vec<Attribute>) -> Node {
-    Node {
-        id,
-        name: name.to_owned(),
-        kind: kind as i32,
-        data_deps: deps,
-        attr,
-        ..Node::default()
-    }
+    Node::new((id, name), kind, deps, attr)
 }
 
 /// One collective of `bytes` per rank on every one of `ranks` ranks.

@@ -346,14 +346,7 @@ mod tests {
     use crate::chakra::schema::{Attribute, GlobalMetadata};
 
     fn node(id: u64, kind: NodeType, deps: &[u64], attr: Vec<Attribute>) -> Node {
-        Node {
-            id,
-            name: format!("n{id}"),
-            kind: kind as i32,
-            data_deps: deps.to_vec(),
-            attr,
-            ..Node::default()
-        }
+        Node::new((id, &format!("n{id}")), kind, deps.to_vec(), attr)
     }
 
     fn raw(nodes: Vec<Node>) -> RawTrace {

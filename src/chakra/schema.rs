@@ -278,6 +278,26 @@ pub struct BytesList {
     pub values: Vec<Vec<u8>>,
 }
 
+impl Node {
+    /// Node `id` named `name`, of `kind`, reading the outputs of
+    /// `data_deps`, with `attr`; every other field empty.
+    pub fn new(
+        (id, name): (u64, &str),
+        kind: NodeType,
+        data_deps: Vec<u64>,
+        attr: Vec<Attribute>,
+    ) -> Node {
+        Node {
+            id,
+            name: name.to_owned(),
+            kind: kind as i32,
+            data_deps,
+            attr,
+            ..Node::default()
+        }
+    }
+}
+
 impl Value {
     /// The value as an integer, whatever integer kind it was written as
     /// (the feeders of ASTRA-sim read `int64`, `uint64` or `int32`

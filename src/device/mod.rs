@@ -448,7 +448,7 @@ mod tests {
         len: u64,
     ) -> (SimDuration, SimDuration, u64) {
         let pe = device.fabric().machine().pe(0, 0, 0).unwrap();
-        let issue = device.fabric().machine().spec().pe.dma.issue_overhead;
+        let issue = device.fabric().machine().spec().pe().dma.issue_overhead;
         let formula = device.dma_copy_formula(issue, pe, src, dst, len).unwrap();
         let mut simulation = Simulation::new();
         let d = device.clone();
@@ -487,8 +487,9 @@ mod tests {
 
     /// [`signalled_tcm_copy`] of `len` bytes, and the run's events.
     fn signalled_tcm_copy_of(fidelity: Fidelity, len: u64) -> (SimDuration, SimDuration, u64) {
-        let mut spec = TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap();
-        spec.simulation.fidelity = fidelity;
+        let spec = TopologySpec::load(&TopologySpec::default_source(), &[])
+            .unwrap()
+            .with_fidelity(fidelity);
         let device = Device::new(&spec, DataMode::Off).unwrap();
         let tcm = |cube| MemSpace::Tcm {
             sip: 0,
@@ -503,7 +504,7 @@ mod tests {
         let (pe, peer) = (machine.pe(0, 0, 0).unwrap(), machine.pe(0, 5, 0).unwrap());
         let path = device.fabric().router().find_path(pe, peer).unwrap();
         let signal = device.fabric().route(&path).unwrap();
-        let issue = spec.pe.dma.issue_overhead;
+        let issue = spec.pe().dma.issue_overhead;
         let formula = device.dma_copy_formula(issue, pe, src, dst, len).unwrap()
             + device.fabric().send_formula(&path, 0).unwrap();
         let mut simulation = Simulation::new();
@@ -561,8 +562,9 @@ mod tests {
 
     /// A timing-only device of the default machine in `fidelity`.
     fn timing_device(fidelity: Fidelity) -> Rc<Device> {
-        let mut spec = TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap();
-        spec.simulation.fidelity = fidelity;
+        let spec = TopologySpec::load(&TopologySpec::default_source(), &[])
+            .unwrap()
+            .with_fidelity(fidelity);
         Device::new(&spec, DataMode::Off).unwrap()
     }
 
@@ -615,7 +617,7 @@ mod tests {
             .fabric()
             .machine()
             .spec()
-            .pe
+            .pe()
             .dma
             .max_outstanding
             .get() as usize;

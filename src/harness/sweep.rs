@@ -142,7 +142,7 @@ impl Plan {
         };
         for variant in &self.variants {
             let spec = &variant.topology;
-            let hbm = spec.cube.hbm.capacity.get().bytes();
+            let hbm = spec.cube().hbm.capacity.get().bytes();
             let capacity = u128::from(hbm) * u128::from(spec.cubes_per_sip());
             for value in &axis.values {
                 let Ok(size) = value.parse::<ByteSize>() else {
@@ -153,7 +153,7 @@ impl Plan {
                         "--size {value}: more than a rank's HBM ({} cubes x {} = {capacity} B, \
                          cube.hbm.capacity): lower the largest size (-e) or raise cube.hbm.capacity",
                         spec.cubes_per_sip(),
-                        spec.cube.hbm.capacity
+                        spec.cube().hbm.capacity
                     )));
                 }
             }

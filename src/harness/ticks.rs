@@ -74,7 +74,8 @@ fn powers_of_two(range: &Range<f64>) -> Vec<f64> {
 }
 
 /// Decades in `range` with mantissas 1, else 1-2-5, else 1 to 9: the
-/// sparsest set giving at least three ticks (or the densest's).
+/// sparsest set giving at least three ticks (or the densest's), so a
+/// curve spanning less than three decades still reads at 2 and 5.
 fn decades(range: &Range<f64>) -> Vec<f64> {
     if range.start <= 0.0 || range.end <= range.start {
         return Vec::new();
@@ -89,12 +90,12 @@ fn decades(range: &Range<f64>) -> Vec<f64> {
         &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0],
     ];
     let mut ticks = Vec::new();
-    for (i, mantissas) in sets.iter().enumerate() {
+    for mantissas in sets {
         ticks = (low..=high)
             .flat_map(|e| mantissas.iter().map(move |m| m * 10f64.powi(e)))
             .filter(|t| range.contains(t))
             .collect();
-        if ticks.len() >= 3 || (i == 0 && ticks.len() > 1) {
+        if ticks.len() >= 3 {
             break;
         }
     }
@@ -224,6 +225,17 @@ mod tests {
         assert_eq!(Unit::Bytes.ticks(&one_size, true), [1024.0]);
         // A range with no tick of its own gets its middle.
         assert_eq!(Unit::Plain.ticks(&(5.0..5.0), false), [5.0]);
+    }
+
+    #[test]
+    fn a_log_axis_of_under_three_decades_reads_at_two_and_five() {
+        // 62 µs to 2 ms (a sweep's latencies, padded): the decades alone
+        // are 100 µs and 1 ms; 1-2-5 gives five ticks.
+        let ticks = Unit::TimeUs.ticks(&(40.0..3000.0), true);
+        assert_eq!(ticks, [50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0]);
+        // Three decades or more keep the decades.
+        let wide = Unit::TimeUs.ticks(&(0.5..20_000.0), true);
+        assert_eq!(wide, [1.0, 10.0, 100.0, 1000.0, 10_000.0]);
     }
 
     #[test]

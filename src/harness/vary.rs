@@ -313,8 +313,12 @@ mod tests {
             ]
         );
         // The base's --set still holds, and the varied value is applied.
-        assert!(variants.iter().all(|v| v.topology.system.sips.count() == 4));
-        let gbps = |v: &Variant| v.topology.system.inter_sip.bandwidth;
+        assert!(
+            variants
+                .iter()
+                .all(|v| v.topology.system().sips.count() == 4)
+        );
+        let gbps = |v: &Variant| v.topology.system().inter_sip.bandwidth;
         assert_eq!(gbps(&variants[0]), "25 GB/s".parse().unwrap());
         assert_eq!(gbps(&variants[3]), "400 GB/s".parse().unwrap());
         let none = configurations(&base_with(&topology, &ccl, &sets), &[]).unwrap();

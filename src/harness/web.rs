@@ -443,8 +443,7 @@ impl Server {
                     .into_iter()
                     .find(|f| f.name() == name)
                     .ok_or_else(|| format!("fidelity `{name}`: expected packet or flow"))?;
-                let mut topology = self.settings.topology.clone();
-                topology.simulation.fidelity = fidelity;
+                let topology = self.settings.topology.clone().with_fidelity(fidelity);
                 let fields = vec![("fidelity".to_owned(), name.clone())];
                 Ok(variant(fields, topology))
             })
@@ -896,7 +895,7 @@ pub fn topology_heat_svg(machine: &Machine, heat: Option<&Heat>) -> String {
          <text x=\"{x}\" y=\"38\">shaded: the IO cube (PCIe endpoint, IO_CPU); blue: UCIe</text>\n\
          <text x=\"{x}\" y=\"54\">red: inter-SIP (dashed: wrap-around to the SIP named); grey: PCIe</text>",
         machine.sip_count(),
-        machine.spec().system.sips.name(),
+        machine.spec().system().sips.name(),
         machine.pes_per_cube(),
         x = px::MARGIN / 4,
     );

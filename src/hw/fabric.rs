@@ -29,7 +29,7 @@ use rustc_hash::FxHashMap;
 use super::explain;
 use super::flow_route::FlowRoute;
 use super::{
-    DmaEngine, GemmEngine, HbmController, HopParams, HwError, IoCpu, Link, LinkClass, MathEngine,
+    DmaEngine, GemmEngine, HbmController, HopParams, HwError, IoCpu, Link, LinkTable, MathEngine,
     Mcpu, MemoryPort, SerialServer, TransferReport, hbm_formula, memory_formula, transfer,
     transfer_formula,
 };
@@ -69,9 +69,8 @@ fn link_class(kind: EdgeKind) -> explain::Class {
 pub struct Fabric {
     machine: Arc<Machine>,
     router: PathRouter,
-    /// One per directed edge, in edge order, in one allocation (a transfer
-    /// touches every link of its path: no pointer to chase per hop).
-    links: Box<[Link]>,
+    /// One per directed edge, made when first crossed (ADR-0050).
+    links: LinkTable,
     /// One entry per cube, SIP-major, made when first asked for: a run
     /// touches the units of the cubes it uses (ADR-0040).
     cubes: Box<[OnceCell<CubeUnits>]>,
@@ -118,11 +117,11 @@ impl CubeUnits {
         CubeUnits {
             hbm: Rc::new(HbmController::new(
                 &naming::hbm(sip, cube),
-                &spec.cube.hbm,
+                &spec.cube().hbm,
                 pc,
             )),
-            sram: Rc::new(MemoryPort::new(&naming::sram(sip, cube), &spec.cube.sram)),
-            mcpu: Rc::new(Mcpu::new(&mcpu, &mcpu_dma, &spec.cube.mcpu)),
+            sram: Rc::new(MemoryPort::new(&naming::sram(sip, cube), &spec.cube().sram)),
+            mcpu: Rc::new(Mcpu::new(&mcpu, &mcpu_dma, &spec.cube().mcpu)),
         }
     }
 }
@@ -144,10 +143,10 @@ impl PeUnits {
     fn new(spec: &TopologySpec, sip: u32, cube: u32, pe: u32) -> Self {
         let name = naming::pe(sip, cube, pe);
         PeUnits {
-            dma: Rc::new(DmaEngine::new(&format!("{name}.dma"), &spec.pe.dma)),
-            tcm: Rc::new(MemoryPort::new(&naming::tcm(sip, cube, pe), &spec.pe.tcm)),
-            gemm: Rc::new(GemmEngine::new(&format!("{name}.gemm"), &spec.pe)),
-            math: Rc::new(MathEngine::new(&format!("{name}.math"), &spec.pe)),
+            dma: Rc::new(DmaEngine::new(&format!("{name}.dma"), &spec.pe().dma)),
+            tcm: Rc::new(MemoryPort::new(&naming::tcm(sip, cube, pe), &spec.pe().tcm)),
+            gemm: Rc::new(GemmEngine::new(&format!("{name}.gemm"), spec.pe())),
+            math: Rc::new(MathEngine::new(&format!("{name}.math"), spec.pe())),
         }
     }
 }
@@ -156,35 +155,16 @@ impl Fabric {
     /// Fresh hardware (idle links, empty queues, zero counters) for
     /// `machine`.
     pub fn new(machine: Arc<Machine>) -> Fabric {
-        let mut classes: Vec<Rc<LinkClass>> = Vec::new();
-        let links = machine
-            .edges()
-            .iter()
-            .map(|edge| {
-                let (from, to) = (machine.node(edge.from), machine.node(edge.to));
-                let p = &edge.link;
-                let params =
-                    HopParams::new(p.bandwidth, p.efficiency, p.latency, p.packet_overhead);
-                let class = match classes.iter().find(|c| *c.params() == params) {
-                    Some(class) => class.clone(),
-                    None => {
-                        classes.push(LinkClass::new(params));
-                        classes[classes.len() - 1].clone()
-                    }
-                };
-                Link::of_class(&[&*from.name, "->", &*to.name].concat(), class)
-            })
-            .collect();
         let spec = machine.spec().clone();
         let cubes = machine.sip_count() as usize * machine.cubes_per_sip() as usize;
         let pes = cubes * machine.pes_per_cube() as usize;
         Fabric {
             router: PathRouter::new(machine.clone()),
-            links,
+            links: LinkTable::new(machine.clone()),
             pes: (0..pes).map(|_| OnceCell::new()).collect(),
             cubes: (0..cubes).map(|_| OnceCell::new()).collect(),
             io_cpu: (0..machine.sip_count())
-                .map(|s| Rc::new(IoCpu::new(&naming::io_cpu(s), &spec.sip.io_cpu)))
+                .map(|s| Rc::new(IoCpu::new(&naming::io_cpu(s), &spec.sip().io_cpu)))
                 .collect(),
             machine,
             flow_routes: RefCell::default(),
@@ -212,7 +192,7 @@ impl Fabric {
         if !explain::recording() {
             return;
         }
-        for (link, edge) in self.links.iter().zip(self.machine.edges()) {
+        for (link, edge) in self.links.all().zip(self.machine.edges()) {
             explain::set_class(link.server(), link_class(edge.kind));
         }
     }
@@ -236,7 +216,7 @@ impl Fabric {
     /// (Makes every cube's and PE's units that were not yet: for
     /// `--explain`, which snapshots them all.)
     pub fn servers(&self) -> Vec<&SerialServer> {
-        let mut servers: Vec<&SerialServer> = self.links.iter().map(Link::server).collect();
+        let mut servers: Vec<&SerialServer> = self.links.all().map(Link::server).collect();
         let coords = cube_coords(&self.machine);
         for &(sip, cube) in &coords {
             let cube = self.cube(sip, cube);
@@ -260,11 +240,11 @@ impl Fabric {
 
     /// The link of one directed edge.
     pub fn link(&self, edge: EdgeId) -> &Link {
-        &self.links[edge.index()]
+        self.links.get(edge)
     }
 
-    /// Every link, in edge order.
-    pub fn links(&self) -> &[Link] {
+    /// Every link, by edge index, each made when first asked for.
+    pub fn links(&self) -> &LinkTable {
         &self.links
     }
 
@@ -296,7 +276,7 @@ impl Fabric {
 
     /// How transfers are simulated (`simulation.fidelity`).
     pub fn fidelity(&self) -> Fidelity {
-        self.machine.spec().simulation.fidelity
+        self.machine.spec().simulation().fidelity
     }
 
     /// Moves `bytes` over `path`: packet by packet ([`transfer`]) or as one
@@ -547,7 +527,7 @@ impl Fabric {
                 self.sram(sip, cube).access(len).await?;
             }
             MemSpace::Tcm { .. } => {
-                let latency = self.machine.spec().pe.tcm.latency;
+                let latency = self.machine.spec().pe().tcm.latency;
                 explain_unbooked(space, latency);
                 explain::sleep_until(sim::now() + latency).await
             }
@@ -565,9 +545,9 @@ impl Fabric {
     ) -> Result<SimDuration, HwError> {
         let spec = self.machine.spec();
         match space {
-            MemSpace::Hbm { .. } => hbm_formula(&spec.cube.hbm, offset, len),
-            MemSpace::Sram { .. } => memory_formula(&spec.cube.sram, len),
-            MemSpace::Tcm { .. } => Ok(spec.pe.tcm.latency),
+            MemSpace::Hbm { .. } => hbm_formula(&spec.cube().hbm, offset, len),
+            MemSpace::Sram { .. } => memory_formula(&spec.cube().sram, len),
+            MemSpace::Tcm { .. } => Ok(spec.pe().tcm.latency),
             MemSpace::Host => Ok(SimDuration::ZERO),
         }
     }
@@ -760,6 +740,7 @@ mod tests {
         let cubes = (m.sip_count() * m.cubes_per_sip()) as usize;
         assert_eq!(made(&fabric), (cubes * m.pes_per_cube() as usize, cubes));
         assert!(servers > fabric.links().len() + cubes);
+        assert_eq!(fabric.links().made(), fabric.links().len());
         // Two cache lines a link, whatever its parameters.
         assert_eq!(std::mem::size_of::<Link>(), 128);
         assert_eq!(std::mem::align_of::<Link>(), 64);

@@ -18,7 +18,7 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use super::transit::{HopTimes, Slowest, cross_hops};
-use super::{HwError, Link, PacketPlan, TransferReport, later_for};
+use super::{HwError, Link, LinkTable, PacketPlan, TransferReport, later_for};
 use crate::sim::{self, SimDuration, SimTime};
 use crate::topology::Path;
 
@@ -61,7 +61,7 @@ pub(crate) struct FlowRoute {
 impl FlowRoute {
     /// The route of `path` over `links` (the fabric's table, indexed by
     /// edge). Errors: an occupancy that overflows, naming the link.
-    pub(crate) fn new(path: Arc<Path>, links: &[Link]) -> Result<Self, HwError> {
+    pub(crate) fn new(path: Arc<Path>, links: &LinkTable) -> Result<Self, HwError> {
         let max_payload = NonZeroU64::new(path.max_payload()).unwrap_or(NonZeroU64::MIN);
         let hops = path
             .edges()
@@ -101,7 +101,7 @@ impl FlowRoute {
     }
 
     /// Books `bytes` over the route from now ([`book_flow`](super::book_flow)).
-    pub(crate) fn book(&self, links: &[Link], bytes: u64) -> Result<TransferReport, HwError> {
+    pub(crate) fn book(&self, links: &LinkTable, bytes: u64) -> Result<TransferReport, HwError> {
         let plan = PacketPlan::new(bytes, self.max_payload);
         let start = sim::now();
         let mut slowest = Slowest::default();
@@ -112,7 +112,7 @@ impl FlowRoute {
     }
 
     /// [`book`](Self::book), telling only when the last byte lands.
-    pub(crate) fn lands(&self, links: &[Link], bytes: u64) -> Result<SimTime, HwError> {
+    pub(crate) fn lands(&self, links: &LinkTable, bytes: u64) -> Result<SimTime, HwError> {
         self.lands_from(links, bytes, sim::now())
     }
 
@@ -120,7 +120,7 @@ impl FlowRoute {
     /// later): booked now, from its arrival at each hop (ADR-0048).
     pub(crate) fn lands_from(
         &self,
-        links: &[Link],
+        links: &LinkTable,
         bytes: u64,
         start: SimTime,
     ) -> Result<SimTime, HwError> {
@@ -130,7 +130,7 @@ impl FlowRoute {
 
     fn cross<'a>(
         &self,
-        links: &'a [Link],
+        links: &'a LinkTable,
         plan: &PacketPlan,
         start: SimTime,
         on_hop: impl FnMut(usize, &'a Link, SimDuration),
@@ -149,7 +149,7 @@ impl FlowRoute {
     }
 
     /// Makes `tails` hold `S_h(last)` per hop.
-    fn remember_tails(&self, links: &[Link], last: u64) -> Result<(), HwError> {
+    fn remember_tails(&self, links: &LinkTable, last: u64) -> Result<(), HwError> {
         let mut tails = self.tails.borrow_mut();
         if tails.0 == last {
             return Ok(());
@@ -168,7 +168,11 @@ impl FlowRoute {
     /// When an IPCQ doorbell or credit sent at `start` lands (ADR-0048):
     /// its uncontended crossing, no hop read. While `--explain` records,
     /// each hop's service and latency are its terms.
-    pub(crate) fn signal_lands(&self, links: &[Link], start: SimTime) -> Result<SimTime, HwError> {
+    pub(crate) fn signal_lands(
+        &self,
+        links: &LinkTable,
+        start: SimTime,
+    ) -> Result<SimTime, HwError> {
         if super::explain::recording() {
             for hop in self.hops.iter() {
                 let Some(id) = super::explain::component(links[hop.link].server()) else {
@@ -185,7 +189,11 @@ impl FlowRoute {
     /// When a header-only packet sent at `start` lands (ADR-0022): at each
     /// hop, half a full packet's occupancy if the link is booked beyond
     /// the header's arrival, then its occupancy and latency.
-    pub(crate) fn header_lands(&self, links: &[Link], start: SimTime) -> Result<SimTime, HwError> {
+    pub(crate) fn header_lands(
+        &self,
+        links: &LinkTable,
+        start: SimTime,
+    ) -> Result<SimTime, HwError> {
         let mut t = start;
         let explaining = super::explain::recording();
         for hop in self.hops.iter() {
@@ -227,8 +235,9 @@ mod tests {
     /// Twin flow-mode fabrics of the default machine and the routes of
     /// `pairs` (PE coordinates) on each.
     fn twins(pairs: &[(Pe, Pe)]) -> [Routed; 2] {
-        let mut spec = TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap();
-        spec.simulation.fidelity = crate::topology::Fidelity::Flow;
+        let spec = TopologySpec::load(&TopologySpec::default_source(), &[])
+            .unwrap()
+            .with_fidelity(crate::topology::Fidelity::Flow);
         [(); 2].map(|()| {
             let fabric = Rc::new(Fabric::from_spec(&spec).unwrap());
             let pe = |(cube, pe)| fabric.machine().pe(0, cube, pe).unwrap();
@@ -281,7 +290,7 @@ mod tests {
             assert_eq!(fast, general, "flow {i}");
         }
         let end = SimTime::from_ps(u64::MAX / 2);
-        for (a, b) in fabric_a.links().iter().zip(fabric_b.links()) {
+        for (a, b) in fabric_a.links().all().zip(fabric_b.links().all()) {
             assert_eq!(a.stats(end), b.stats(end), "{}", a.name());
             assert_eq!(a.free_at(), b.free_at(), "{}", a.name());
         }

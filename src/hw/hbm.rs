@@ -200,7 +200,7 @@ mod tests {
     fn small() -> HbmSpec {
         let params = *TopologySpec::load(&TopologySpec::default_source(), &[])
             .unwrap()
-            .cube
+            .cube()
             .hbm;
         HbmSpec::new(HbmParams {
             capacity: "1 KiB".parse().unwrap(),

@@ -35,6 +35,7 @@ mod flow_route;
 pub mod hbm;
 pub mod io_cpu;
 pub mod link;
+mod link_table;
 pub mod mcpu;
 pub mod memory;
 pub mod pe;
@@ -46,6 +47,7 @@ pub use fabric::{CubeUnits, Fabric, PeUnits, Route};
 pub use hbm::{HbmController, hbm_formula, pc_shares};
 pub use io_cpu::{CubeFanout, IoCpu, LaunchReport};
 pub use link::{HopParams, Link, LinkClass};
+pub use link_table::LinkTable;
 pub use mcpu::{CubeCompletion, Mcpu, PeCommand};
 pub use memory::{MemoryPort, memory_formula};
 pub use pe::{

@@ -306,15 +306,20 @@ impl MathEngine {
 mod tests {
     use super::*;
     use crate::sim::Simulation;
-    use crate::topology::TopologySpec;
+    use crate::topology::{GemmSpec, PeParams, TopologySpec};
 
     fn pe(rows: u32) -> PeSpec {
         let spec = TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap();
         let count = crate::config::units::Count::new(rows).unwrap();
-        let mut pe = spec.pe;
-        pe.gemm.rows = count;
-        pe.gemm.cols = count;
-        pe
+        let gemm = GemmSpec {
+            rows: count,
+            cols: count,
+        };
+        PeSpec::new(PeParams {
+            gemm,
+            ..**spec.pe()
+        })
+        .unwrap()
     }
 
     fn shape(m: u64, n: u64, k: u64) -> GemmShape {

@@ -96,9 +96,9 @@ impl DeviceAllocators {
 /// Every memory of `spec`'s machine: host first, then per SIP and cube its
 /// HBM, SRAM and PE TCMs.
 fn spaces(spec: &TopologySpec) -> impl Iterator<Item = MemSpace> {
-    let sips = spec.system.sips.count();
+    let sips = spec.system().sips.count();
     let cubes = u32::try_from(spec.cubes_per_sip()).unwrap_or(u32::MAX);
-    let pes = spec.cube.pes.get();
+    let pes = spec.cube().pes.get();
     let cube_spaces = (0..sips).flat_map(move |sip| {
         (0..cubes).flat_map(move |cube| {
             let tcms = (0..pes).map(move |pe| MemSpace::Tcm { sip, cube, pe });
@@ -122,7 +122,7 @@ mod tests {
     fn one_allocator_per_memory() {
         let spec = default_spec();
         let device = DeviceAllocators::new(&spec, 64).unwrap();
-        let expected = 1 + spec.total_cubes() * (2 + u64::from(spec.cube.pes.get()));
+        let expected = 1 + spec.total_cubes() * (2 + u64::from(spec.cube().pes.get()));
         assert_eq!(device.units().count() as u64, expected);
         let tcm = MemSpace::Tcm {
             sip: 1,
@@ -131,7 +131,7 @@ mod tests {
         };
         let unit = device.unit(tcm).unwrap();
         assert_eq!(unit.unit(), "sip1.cube15.pe7.tcm");
-        assert_eq!(unit.capacity(), spec.pe.tcm.capacity.get().bytes());
+        assert_eq!(unit.capacity(), spec.pe().tcm.capacity.get().bytes());
     }
 
     #[test]

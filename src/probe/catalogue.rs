@@ -126,7 +126,7 @@ pub fn catalogue(machine: &Arc<Machine>, bytes: u64) -> Vec<ProbeCase> {
     let mut cases = host_cases(&router, bytes);
     cases.extend(pe_cases(&router, bytes));
     cases.extend(size_sweep(bytes));
-    let tcm = machine.spec().pe.tcm.capacity.get().bytes();
+    let tcm = machine.spec().pe().tcm.capacity.get().bytes();
     let load_bytes = bytes.max(REFERENCE_BYTES.min(tcm / LARGEST_FACTOR));
     cases.extend(load_sweep(&router, load_bytes));
     cases
@@ -250,7 +250,7 @@ fn far_from_reader(router: &PathRouter) -> u32 {
 
 /// Cube 0's east neighbour, or its south one in a one-column mesh.
 fn neighbour_of_cube0(machine: &Machine) -> Option<u32> {
-    let mesh = machine.spec().sip.cube_mesh;
+    let mesh = machine.spec().sip().cube_mesh;
     let (w, h) = (mesh.w.get(), mesh.h.get());
     match (w > 1, h > 1) {
         (true, _) => Some(1),

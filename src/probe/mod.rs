@@ -142,7 +142,7 @@ fn check_size(machine: &Machine, bytes: u64) -> Result<(), ProbeError> {
             smallest: SMALLEST_BYTES,
         });
     }
-    let capacity = machine.spec().pe.tcm.capacity;
+    let capacity = machine.spec().pe().tcm.capacity;
     let factor = catalogue::LARGEST_FACTOR;
     let largest = capacity.get().bytes() / factor;
     if bytes > largest {
@@ -212,8 +212,8 @@ fn missing(space: MemSpace) -> DeviceError {
 fn issue_overhead(device: &Device, flow: &Flow) -> SimDuration {
     let spec = device.fabric().machine().spec();
     match flow.engine {
-        Engine::Host { .. } => spec.cube.mcpu.dma.issue_overhead,
-        Engine::PeDma { .. } => spec.pe.dma.issue_overhead,
+        Engine::Host { .. } => spec.cube().mcpu.dma.issue_overhead,
+        Engine::PeDma { .. } => spec.pe().dma.issue_overhead,
     }
 }
 

@@ -387,15 +387,15 @@ fn cost(
             let farthest = cube.delivery.iter().copied().max().unwrap_or_default();
             sum([
                 cube.command.time,
-                spec.cube.mcpu.dispatch_overhead,
+                spec.cube().mcpu.dispatch_overhead,
                 farthest,
             ])
         })
         .collect::<Result<_, _>>()?;
     Ok(DispatchCost {
-        host: spec.system.host.kernel_launch_overhead,
+        host: spec.system().host.kernel_launch_overhead,
         command: command.time,
-        io_cpu: spec.sip.io_cpu.dispatch_overhead,
+        io_cpu: spec.sip().io_cpu.dispatch_overhead,
         reach,
         response: cubes.iter().map(|cube| cube.response.time).collect(),
         completion: completion.time,

@@ -367,7 +367,7 @@ fn check_chunk_fits_slot(entry: &str, params: &Params, ipcq: IpcqParams) -> Resu
 
 fn world_size(machine: &Machine, config: &Algorithm<'_>) -> Result<usize, DistError> {
     let sips = machine.sip_count();
-    let world_size = config.world_size_or(machine.spec().system.sips.count()) as usize;
+    let world_size = config.world_size_or(machine.spec().system().sips.count()) as usize;
     if world_size > sips as usize {
         return Err(DistError::WorldTooLarge { world_size, sips });
     }

@@ -150,7 +150,7 @@ impl Tl {
     /// This PE's TCM capacity in bytes (`pe.tcm.capacity`).
     pub fn tcm_capacity(&self) -> u64 {
         let spec = self.program.device.fabric().machine().spec();
-        spec.pe.tcm.capacity.get().bytes()
+        spec.pe().tcm.capacity.get().bytes()
     }
 
     /// A handle on a tensor already in memory at `addr`, without moving it

@@ -151,17 +151,20 @@ impl MachineCounts {
     /// The counts and capacities of `spec`'s machine.
     pub fn of(spec: &TopologySpec) -> MachineCounts {
         let memories = [
-            ("cube.hbm.capacity", spec.cube.hbm.capacity.get().bytes()),
-            ("cube.sram.capacity", spec.cube.sram.capacity.get().bytes()),
-            ("pe.tcm.capacity", spec.pe.tcm.capacity.get().bytes()),
+            ("cube.hbm.capacity", spec.cube().hbm.capacity.get().bytes()),
+            (
+                "cube.sram.capacity",
+                spec.cube().sram.capacity.get().bytes(),
+            ),
+            ("pe.tcm.capacity", spec.pe().tcm.capacity.get().bytes()),
         ];
         let (largest_memory_key, largest_memory) = memories
             .iter()
             .fold(memories[0], |best, &m| if m.1 > best.1 { m } else { best });
         MachineCounts {
-            sips: spec.system.sips.count(),
+            sips: spec.system().sips.count(),
             cubes_per_sip: u32::try_from(spec.cubes_per_sip()).unwrap_or(u32::MAX),
-            pes_per_cube: spec.cube.pes.get(),
+            pes_per_cube: spec.cube().pes.get(),
             largest_memory,
             largest_memory_key,
         }
@@ -293,9 +296,9 @@ impl AddressMap {
             sips: counts.sips,
             cubes_per_sip: counts.cubes_per_sip,
             pes_per_cube: counts.pes_per_cube,
-            hbm: spec.cube.hbm.capacity.get().bytes(),
-            sram: spec.cube.sram.capacity.get().bytes(),
-            tcm: spec.pe.tcm.capacity.get().bytes(),
+            hbm: spec.cube().hbm.capacity.get().bytes(),
+            sram: spec.cube().sram.capacity.get().bytes(),
+            tcm: spec.pe().tcm.capacity.get().bytes(),
             cube_shift,
             sip_shift: cube_shift + bits.cube,
         })

@@ -418,7 +418,8 @@ mod tests {
     fn cube() -> CubeSpec {
         TopologySpec::load(&TopologySpec::default_source(), &[])
             .unwrap()
-            .cube
+            .cube()
+            .clone()
     }
 
     #[test]
@@ -461,19 +462,21 @@ mod tests {
 
     #[test]
     fn explicit_grid_must_hold_the_cube() {
-        let mut spec = cube();
-        spec.noc.grid = Some(Grid {
-            w: count(4),
-            h: count(4),
-        });
-        let error = CubeLayout::new(&spec).unwrap_err();
+        let on_grid = |w, h| {
+            let cube = cube();
+            let grid = Grid {
+                w: count(w),
+                h: count(h),
+            };
+            CubeSpec {
+                noc: cube.noc.with_grid(Some(grid)),
+                ..cube
+            }
+        };
+        let error = CubeLayout::new(&on_grid(4, 4)).unwrap_err();
         assert_eq!(error.key(), "cube.noc.grid");
         assert!(error.to_string().contains("8 rows in all"), "{error}");
-        spec.noc.grid = Some(Grid {
-            w: count(13),
-            h: count(3),
-        });
-        let layout = CubeLayout::new(&spec).unwrap();
+        let layout = CubeLayout::new(&on_grid(13, 3)).unwrap();
         assert_eq!(layout.hbm_zone(), 1..2);
     }
 

@@ -103,7 +103,7 @@ pub struct LinkCatalog {
 impl LinkCatalog {
     /// The hop parameters of `spec`'s machine.
     pub fn new(spec: &TopologySpec) -> Result<LinkCatalog, LinkError> {
-        let (noc, ucie) = (&spec.cube.noc, &spec.sip.ucie);
+        let (noc, ucie) = (&spec.cube().noc, &spec.sip().ucie);
         let cycles = |n: u32, key| {
             noc.clock
                 .cycles(u64::from(n))
@@ -131,7 +131,7 @@ impl LinkCatalog {
                 "cube.noc.inject_eject_cycles",
             )?),
             tcm_port: LinkParams {
-                bandwidth: spec.pe.tcm.bandwidth,
+                bandwidth: spec.pe().tcm.bandwidth,
                 efficiency: whole,
                 latency: SimDuration::ZERO,
                 max_payload: noc.max_payload,
@@ -151,8 +151,8 @@ impl LinkCatalog {
                 max_payload: ucie.max_payload,
                 packet_overhead: Size::default(),
             },
-            inter_sip: from_spec(&spec.system.inter_sip),
-            pcie: from_spec(&spec.system.host_link),
+            inter_sip: from_spec(&spec.system().inter_sip),
+            pcie: from_spec(&spec.system().host_link),
         })
     }
 }

@@ -228,9 +228,9 @@ impl Machine {
     pub fn build(spec: &TopologySpec) -> Result<Machine, TopologyError> {
         let address_map = AddressMap::new(spec)?;
         let links = LinkCatalog::new(spec)?;
-        let layout = CubeLayout::new(&spec.cube)?;
+        let layout = CubeLayout::new(spec.cube())?;
         let grids = MachineGrids::new(spec);
-        let (mut nodes, structure) = expand(&grids, &layout, spec.cube.pes.get());
+        let (mut nodes, structure) = expand(&grids, &layout, spec.cube().pes.get());
         let mut edges = wire(&Wiring {
             grids: &grids,
             layout: &layout,
@@ -264,8 +264,8 @@ impl Machine {
     /// at 254 SIPs of 1-PE cubes (1.88 GB). A lower bound of what a debug
     /// build takes.
     pub fn estimated_bytes(spec: &TopologySpec) -> u128 {
-        let cubes = u128::from(spec.system.sips.count()) * u128::from(spec.cubes_per_sip());
-        let pes = cubes * u128::from(spec.cube.pes.get());
+        let cubes = u128::from(spec.system().sips.count()) * u128::from(spec.cubes_per_sip());
+        let pes = cubes * u128::from(spec.cube().pes.get());
         pes * 1200 + cubes * (27 << 10)
     }
 
@@ -361,7 +361,7 @@ impl Machine {
 
     /// PEs in one cube.
     pub fn pes_per_cube(&self) -> u32 {
-        self.spec.cube.pes.get()
+        self.spec.cube().pes.get()
     }
 
     /// The cube whose NoC carries each SIP's PCIe endpoint and IO_CPU.

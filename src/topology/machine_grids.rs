@@ -35,7 +35,7 @@ pub(crate) struct MachineGrids {
 impl MachineGrids {
     /// The SIP grid and cube mesh of `spec`'s machine.
     pub fn new(spec: &TopologySpec) -> MachineGrids {
-        let sips = match spec.system.sips {
+        let sips = match spec.system().sips {
             SipArrangement::Ring { n } => LinkGrid {
                 x: Dim::ring(n),
                 y: Dim::line(1),
@@ -46,7 +46,7 @@ impl MachineGrids {
             },
             SipArrangement::Mesh { w, h } => LinkGrid::mesh(w, h),
         };
-        let mesh = spec.sip.cube_mesh;
+        let mesh = spec.sip().cube_mesh;
         MachineGrids {
             sips,
             cubes: LinkGrid::mesh(mesh.w.get(), mesh.h.get()),

@@ -47,8 +47,9 @@ pub use resolver::{AddressResolver, Resolved};
 pub use routing::{Path, PathRouter, RouteError};
 pub use spec::{
     CubeSpec, DmaSpec, Fidelity, GemmSpec, Grid, HbmError, HbmParams, HbmSpec, HostSpec, IoCpuSpec,
-    LinkSpec, MathSpec, McpuSpec, MemorySpec, NocSpec, PeSpec, SimulationSpec, SipArrangement,
-    SipArrangementError, SipSpec, SystemSpec, TopologySpec, UcieSpec,
+    LinkSpec, MathSpec, McpuSpec, MemorySpec, NocParams, NocSpec, PeParams, PeSpec, RateOverflow,
+    SimulationSpec, SipArrangement, SipArrangementError, SipSpec, SpecError, SystemSpec,
+    TopologySpec, UcieParams, UcieSpec,
 };
 pub use summary::{ComputeSummary, LinkSummary, MemorySummary, TopologySummary};
 pub use views::{Counts, GraphView, Scope, ViewError, ViewLink, ViewNode};

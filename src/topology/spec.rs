@@ -1,10 +1,15 @@
 //! `TopologySpec`: the validated, typed form of `configs/topology.yaml`.
 //!
-//! Every field is either a type that cannot hold a bad value on its own
+//! Every value is either a type that cannot hold a bad value on its own
 //! (`Count` is never zero, `Bandwidth` never zero, `Fraction` in (0, 1]) or
 //! a type whose constructor checks the rules between its fields
-//! ([`SipArrangement`], [`HbmSpec`]). So a `TopologySpec` that exists describes a
-//! machine that can be built, and fields can be public and read directly.
+//! ([`SipArrangement`], [`HbmSpec`], and [`UcieSpec`], [`NocSpec`],
+//! [`PeSpec`], whose derived rates must fit 64 bits). The rules between
+//! sections (the address map, the cube layout, the hop times) are checked
+//! by the one constructor of a `TopologySpec`, whose fields are private:
+//! a `TopologySpec` that exists describes a machine that can be built, and
+//! its accessors cannot fail. A changed copy is made with a `with_*`
+//! method, which checks again and returns a [`SpecError`] (ADR-0047).
 //!
 //! Loading goes through `config::Document`: unknown keys, wrong units and
 //! broken rules are reported with the file, line, column and key path.
@@ -16,9 +21,9 @@ use std::ops::Deref;
 
 use serde::Deserialize;
 
-use super::address::AddressMap;
-use super::layout::CubeLayout;
-use super::link::LinkCatalog;
+use super::address::{AddressError, AddressMap};
+use super::layout::{CubeLayout, LayoutError};
+use super::link::{LinkCatalog, LinkError};
 use crate::config::units::{Bandwidth, Count, Fraction, Frequency, NonZeroSize, Size};
 use crate::config::{ConfigError, ConfigSource, Document, Override};
 use crate::sim::SimDuration;
@@ -26,23 +31,17 @@ use crate::sim::SimDuration;
 const DEFAULT_FILE: &str = "configs/topology.yaml";
 const DEFAULT_YAML: &str = include_str!("../../configs/topology.yaml");
 
-/// Why the derived rates may unwrap: [`TopologySpec::load`] refuses a spec
-/// whose rates overflow, naming the key.
-const CHECKED_AT_LOAD: &str = "derived rates are checked when the spec is loaded";
-
 /// The whole machine: host and SIPs, the cube mesh of a SIP, one cube, one PE.
+///
+/// Made only by [`TopologySpec::load`] / [`TopologySpec::from_document`] or
+/// from another spec by a `with_*` method, all of which check every rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopologySpec {
-    /// The host, the SIPs and the links between them.
-    pub system: SystemSpec,
-    /// One SIP: its cube mesh, IO_CPU and cube-to-cube links.
-    pub sip: SipSpec,
-    /// One cube: PEs, NoC, HBM, SRAM, M_CPU.
-    pub cube: CubeSpec,
-    /// One PE: clock, TCM, GEMM and math engines, PE_DMA.
-    pub pe: PeSpec,
-    /// How the hardware is simulated (not what it is).
-    pub simulation: SimulationSpec,
+    system: SystemSpec,
+    sip: SipSpec,
+    cube: CubeSpec,
+    pe: PeSpec,
+    simulation: SimulationSpec,
 }
 
 /// `simulation:` (optional) — how the machine is simulated.
@@ -133,11 +132,7 @@ pub struct LinkSpec {
 }
 
 /// `sip:` — what every SIP contains.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(
-    deny_unknown_fields,
-    expecting = "a mapping with cube_mesh, io_cpu and ucie"
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SipSpec {
     /// The mesh of cubes.
     pub cube_mesh: Grid,
@@ -178,13 +173,14 @@ pub struct IoCpuSpec {
     pub dispatch_overhead: SimDuration,
 }
 
-/// `sip.ucie:` — the die-to-die link on one cube-mesh edge, per direction.
+/// The values of `sip.ucie:` as written — the die-to-die link on one
+/// cube-mesh edge, per direction; [`UcieSpec`] is the checked form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(
     deny_unknown_fields,
     expecting = "a UCIe mapping (module_bandwidth, modules_per_edge, latency, bridge_latency, max_payload, efficiency)"
 )]
-pub struct UcieSpec {
+pub struct UcieParams {
     /// Rate of one UCIe module.
     pub module_bandwidth: Bandwidth,
     /// Modules side by side on one edge.
@@ -199,14 +195,40 @@ pub struct UcieSpec {
     pub efficiency: Fraction,
 }
 
+/// `sip.ucie:` checked: the edge's rate (all modules together) fits 64-bit
+/// bytes per second. Reads as [`UcieParams`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UcieSpec {
+    params: UcieParams,
+    edge_bandwidth: Bandwidth,
+}
+
 impl UcieSpec {
-    /// The raw rate of one edge: all its modules together.
-    pub fn edge_bandwidth(&self) -> Bandwidth {
-        self.checked_edge_bandwidth().expect(CHECKED_AT_LOAD)
+    /// Checks `params`.
+    pub fn new(params: UcieParams) -> Result<Self, RateOverflow> {
+        let edge_bandwidth = params
+            .module_bandwidth
+            .checked_mul(params.modules_per_edge)
+            .ok_or(RateOverflow::UcieEdge {
+                module_bandwidth: params.module_bandwidth,
+                modules_per_edge: params.modules_per_edge,
+            })?;
+        Ok(UcieSpec {
+            params,
+            edge_bandwidth,
+        })
     }
 
-    fn checked_edge_bandwidth(&self) -> Option<Bandwidth> {
-        self.module_bandwidth.checked_mul(self.modules_per_edge)
+    /// The raw rate of one edge: all its modules together.
+    pub fn edge_bandwidth(&self) -> Bandwidth {
+        self.edge_bandwidth
+    }
+}
+
+impl Deref for UcieSpec {
+    type Target = UcieParams;
+    fn deref(&self) -> &UcieParams {
+        &self.params
     }
 }
 
@@ -225,13 +247,14 @@ pub struct CubeSpec {
     pub mcpu: McpuSpec,
 }
 
-/// `cube.noc:` — routers joined by links; cycles are NoC clock cycles.
+/// The values of `cube.noc:` as written — routers joined by links; cycles
+/// are NoC clock cycles. [`NocSpec`] is the checked form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(
     deny_unknown_fields,
     expecting = "a NoC mapping (clock, planes, link_width, hop_cycles, inject_eject_cycles, virtual_channels, max_payload, efficiency, optionally grid)"
 )]
-pub struct NocSpec {
+pub struct NocParams {
     /// Router and link clock.
     pub clock: Frequency,
     /// Independent networks laid side by side.
@@ -255,10 +278,52 @@ pub struct NocSpec {
     pub grid: Option<Grid>,
 }
 
+/// `cube.noc:` checked: one link's rate fits 64-bit bytes per second.
+/// Reads as [`NocParams`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NocSpec {
+    params: NocParams,
+    link_bandwidth: Bandwidth,
+}
+
 impl NocSpec {
+    /// Checks `params`.
+    pub fn new(params: NocParams) -> Result<Self, RateOverflow> {
+        let link_bandwidth =
+            Bandwidth::per_cycle(params.link_width, params.clock).ok_or(RateOverflow::NocLink {
+                clock: params.clock,
+                link_width: params.link_width,
+            })?;
+        Ok(NocSpec {
+            params,
+            link_bandwidth,
+        })
+    }
+
     /// The raw rate of one link: `link_width × clock`.
     pub fn link_bandwidth(&self) -> Bandwidth {
-        Bandwidth::per_cycle(self.link_width, self.clock).expect(CHECKED_AT_LOAD)
+        self.link_bandwidth
+    }
+
+    /// This NoC on the router grid `grid` (`None`: sized from the cube).
+    /// The grid takes no part in the rate, so this cannot fail; whether the
+    /// cube fits is the layout's rule, checked with the whole spec.
+    #[must_use]
+    pub fn with_grid(self, grid: Option<Grid>) -> Self {
+        NocSpec {
+            params: NocParams {
+                grid,
+                ..self.params
+            },
+            ..self
+        }
+    }
+}
+
+impl Deref for NocSpec {
+    type Target = NocParams;
+    fn deref(&self) -> &NocParams {
+        &self.params
     }
 }
 
@@ -309,6 +374,14 @@ pub enum HbmError {
         /// `interleave` as given.
         interleave: NonZeroSize,
     },
+    /// All pseudo-channels together overflow 64-bit bytes per second.
+    #[error("{pc_bandwidth} x pseudo_channels {pseudo_channels} overflows 64-bit bytes per second")]
+    BandwidthOverflow {
+        /// `pc_bandwidth` as given.
+        pc_bandwidth: Bandwidth,
+        /// `pseudo_channels` as given.
+        pseudo_channels: Count,
+    },
 }
 
 impl HbmError {
@@ -317,15 +390,19 @@ impl HbmError {
         match self {
             HbmError::InterleaveNotBursts { .. } => "interleave",
             HbmError::CapacityNotRounds { .. } => "capacity",
+            HbmError::BandwidthOverflow { .. } => "pc_bandwidth",
         }
     }
 }
 
-/// `cube.hbm:` checked: interleave holds whole bursts and the capacity is
-/// whole rounds of the interleave over all pseudo-channels. Reads as
-/// [`HbmParams`].
+/// `cube.hbm:` checked: interleave holds whole bursts, the capacity is
+/// whole rounds of the interleave over all pseudo-channels, and the stack's
+/// rate fits 64-bit bytes per second. Reads as [`HbmParams`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HbmSpec(HbmParams);
+pub struct HbmSpec {
+    params: HbmParams,
+    bandwidth: Bandwidth,
+}
 
 impl HbmSpec {
     /// Checks `params`.
@@ -345,23 +422,26 @@ impl HbmSpec {
                 interleave: params.interleave,
             });
         }
-        Ok(HbmSpec(params))
+        let bandwidth = params
+            .pc_bandwidth
+            .checked_mul(params.pseudo_channels)
+            .ok_or(HbmError::BandwidthOverflow {
+                pc_bandwidth: params.pc_bandwidth,
+                pseudo_channels: params.pseudo_channels,
+            })?;
+        Ok(HbmSpec { params, bandwidth })
     }
 
     /// All pseudo-channels together.
     pub fn bandwidth(&self) -> Bandwidth {
-        self.checked_bandwidth().expect(CHECKED_AT_LOAD)
-    }
-
-    fn checked_bandwidth(&self) -> Option<Bandwidth> {
-        self.0.pc_bandwidth.checked_mul(self.0.pseudo_channels)
+        self.bandwidth
     }
 }
 
 impl Deref for HbmSpec {
     type Target = HbmParams;
     fn deref(&self) -> &HbmParams {
-        &self.0
+        &self.params
     }
 }
 
@@ -408,13 +488,14 @@ pub struct DmaSpec {
     pub max_outstanding: Count,
 }
 
-/// `pe:` — one processing element.
+/// The values of `pe:` as written — one processing element; [`PeSpec`] is
+/// the checked form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(
     deny_unknown_fields,
     expecting = "a PE mapping (clock, tcm, gemm, math, dma)"
 )]
-pub struct PeSpec {
+pub struct PeParams {
     /// PE clock.
     pub clock: Frequency,
     /// PE-local tightly coupled memory.
@@ -427,17 +508,82 @@ pub struct PeSpec {
     pub dma: DmaSpec,
 }
 
+/// `pe:` checked: the peak GEMM rate fits a 64-bit FLOP/s figure. Reads as
+/// [`PeParams`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeSpec {
+    params: PeParams,
+    peak_flops: u64,
+}
+
 impl PeSpec {
-    /// Peak GEMM rate: two FLOPs per MAC per cycle.
-    pub fn peak_flops(&self) -> u64 {
-        self.checked_peak_flops().expect(CHECKED_AT_LOAD)
+    /// Checks `params`.
+    pub fn new(params: PeParams) -> Result<Self, RateOverflow> {
+        let peak_flops = params
+            .gemm
+            .macs_per_cycle()
+            .checked_mul(2)
+            .and_then(|flops| flops.checked_mul(params.clock.hz()))
+            .ok_or(RateOverflow::PeakFlops {
+                clock: params.clock,
+                gemm: params.gemm,
+            })?;
+        Ok(PeSpec { params, peak_flops })
     }
 
-    fn checked_peak_flops(&self) -> Option<u64> {
-        self.gemm
-            .macs_per_cycle()
-            .checked_mul(2)?
-            .checked_mul(self.clock.hz())
+    /// Peak GEMM rate: two FLOPs per MAC per cycle.
+    pub fn peak_flops(&self) -> u64 {
+        self.peak_flops
+    }
+}
+
+impl Deref for PeSpec {
+    type Target = PeParams;
+    fn deref(&self) -> &PeParams {
+        &self.params
+    }
+}
+
+/// A rate derived from several keys that does not fit its 64-bit base unit
+/// (so none is ever saturated); names the key to lower.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RateOverflow {
+    /// `sip.ucie`: module rate × modules per edge.
+    #[error(
+        "{module_bandwidth} x modules_per_edge {modules_per_edge} overflows 64-bit bytes per second"
+    )]
+    UcieEdge {
+        /// `module_bandwidth` as given.
+        module_bandwidth: Bandwidth,
+        /// `modules_per_edge` as given.
+        modules_per_edge: Count,
+    },
+    /// `cube.noc`: clock × link width.
+    #[error("{clock} x link_width {link_width} overflows 64-bit bytes per second")]
+    NocLink {
+        /// `clock` as given.
+        clock: Frequency,
+        /// `link_width` as given.
+        link_width: NonZeroSize,
+    },
+    /// `pe`: clock × 2 × GEMM MACs.
+    #[error("{clock} x 2 x {}x{} GEMM MACs overflows a 64-bit FLOP/s figure", gemm.rows, gemm.cols)]
+    PeakFlops {
+        /// `clock` as given.
+        clock: Frequency,
+        /// `gemm` as given.
+        gemm: GemmSpec,
+    },
+}
+
+impl RateOverflow {
+    /// The key path to blame.
+    pub fn key(&self) -> &'static str {
+        match self {
+            RateOverflow::UcieEdge { .. } => "sip.ucie.module_bandwidth",
+            RateOverflow::NocLink { .. } => "cube.noc.clock",
+            RateOverflow::PeakFlops { .. } => "pe.clock",
+        }
     }
 }
 
@@ -709,9 +855,9 @@ fn square_grid(count: Count, topology: ArrangementName) -> Result<Grid, SipArran
 )]
 struct TopologyFile {
     system: SystemFile,
-    sip: SipSpec,
+    sip: SipFile,
     cube: CubeFile,
-    pe: PeSpec,
+    pe: PeParams,
     #[serde(default)]
     simulation: SimulationSpec,
 }
@@ -731,14 +877,98 @@ struct SystemFile {
 #[derive(Deserialize)]
 #[serde(
     deny_unknown_fields,
+    expecting = "a mapping with cube_mesh, io_cpu and ucie"
+)]
+struct SipFile {
+    cube_mesh: Grid,
+    io_cpu: IoCpuSpec,
+    ucie: UcieParams,
+}
+
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
     expecting = "a cube mapping (pes, noc, hbm, sram, mcpu)"
 )]
 struct CubeFile {
     pes: Count,
-    noc: NocSpec,
+    noc: NocParams,
     hbm: HbmParams,
     sram: MemorySpec,
     mcpu: McpuSpec,
+}
+
+impl TopologyFile {
+    /// Checks every section's own rules, then the rules between them.
+    fn into_spec(self) -> Result<TopologySpec, SpecError> {
+        let (system, sip, cube) = (self.system, self.sip, self.cube);
+        let sips = SipArrangement::new(system.sips)?;
+        let ucie = UcieSpec::new(sip.ucie)?;
+        let noc = NocSpec::new(cube.noc)?;
+        let hbm = HbmSpec::new(cube.hbm)?;
+        let pe = PeSpec::new(self.pe)?;
+        TopologySpec {
+            system: SystemSpec {
+                sips,
+                host: system.host,
+                host_link: system.host_link,
+                inter_sip: system.inter_sip,
+            },
+            sip: SipSpec {
+                cube_mesh: sip.cube_mesh,
+                io_cpu: sip.io_cpu,
+                ucie,
+            },
+            cube: CubeSpec {
+                pes: cube.pes,
+                noc,
+                hbm,
+                sram: cube.sram,
+                mcpu: cube.mcpu,
+            },
+            pe,
+            simulation: self.simulation,
+        }
+        .checked()
+    }
+}
+
+/// A rule of topology.yaml that does not hold; [`SpecError::key`] names
+/// the key to blame. The loader reports it with the key's file position.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// `system.sips` does not describe an arrangement.
+    #[error(transparent)]
+    Sips(#[from] SipArrangementError),
+    /// `cube.hbm` breaks a rule between its values.
+    #[error(transparent)]
+    Hbm(#[from] HbmError),
+    /// A derived rate overflows.
+    #[error(transparent)]
+    Rate(#[from] RateOverflow),
+    /// The address map cannot number every memory.
+    #[error(transparent)]
+    Address(#[from] AddressError),
+    /// The cube NoC cannot be laid out.
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    /// A hop time does not fit 64-bit picoseconds.
+    #[error("{}", .0.source)]
+    Link(#[from] LinkError),
+}
+
+impl SpecError {
+    /// The key path to blame (`system.sips` for the whole section).
+    pub fn key(&self) -> String {
+        match self {
+            SpecError::Sips(e) => under("system.sips", e.key()),
+            SpecError::Hbm(e) => under("cube.hbm", e.key()),
+            SpecError::Rate(e) => e.key().to_owned(),
+            SpecError::Address(e) => e.key().to_owned(),
+            SpecError::Layout(e) => e.key().to_owned(),
+            SpecError::Link(e) => e.key.to_owned(),
+        }
+    }
 }
 
 impl TopologySpec {
@@ -753,88 +983,78 @@ impl TopologySpec {
         TopologySpec::from_document(&Document::load(source, overrides)?)
     }
 
-    /// Deserializes and checks a parsed topology document.
+    /// Deserializes and checks a parsed topology document (overrides
+    /// included): the file's values, then every rule, each error placed at
+    /// the key it names.
     pub fn from_document(document: &Document) -> Result<Self, ConfigError> {
         let file: TopologyFile = document.deserialize()?;
-        let sips = SipArrangement::new(file.system.sips)
-            .map_err(|e| document.error_at(&under("system.sips", e.key()), &e))?;
-        let hbm = HbmSpec::new(file.cube.hbm)
-            .map_err(|e| document.error_at(&under("cube.hbm", e.key()), &e))?;
-        let spec = TopologySpec {
-            system: SystemSpec {
-                sips,
-                host: file.system.host,
-                host_link: file.system.host_link,
-                inter_sip: file.system.inter_sip,
-            },
-            sip: file.sip,
-            cube: CubeSpec {
-                pes: file.cube.pes,
-                noc: file.cube.noc,
-                hbm,
-                sram: file.cube.sram,
-                mcpu: file.cube.mcpu,
-            },
-            pe: file.pe,
-            simulation: file.simulation,
-        };
-        spec.check_compilable(document)?;
-        Ok(spec)
+        file.into_spec()
+            .map_err(|e| document.error_at(&e.key(), &e))
     }
 
     /// The rules that need the compiler's view: the address map can
     /// number every memory, the cube NoC can be laid out and every hop time
     /// fits, so that `Machine::build` succeeds.
-    fn check_compilable(&self, document: &Document) -> Result<(), ConfigError> {
-        self.check_derived_rates(document)?;
-        AddressMap::new(self).map_err(|e| document.error_at(e.key(), &e))?;
-        CubeLayout::new(&self.cube).map_err(|e| document.error_at(e.key(), &e))?;
-        LinkCatalog::new(self).map_err(|e| document.error_at(e.key, &e.source))?;
-        Ok(())
+    fn checked(self) -> Result<Self, SpecError> {
+        AddressMap::new(&self)?;
+        CubeLayout::new(&self.cube)?;
+        LinkCatalog::new(&self)?;
+        Ok(self)
     }
 
-    /// Every rate computed from several keys fits its 64-bit base unit, so
-    /// none is ever saturated; an overflow names the key to lower.
-    fn check_derived_rates(&self, document: &Document) -> Result<(), ConfigError> {
-        let (ucie, noc, hbm, pe) = (&self.sip.ucie, &self.cube.noc, &self.cube.hbm, &self.pe);
-        let overflows = [
-            (
-                ucie.checked_edge_bandwidth().is_none(),
-                "sip.ucie.module_bandwidth",
-                format!(
-                    "{} x modules_per_edge {} overflows 64-bit bytes per second",
-                    ucie.module_bandwidth, ucie.modules_per_edge
-                ),
-            ),
-            (
-                Bandwidth::per_cycle(noc.link_width, noc.clock).is_none(),
-                "cube.noc.clock",
-                format!(
-                    "{} x link_width {} overflows 64-bit bytes per second",
-                    noc.clock, noc.link_width
-                ),
-            ),
-            (
-                hbm.checked_bandwidth().is_none(),
-                "cube.hbm.pc_bandwidth",
-                format!(
-                    "{} x pseudo_channels {} overflows 64-bit bytes per second",
-                    hbm.pc_bandwidth, hbm.pseudo_channels
-                ),
-            ),
-            (
-                pe.checked_peak_flops().is_none(),
-                "pe.clock",
-                format!(
-                    "{} x 2 x {}x{} GEMM MACs overflows a 64-bit FLOP/s figure",
-                    pe.clock, pe.gemm.rows, pe.gemm.cols
-                ),
-            ),
-        ];
-        match overflows.into_iter().find(|(overflow, ..)| *overflow) {
-            Some((_, key, message)) => Err(document.error_at(key, message)),
-            None => Ok(()),
+    /// The host, the SIPs and the links between them.
+    pub fn system(&self) -> &SystemSpec {
+        &self.system
+    }
+
+    /// One SIP: its cube mesh, IO_CPU and cube-to-cube links.
+    pub fn sip(&self) -> &SipSpec {
+        &self.sip
+    }
+
+    /// One cube: PEs, NoC, HBM, SRAM, M_CPU.
+    pub fn cube(&self) -> &CubeSpec {
+        &self.cube
+    }
+
+    /// One PE: clock, TCM, GEMM and math engines, PE_DMA.
+    pub fn pe(&self) -> &PeSpec {
+        &self.pe
+    }
+
+    /// How the hardware is simulated (not what it is).
+    pub fn simulation(&self) -> &SimulationSpec {
+        &self.simulation
+    }
+
+    /// This machine simulated at `fidelity`. No rule reads the fidelity,
+    /// so this cannot fail.
+    #[must_use]
+    pub fn with_fidelity(self, fidelity: Fidelity) -> Self {
+        TopologySpec {
+            simulation: SimulationSpec { fidelity },
+            ..self
         }
+    }
+
+    /// This machine with `system` instead, checked again.
+    pub fn with_system(self, system: SystemSpec) -> Result<Self, SpecError> {
+        TopologySpec { system, ..self }.checked()
+    }
+
+    /// This machine with `sip` instead, checked again.
+    pub fn with_sip(self, sip: SipSpec) -> Result<Self, SpecError> {
+        TopologySpec { sip, ..self }.checked()
+    }
+
+    /// This machine with `cube` instead, checked again.
+    pub fn with_cube(self, cube: CubeSpec) -> Result<Self, SpecError> {
+        TopologySpec { cube, ..self }.checked()
+    }
+
+    /// This machine with `pe` instead, checked again.
+    pub fn with_pe(self, pe: PeSpec) -> Result<Self, SpecError> {
+        TopologySpec { pe, ..self }.checked()
     }
 
     /// Cubes in one SIP.
@@ -965,5 +1185,81 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(error.key(), "capacity");
+    }
+
+    #[test]
+    fn each_derived_rate_that_overflows_is_refused_with_its_key() {
+        let spec = default_spec();
+        let huge = count(u32::MAX);
+        let ucie = UcieSpec::new(UcieParams {
+            module_bandwidth: "18446744 TB/s".parse().unwrap(),
+            modules_per_edge: huge,
+            ..*spec.sip().ucie
+        })
+        .unwrap_err();
+        assert_eq!(ucie.key(), "sip.ucie.module_bandwidth");
+        assert!(
+            ucie.to_string()
+                .ends_with("overflows 64-bit bytes per second")
+        );
+        let gemm = GemmSpec {
+            rows: huge,
+            cols: huge,
+        };
+        let pe = PeSpec::new(PeParams {
+            gemm,
+            ..**spec.pe()
+        })
+        .unwrap_err();
+        assert_eq!(pe.key(), "pe.clock");
+        let hbm = HbmSpec::new(HbmParams {
+            pc_bandwidth: "18446744 TB/s".parse().unwrap(),
+            pseudo_channels: huge,
+            ..*spec.cube().hbm
+        });
+        // 2^32 - 1 pseudo-channels are not whole interleave rounds of the
+        // default capacity either; that rule is checked first.
+        assert_eq!(hbm.unwrap_err().key(), "capacity");
+    }
+
+    #[test]
+    fn a_changed_copy_is_checked_again() {
+        let spec = default_spec();
+        let cube = spec.cube().clone();
+        let tiny = Grid {
+            w: count(2),
+            h: count(2),
+        };
+        let error = spec
+            .clone()
+            .with_cube(CubeSpec {
+                noc: cube.noc.with_grid(Some(tiny)),
+                ..cube.clone()
+            })
+            .unwrap_err();
+        assert!(matches!(error, SpecError::Layout(_)), "{error:?}");
+        assert_eq!(error.key(), "cube.noc.grid");
+        let same = spec.clone().with_cube(cube).unwrap();
+        assert_eq!(same, spec);
+        let flow = spec.clone().with_fidelity(Fidelity::Flow);
+        assert_eq!(flow.simulation().fidelity, Fidelity::Flow);
+        assert_eq!(flow.cube(), spec.cube());
+    }
+
+    #[test]
+    fn loader_places_a_spec_error_at_its_key() {
+        let sets = [
+            "sip.ucie.modules_per_edge=4294967295",
+            "sip.ucie.module_bandwidth=18446744 TB/s",
+        ];
+        let overrides: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
+        let error = TopologySpec::load(&TopologySpec::default_source(), &overrides)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("sip.ucie.module_bandwidth"), "{error}");
+        assert!(
+            error.contains("overflows 64-bit bytes per second"),
+            "{error}"
+        );
     }
 }

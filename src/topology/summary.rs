@@ -101,17 +101,17 @@ pub struct LinkSummary {
 
 impl TopologySummary {
     fn of(spec: &TopologySpec) -> Self {
-        let sips = spec.system.sips;
+        let sips = spec.system().sips;
         TopologySummary {
             sips: sips.count(),
             sip_topology: sips.name().to_string(),
             sip_grid: sips.grid().map(|grid| grid.to_string()),
-            cube_mesh: spec.sip.cube_mesh.to_string(),
+            cube_mesh: spec.sip().cube_mesh.to_string(),
             cubes_per_sip: spec.cubes_per_sip(),
-            pes_per_cube: spec.cube.pes.get(),
+            pes_per_cube: spec.cube().pes.get(),
             total_cubes: spec.total_cubes(),
             total_pes: spec.total_pes(),
-            compute: ComputeSummary::of(&spec.pe),
+            compute: ComputeSummary::of(spec.pe()),
             memories: MemorySummary::all(spec),
             links: LinkSummary::all(spec),
         }
@@ -139,8 +139,8 @@ fn total(size: NonZeroSize, n: u64) -> String {
 
 impl MemorySummary {
     fn all(spec: &TopologySpec) -> Vec<Self> {
-        let hbm = &spec.cube.hbm;
-        let (sram, tcm) = (&spec.cube.sram, &spec.pe.tcm);
+        let hbm = &spec.cube().hbm;
+        let (sram, tcm) = (&spec.cube().sram, &spec.pe().tcm);
         vec![
             MemorySummary {
                 name: "HBM".into(),
@@ -174,14 +174,14 @@ impl MemorySummary {
 
 impl LinkSummary {
     fn all(spec: &TopologySpec) -> Vec<Self> {
-        let (ucie, noc, hbm) = (&spec.sip.ucie, &spec.cube.noc, &spec.cube.hbm);
+        let (ucie, noc, hbm) = (&spec.sip().ucie, &spec.cube().noc, &spec.cube().hbm);
         let noc_hop = noc
             .clock
             .cycles(u64::from(noc.hop_cycles))
             .map_or_else(|_| "overflow".to_owned(), |hop| hop.to_string());
         vec![
-            LinkSummary::of("PCIe host link", &spec.system.host_link),
-            LinkSummary::of("inter-SIP", &spec.system.inter_sip),
+            LinkSummary::of("PCIe host link", &spec.system().host_link),
+            LinkSummary::of("inter-SIP", &spec.system().inter_sip),
             LinkSummary {
                 name: "UCIe cube edge".into(),
                 bandwidth: ucie.edge_bandwidth().to_string(),

@@ -204,13 +204,13 @@ fn title(machine: &Machine, scope: Scope) -> String {
         Scope::System => format!(
             "system: {} SIPs ({}), host",
             machine.sip_count(),
-            machine.spec().system.sips.name()
+            machine.spec().system().sips.name()
         ),
         Scope::Sip(sip) => format!(
             "{}: {} cubes ({} mesh), IO cube {IO_CUBE}",
             naming::sip(sip),
             machine.cubes_per_sip(),
-            machine.spec().sip.cube_mesh
+            machine.spec().sip().cube_mesh
         ),
         Scope::Cube { sip, cube } => format!(
             "{}: {}x{} NoC routers, HBM zone rows {}..{}",

@@ -335,14 +335,14 @@ fn check_fits(torch: &Torch, size: Option<ByteSize>, shape: &Shape) -> Result<()
         (
             "each cube's tiles",
             tiles,
-            spec.cube.hbm.capacity,
+            spec.cube().hbm.capacity,
             "a cube's HBM",
             "cube.hbm.capacity",
         ),
         (
             "a block (in the algorithm's TCM buffers)",
             u128::from(in_tcm),
-            spec.pe.tcm.capacity,
+            spec.pe().tcm.capacity,
             "a PE's TCM",
             "pe.tcm.capacity",
         ),

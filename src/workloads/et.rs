@@ -174,7 +174,7 @@ fn check_collectives(
     groups: &BTreeMap<String, Distributed>,
 ) -> Result<(), WorkloadError> {
     let machine = torch.device().fabric().machine();
-    let tcm = machine.spec().pe.tcm.capacity.get().bytes();
+    let tcm = machine.spec().pe().tcm.capacity.get().bytes();
     let cubes = machine.cubes_per_sip() as usize;
     let mut seen = std::collections::BTreeSet::new();
     for (rank, graph) in set.graphs.iter().enumerate() {
@@ -398,7 +398,7 @@ impl RankContext {
         let spec = machine.spec();
         let cubes = u64::from(machine.cubes_per_sip());
         let pes = cubes * u64::from(machine.pes_per_cube());
-        let compute = compute_bound(&spec.pe, num_ops.div_ceil(pes))?;
+        let compute = compute_bound(spec.pe(), num_ops.div_ceil(pes))?;
         let memory = hbm_bound(spec, bytes.div_ceil(cubes))?;
         Ok(compute.max(memory))
     }

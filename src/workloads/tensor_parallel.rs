@@ -214,7 +214,7 @@ impl Plan {
         let machine = torch.device().fabric().machine();
         let (cubes, pes) = (machine.cubes_per_sip(), machine.pes_per_cube() as usize);
         // Half the TCM: PE 0 of each cube also runs the all-reduce.
-        let tcm = machine.spec().pe.tcm.capacity.get().bytes() / 2;
+        let tcm = machine.spec().pe().tcm.capacity.get().bytes() / 2;
         let first = ColumnParallelLinear::new((block.hidden, block.inner), (world, rank), cubes)?;
         let second = RowParallelLinear::new((block.inner, block.hidden), (world, rank), cubes)?;
         let tokens = chunk_tokens(block)?;

@@ -468,7 +468,7 @@ impl Roofline {
         for (cube, operands) in (0..).zip(args.cubes.iter()) {
             for pe in 0..pes {
                 let plan = steps(args.grid(), pe, pes);
-                let [gemm, tcm] = pe_bounds(&spec.pe, args, &plan)?;
+                let [gemm, tcm] = pe_bounds(spec.pe(), args, &plan)?;
                 busiest = [busiest[0].max(gemm), busiest[1].max(tcm)];
                 let tcm_space = MemSpace::Tcm {
                     sip,
@@ -500,7 +500,7 @@ impl Roofline {
         hbm_bytes: u64,
     ) -> Result<Roofline, WorkloadError> {
         let bounds = BTreeMap::from([
-            (Resource::Gemm, compute_bound(&spec.pe, flops)?),
+            (Resource::Gemm, compute_bound(spec.pe(), flops)?),
             (Resource::Hbm, hbm_bound(spec, hbm_bytes)?),
         ]);
         Ok(Roofline {
@@ -544,14 +544,14 @@ impl Roofline {
 /// `bytes` to or from one cube's HBM spread evenly over its
 /// pseudo-channels: no HBM serves them sooner.
 pub fn hbm_bound(spec: &TopologySpec, bytes: u64) -> Result<SimDuration, WorkloadError> {
-    let hbm = &spec.cube.hbm;
+    let hbm = &spec.cube().hbm;
     let per_channel = bytes.div_ceil(u64::from(hbm.pseudo_channels.get()));
     hbm.pc_bandwidth.transfer_time(per_channel).map_err(hw_time)
 }
 
 /// One cube's HBM bandwidth: its pseudo-channels together, in B/s.
 pub fn hbm_bytes_per_sec(spec: &TopologySpec) -> u64 {
-    let hbm = &spec.cube.hbm;
+    let hbm = &spec.cube().hbm;
     hbm.pc_bandwidth.bytes_per_sec() * u64::from(hbm.pseudo_channels.get())
 }
 

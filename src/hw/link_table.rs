@@ -1,0 +1,140 @@
+//! [`LinkTable`]: the fabric's [`Link`] of every directed edge, each made
+//! the first time something crosses it.
+//!
+//! A machine of tens of millions of edges (254 SIPs of 16 × 16 cubes of 240
+//! PEs has about 130 million) cannot hold an idle 128-byte link and its name
+//! per edge: a run touches the links of the routes it uses. Each edge costs
+//! one pointer until then (ADR-0050, ADR-0040's next
+//! step). A link is the same whether made early or late: idle, named
+//! `from->to`, sharing the [`LinkClass`] of its parameters.
+//!
+//! Knows the machine's edges and the link model; nothing of routes or time.
+
+use std::cell::{OnceCell, RefCell};
+use std::ops::Index;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use super::{HopParams, Link, LinkClass};
+use crate::topology::{EdgeId, Machine};
+
+/// One lazily made [`Link`] per directed edge, indexed by edge index.
+pub struct LinkTable {
+    machine: Arc<Machine>,
+    links: Box<[OnceCell<Box<Link>>]>,
+    /// The classes made so far: a machine has a handful (one per distinct
+    /// set of link parameters), so a linear search finds one.
+    classes: RefCell<Vec<Rc<LinkClass>>>,
+}
+
+impl LinkTable {
+    /// A table of `machine`'s edges with no link made yet.
+    pub fn new(machine: Arc<Machine>) -> LinkTable {
+        let links = (0..machine.edges().len())
+            .map(|_| OnceCell::new())
+            .collect();
+        LinkTable {
+            machine,
+            links,
+            classes: RefCell::default(),
+        }
+    }
+
+    /// How many edges (made or not) the table has.
+    pub fn len(&self) -> usize {
+        self.links.len()
+    }
+
+    /// Whether the machine has no edge.
+    pub fn is_empty(&self) -> bool {
+        self.links.is_empty()
+    }
+
+    /// The link of `edge`, made now if nothing crossed it before.
+    pub fn get(&self, edge: EdgeId) -> &Link {
+        self.at(edge.index())
+    }
+
+    /// The link of the edge at `index`.
+    fn at(&self, index: usize) -> &Link {
+        self.links[index].get_or_init(|| Box::new(self.make(index)))
+    }
+
+    /// How many links have been made.
+    pub fn made(&self) -> usize {
+        self.links.iter().filter(|l| l.get().is_some()).count()
+    }
+
+    /// Every link in edge order, making those not yet made (for
+    /// `--explain`, which snapshots them all).
+    pub fn all(&self) -> impl Iterator<Item = &Link> {
+        (0..self.links.len()).map(|i| self.at(i))
+    }
+
+    fn make(&self, index: usize) -> Link {
+        let edge = self.machine.edge(EdgeId::from_index(index));
+        let (from, to) = (self.machine.node(edge.from), self.machine.node(edge.to));
+        let p = &edge.link;
+        let params = HopParams::new(p.bandwidth, p.efficiency, p.latency, p.packet_overhead);
+        Link::of_class(&[&*from.name, "->", &*to.name].concat(), self.class(params))
+    }
+
+    /// The shared class of `params`, made on first use.
+    fn class(&self, params: HopParams) -> Rc<LinkClass> {
+        let mut classes = self.classes.borrow_mut();
+        if let Some(class) = classes.iter().find(|c| *c.params() == params) {
+            return class.clone();
+        }
+        let class = LinkClass::new(params);
+        classes.push(class.clone());
+        class
+    }
+}
+
+impl Index<usize> for LinkTable {
+    type Output = Link;
+
+    /// The link of the edge at `index`, made on first use.
+    fn index(&self, index: usize) -> &Link {
+        self.at(index)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::TopologySpec;
+
+    fn table() -> LinkTable {
+        let spec = TopologySpec::load(&TopologySpec::default_source(), &[]).unwrap();
+        LinkTable::new(Arc::new(Machine::build(&spec).unwrap()))
+    }
+
+    #[test]
+    fn links_are_made_when_first_asked_for_and_only_once() {
+        let table = table();
+        assert_eq!(table.made(), 0);
+        let first: *const Link = &table[3];
+        assert_eq!(table.made(), 1);
+        assert!(std::ptr::eq(first, &table[3]));
+        assert_eq!(table.made(), 1);
+        assert_eq!(table.all().count(), table.len());
+        assert_eq!(table.made(), table.len());
+    }
+
+    #[test]
+    fn a_link_is_named_after_its_edge_and_links_of_equal_parameters_share_a_class() {
+        let table = table();
+        let machine = table.machine.clone();
+        let edge = machine.edge(EdgeId::from_index(0));
+        let name = format!(
+            "{}->{}",
+            machine.node(edge.from).name,
+            machine.node(edge.to).name
+        );
+        assert_eq!(table[0].name(), name);
+        let reverse = table.get(edge.reverse);
+        assert_eq!(table[0].params(), reverse.params());
+        assert_eq!(table.classes.borrow().len(), 1);
+    }
+}
