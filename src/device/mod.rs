@@ -267,15 +267,23 @@ impl Device {
             .transpose()?;
         match read {
             Some(read) => {
-                let unbooked = match signal {
+                // A copy whose data crosses no link, or a signalled one
+                // of one packet (an IPCQ message as one unit), is booked
+                // whole now, from the instant its read ends: one sleep
+                // (ADR-0048).
+                let ahead = match signal {
                     None => f
                         .flow_unbooked_write(&routes.data, plan.dst, len, read)
+                        .transpose()?
+                        .map(|written| (written, written)),
+                    Some(signal) if f.is_one_packet(signal, len) => f
+                        .flow_write_then_signal(&routes.data, (len, read), plan.dst, (signal, true))
                         .transpose()?,
                     Some(_) => None,
                 };
-                if let Some(written) = unbooked {
-                    explain::sleep_until(written).await;
-                    self.complete(id)?;
+                if let Some((written, done)) = ahead {
+                    explain::sleep_until(done).await;
+                    self.oplog.borrow_mut().complete(id, written)?;
                     return Ok(timing(written));
                 }
                 explain::sleep_until(read).await;
@@ -287,7 +295,7 @@ impl Device {
         }
         let with_data = match signal {
             Some(signal) => f
-                .flow_write_then_signal(&routes.data, len, plan.dst, signal)
+                .flow_write_then_signal(&routes.data, (len, sim::now()), plan.dst, (signal, false))
                 .transpose()?,
             None => None,
         };
@@ -473,6 +481,12 @@ mod tests {
     /// signals over the route between the two PEs; returns (when the
     /// signal landed, the copy's formula plus the signal's crossing).
     fn signalled_tcm_copy(fidelity: Fidelity) -> (SimDuration, SimDuration) {
+        let (landed, formula, _) = signalled_tcm_copy_of(fidelity, 4 << 10);
+        (landed, formula)
+    }
+
+    /// [`signalled_tcm_copy`] of `len` bytes, and the run's events.
+    fn signalled_tcm_copy_of(fidelity: Fidelity, len: u64) -> (SimDuration, SimDuration, u64) {
         let spec = TopologySpec::load(&TopologySpec::default_source(), &[])
             .unwrap()
             .with_fidelity(fidelity);
@@ -482,7 +496,6 @@ mod tests {
             cube,
             pe: 0,
         };
-        let len = 4 << 10;
         let (src, dst) = (
             device.alloc(tcm(0), len).unwrap(),
             device.alloc(tcm(5), len).unwrap(),
@@ -502,13 +515,34 @@ mod tests {
                 .await
                 .map(|timing| (timing, sim::now()))
         });
-        simulation.run().unwrap();
+        let stats = simulation.run().unwrap();
         let (timing, landed) = copy.output().unwrap().unwrap();
         assert!(
             timing.end < landed,
             "the signal leaves once the data is written"
         );
-        (landed - timing.requested, formula)
+        (landed - timing.requested, formula, stats.events)
+    }
+
+    #[test]
+    fn a_one_packet_signalled_copy_is_one_unit_and_one_sleep_in_flow_mode() {
+        // ADR-0048: issue, read, data, write and signal booked at the
+        // request; a 4 KiB copy keeps its two sleeps (ADR-0027).
+        let device = timing_device(Fidelity::Flow);
+        let machine = device.fabric().machine().clone();
+        let (pe, peer) = (machine.pe(0, 0, 0).unwrap(), machine.pe(0, 5, 0).unwrap());
+        let payload = device
+            .fabric()
+            .router()
+            .find_path(pe, peer)
+            .unwrap()
+            .max_payload();
+        for (len, flow_events) in [(payload, 1), (4 << 10, 2)] {
+            let (packet, packet_formula, _) = signalled_tcm_copy_of(Fidelity::Packet, len);
+            let (flow, flow_formula, events) = signalled_tcm_copy_of(Fidelity::Flow, len);
+            assert_eq!((packet, flow), (packet_formula, flow_formula), "{len} B");
+            assert_eq!(events, flow_events, "{len} B");
+        }
     }
 
     #[test]

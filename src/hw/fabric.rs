@@ -267,6 +267,13 @@ impl Fabric {
         NonZeroU64::new(path.max_payload()).unwrap_or(NonZeroU64::MIN)
     }
 
+    /// Whether `bytes` cross `route` as one packet (at most its payload):
+    /// in flow mode, an IPCQ message of one packet of its doorbell's route
+    /// is booked as one unit (ADR-0048).
+    pub fn is_one_packet(&self, route: &Route, bytes: u64) -> bool {
+        bytes <= self.max_payload(&route.path).get()
+    }
+
     /// How transfers are simulated (`simulation.fidelity`).
     pub fn fidelity(&self) -> Fidelity {
         self.machine.spec().simulation().fidelity
@@ -320,6 +327,14 @@ impl Fabric {
     /// is [`send_formula`](Self::send_formula) of zero bytes.
     pub fn header_lands(&self, route: &Route, start: SimTime) -> Result<SimTime, HwError> {
         self.with_flow(route, |flow| flow.header_lands(&self.links, start))
+    }
+
+    /// When an IPCQ doorbell or credit sent over `route` at `start` lands,
+    /// in flow mode: its uncontended crossing, a constant of the route,
+    /// with no hop read (ADR-0048; a DMA read request still crosses its
+    /// hops, [`header_lands`](Self::header_lands)).
+    pub fn signal_lands(&self, route: &Route, start: SimTime) -> Result<SimTime, HwError> {
+        self.with_flow(route, |flow| flow.signal_lands(&self.links, start))
     }
 
     /// `path` as this fabric sends over it: in flow mode with its
@@ -396,27 +411,37 @@ impl Fabric {
     }
 
     /// Flow mode, when the write at the end of `path` books nothing (a
-    /// TCM, the host): `bytes` sent over `path` from now, written to
-    /// `space`, then a header sent over `signal` from there; when the
-    /// last byte is written and when the signal lands (ADR-0024). `None`
-    /// otherwise: the caller runs the stages in turn.
+    /// TCM, the host): `bytes` sent over `path` from `start` (now, or
+    /// later for a message booked as one unit: booked now, ADR-0048),
+    /// written to `space`, then a header sent over `signal` from there;
+    /// when the last byte is written and when the signal lands (ADR-0024).
+    /// The signal crosses its hops, or with `as_unit` takes its route's
+    /// uncontended crossing ([`signal_lands`](Self::signal_lands)).
+    /// `None` otherwise: the caller runs the stages in turn.
     pub fn flow_write_then_signal(
         &self,
         route: &Route,
-        bytes: u64,
+        (bytes, start): (u64, SimTime),
         (space, offset): (MemSpace, u64),
-        signal: &Route,
+        (signal, as_unit): (&Route, bool),
     ) -> Option<Result<(SimTime, SimTime), HwError>> {
         if self.fidelity() != Fidelity::Flow {
             return None;
         }
         let took = self.unbooked_access(space, offset, bytes)?;
         let times = || {
-            let lands = self.flow_lands(route, bytes)?;
+            let lands = match bytes {
+                0 => self.header_lands(route, start)?,
+                _ => self.with_flow(route, |flow| flow.lands_from(&self.links, bytes, start))?,
+            };
             let took = took?;
             explain_unbooked(space, took);
             let written = super::later(lands, took, "memory access")?;
-            Ok((written, self.header_lands(signal, written)?))
+            let signalled = match as_unit {
+                true => self.signal_lands(signal, written)?,
+                false => self.header_lands(signal, written)?,
+            };
+            Ok((written, signalled))
         };
         Some(times())
     }
@@ -669,6 +694,30 @@ mod tests {
             .sum();
         let alone = fabric.send_formula(&path, 0).unwrap();
         assert_eq!(took[1], alone + SimDuration::from_ps(half_packets));
+    }
+
+    #[test]
+    fn an_ipcq_signal_takes_its_formula_even_behind_a_booked_flow() {
+        // ADR-0048: a doorbell or credit of a message booked as one unit
+        // is its route's uncontended crossing, whatever the hops hold.
+        let fabric = fabric_with(&["simulation.fidelity=flow"]);
+        let path = pe_to_pe(&fabric);
+        let route = fabric.route(&path).unwrap();
+        let alone = fabric.send_formula(&path, 0).unwrap();
+        let mut simulation = Simulation::new();
+        let f = fabric.clone();
+        let times = simulation.spawn("signal", async move {
+            let idle = f.signal_lands(&route, sim::now()).unwrap();
+            f.book_send(&route, 1 << 20).unwrap();
+            let busy = f.signal_lands(&route, sim::now()).unwrap();
+            let header = f.header_lands(&route, sim::now()).unwrap();
+            (idle, busy, header)
+        });
+        simulation.run().unwrap();
+        let (idle, busy, header) = times.output().unwrap();
+        let at = SimTime::ZERO + alone;
+        assert_eq!((idle, busy), (at, at));
+        assert!(header > busy, "a DMA read request still waits at busy hops");
     }
 
     #[test]

@@ -50,6 +50,9 @@ pub(crate) struct FlowRoute {
     path: Arc<Path>,
     max_payload: NonZeroU64,
     hops: Box<[FlowHop]>,
+    /// A header's uncontended crossing, `Σ (S_h(0) + L_h)`: how long an
+    /// IPCQ doorbell or credit takes (ADR-0048).
+    signal: SimDuration,
     /// The last-packet payload asked for last, and `S_h` of it per hop (a
     /// route mostly carries one message size).
     tails: RefCell<(u64, Box<[SimDuration]>)>,
@@ -81,10 +84,15 @@ impl FlowRoute {
             })
             .collect::<Result<Box<[_]>, HwError>>()?;
         let tails = hops.iter().map(|hop| hop.full).collect();
+        let signal = hops.iter().try_fold(SimDuration::ZERO, |sum, hop| {
+            sum.checked_add(hop.header_crossing)
+                .map_err(HwError::time(links[hop.link].name()))
+        })?;
         Ok(FlowRoute {
             path,
             max_payload,
             hops,
+            signal,
             tails: RefCell::new((max_payload.get(), tails)),
             explain: Default::default(),
         })
@@ -108,8 +116,19 @@ impl FlowRoute {
 
     /// [`book`](Self::book), telling only when the last byte lands.
     pub(crate) fn lands(&self, links: &LinkTable, bytes: u64) -> Result<SimTime, HwError> {
+        self.lands_from(links, bytes, sim::now())
+    }
+
+    /// [`lands`](Self::lands) for a flow that leaves at `start` (now or
+    /// later): booked now, from its arrival at each hop (ADR-0048).
+    pub(crate) fn lands_from(
+        &self,
+        links: &LinkTable,
+        bytes: u64,
+        start: SimTime,
+    ) -> Result<SimTime, HwError> {
         let plan = PacketPlan::new(bytes, self.max_payload);
-        self.cross(links, &plan, sim::now(), |_, _, _| {})
+        self.cross(links, &plan, start, |_, _, _| {})
     }
 
     fn cross<'a>(
@@ -147,6 +166,27 @@ impl FlowRoute {
         }
         tails.0 = last;
         Ok(())
+    }
+
+    /// When an IPCQ doorbell or credit sent at `start` lands (ADR-0048):
+    /// its uncontended crossing, no hop read. While `--explain` records,
+    /// each hop's service and latency are its terms.
+    pub(crate) fn signal_lands(
+        &self,
+        links: &LinkTable,
+        start: SimTime,
+    ) -> Result<SimTime, HwError> {
+        if super::explain::recording() {
+            for hop in self.hops.iter() {
+                let Some(id) = super::explain::component(links[hop.link].server()) else {
+                    continue;
+                };
+                let service = hop.header_crossing.as_ps() - hop.latency.as_ps();
+                super::explain::push(id, super::explain::TermKind::Service, service);
+                super::explain::push(id, super::explain::TermKind::Latency, hop.latency.as_ps());
+            }
+        }
+        later_for(start, self.signal, || "an IPCQ doorbell or credit")
     }
 
     /// When a header-only packet sent at `start` lands (ADR-0022): at each

@@ -111,6 +111,13 @@ impl Tl {
                 ns_one_decimal(sim::now()), self.program.coord, dir, len, seq
             );
             ring.set_message(seq, message(&args, segment, segments));
+            ring.set_unit(
+                seq,
+                self.program
+                    .device
+                    .fabric()
+                    .is_one_packet(&ring.doorbell, len),
+            );
             let copy = self.copy_segment(ring.clone(), seq, args.src_addr + offset, len);
             if segments == 1 {
                 return copy.await;

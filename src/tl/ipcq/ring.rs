@@ -146,6 +146,9 @@ pub(super) struct Ring {
     credit: Route,
     pointers: RefCell<Pointers>,
     messages: RefCell<Vec<Option<Message>>>,
+    /// Per slot, flow mode: whether its message is booked as one unit, so
+    /// that its credit is an instant too (ADR-0048).
+    units: Vec<Cell<bool>>,
     /// The sender waiting for a credit.
     credits: Rc<Wakers>,
     /// Every receive of the receiving PE (shared by its rings).
@@ -178,6 +181,7 @@ impl Ring {
             credit: route(receiver_node, sender_node)?,
             pointers: RefCell::default(),
             messages: RefCell::new(vec![None; params.slots]),
+            units: (0..params.slots).map(|_| Cell::new(false)).collect(),
             credits: Rc::default(),
             arrivals,
         })
@@ -249,6 +253,12 @@ impl Ring {
         self.messages.borrow_mut()[index] = Some(message);
     }
 
+    /// Sender: whether the message in the slot of `seq` is booked as one
+    /// unit in flow mode (one packet of the doorbell's route, ADR-0048).
+    pub fn set_unit(&self, seq: u64, unit: bool) {
+        self.units[(seq % self.slots.len() as u64) as usize].set(unit);
+    }
+
     /// The doorbell of `seq` has landed: the slot is receivable once every
     /// earlier one is.
     pub fn doorbell_landed(&self, seq: u64) {
@@ -318,17 +328,25 @@ impl Ring {
             (p.my_head > before).then_some(p.my_head)
         };
         if let Some(head) = head {
-            self.send_credit(fabric.clone(), head);
+            let unit = self.units[(ticket % self.slots.len() as u64) as usize].get();
+            self.send_credit(fabric.clone(), head, unit);
         }
     }
 
     /// In flow mode the credit's landing instant is known when it is sent
-    /// (`Fabric::header_lands`, ADR-0022): it is recorded, and the sender
+    /// (`Fabric::header_lands`, ADR-0022; for the slot of a message booked
+    /// as one unit, `unit`, its route's uncontended crossing,
+    /// `Fabric::signal_lands`, ADR-0048): it is recorded, and the sender
     /// takes it in at its next claim, with no task of its own. In packet
     /// mode a task carries it.
-    fn send_credit(self: &Rc<Self>, fabric: Rc<Fabric>, head: u64) {
+    fn send_credit(self: &Rc<Self>, fabric: Rc<Fabric>, head: u64, unit: bool) {
         if fabric.fidelity() == Fidelity::Flow {
-            match fabric.header_lands(&self.credit, sim::now()) {
+            let now = sim::now();
+            let lands = match unit {
+                true => fabric.signal_lands(&self.credit, now),
+                false => fabric.header_lands(&self.credit, now),
+            };
+            match lands {
                 Ok(at) => {
                     let in_flight = &mut self.pointers.borrow_mut().credits_in_flight;
                     in_flight.push((at, head));
