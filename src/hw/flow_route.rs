@@ -177,14 +177,8 @@ impl FlowRoute {
         start: SimTime,
     ) -> Result<SimTime, HwError> {
         if super::explain::recording() {
-            for hop in self.hops.iter() {
-                let Some(id) = super::explain::component(links[hop.link].server()) else {
-                    continue;
-                };
-                let service = hop.header_crossing.as_ps() - hop.latency.as_ps();
-                super::explain::push(id, super::explain::TermKind::Service, service);
-                super::explain::push(id, super::explain::TermKind::Latency, hop.latency.as_ps());
-            }
+            // The uncontended header crossing's terms, as one run (ADR-0046).
+            self.explain_header(links, None);
         }
         later_for(start, self.signal, || "an IPCQ doorbell or credit")
     }
