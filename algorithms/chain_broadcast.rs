@@ -55,7 +55,7 @@ impl CclAlgorithm for ChainBroadcast {
     fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
         let n = args.endpoints();
         let (chunks, piece) = tile_chunks(args, CHUNKS);
-        let chain = cost::walk(net, args.root_endpoint(), Dir::E, n - 1, piece)?;
+        let chain = cost::walk(net, args.root_endpoint()?, Dir::E, n - 1, piece)?;
         Ok((n > 1).then(|| cost::pipeline(&chain, chunks)))
     }
 }
@@ -64,7 +64,7 @@ async fn chain_broadcast(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let cube = tl.program_id(1);
     let addr = args.tile_addr(cube)?;
     let n = args.endpoints();
-    let pos = (args.endpoint(cube) + n - args.root_endpoint()) % n;
+    let pos = (args.endpoint(cube) + n - args.root_endpoint()?) % n;
     let (chunks, _) = tile_chunks(&args, CHUNKS);
     for view in split_tile(0, chunks, args.tile.n_elem as u64, args.dtype) {
         let (shape, at) = ([view.n_elem as usize], addr + view.offset);

@@ -22,7 +22,7 @@ use kernbench::ccl::helpers::{
     ChunkDefault, Line, MIN_CHUNK, TreeLinks, hierarchy, tile_chunks, tile_reduce,
 };
 use kernbench::ccl::topology::Dir;
-use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs};
+use kernbench::ccl::{ArgError, CclAlgorithm, Collective, KernelArgs};
 use kernbench::sim::SimDuration;
 use kernbench::tl::{Kernel, KernelError, Tl};
 
@@ -52,7 +52,7 @@ impl CclAlgorithm for ChainReduce {
     fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
         let n = args.endpoints();
         let (chunks, piece) = tile_chunks(args, CHUNKS);
-        let first = (args.root_endpoint() + 1) % n;
+        let first = (args.root_endpoint()? + 1) % n;
         let chain = cost::walk(net, first, Dir::E, n - 1, piece)?;
         Ok((n > 1).then(|| cost::pipeline(&chain, chunks)))
     }
@@ -60,14 +60,15 @@ impl CclAlgorithm for ChainReduce {
 
 /// Endpoint `e`'s place in the chain: position 0 is just east of the root
 /// endpoint, which is the chain's last position.
-fn links(args: &KernelArgs, e: usize) -> TreeLinks {
+fn links(args: &KernelArgs, e: usize) -> Result<TreeLinks, ArgError> {
     let n = args.endpoints();
-    let pos = (e + 2 * n - args.root_endpoint() - 1) % n;
-    hierarchy(&[Line::to_end(pos as u32, n as u32, Dir::W, Dir::E)])
+    let pos = (e + 2 * n - args.root_endpoint()? - 1) % n;
+    let line = Line::to_end(pos as u32, n as u32, Dir::W, Dir::E);
+    Ok(hierarchy(&[line]))
 }
 
 async fn chain_reduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
-    let me = links(&args, args.endpoint(tl.program_id(1)));
+    let me = links(&args, args.endpoint(tl.program_id(1)))?;
     let (chunks, _) = tile_chunks(&args, CHUNKS);
     tile_reduce(&tl, &args, &me, chunks).await
 }

@@ -169,7 +169,7 @@ async fn mesh_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let n = args.tile.n_elem;
     let (w, h) = layout.size();
     let (w, h) = (w as usize, h as usize);
-    let max_message = message_bytes(&args, MESSAGE);
+    let (max_message, op) = (message_bytes(&args, MESSAGE), args.op()?);
     let tile = args.tile_addr(cube)?;
     let acc = tl.load(tile, &[n], args.dtype).await?;
     let row = Ring {
@@ -187,12 +187,10 @@ async fn mesh_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
         max_message,
     };
     let row_parts = split_tile(0, w as u64, n as u64, args.dtype);
-    row.reduce_scatter(&tl, args.op, &acc, &row_parts).await?;
+    row.reduce_scatter(&tl, op, &acc, &row_parts).await?;
     let mine = row_parts[(row.pos + 1) % w];
     let column_parts = split_tile(mine.offset, h as u64, mine.n_elem, args.dtype);
-    column
-        .reduce_scatter(&tl, args.op, &acc, &column_parts)
-        .await?;
+    column.reduce_scatter(&tl, op, &acc, &column_parts).await?;
     let owned = column.owned(&column_parts);
     if owned.n_elem > 0 {
         finish_in_place(&tl, &args, &slice(&tl, &acc, owned)?).await?;

@@ -22,7 +22,7 @@
 //! time `α + bytes / β`.
 
 use kernbench::ccl::families::OneSidedPut;
-use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs};
+use kernbench::ccl::{ArgError, CclAlgorithm, Collective, KernelArgs};
 
 /// Registers the algorithm (ADR-0009): `ccl::families::OneSidedPut`.
 pub fn algorithm() -> Box<dyn CclAlgorithm> {
@@ -34,10 +34,10 @@ pub fn algorithm() -> Box<dyn CclAlgorithm> {
 }
 
 /// Every cube of the sender with the same cube of the receiver; `args`
-/// are the sender's: its rank and `root` = the receiver.
-fn cube_to_cube(args: &KernelArgs) -> Vec<(usize, usize)> {
-    let cubes = args.cubes();
-    (0..cubes)
-        .map(|cube| (args.endpoint(cube), (args.root * cubes + cube) as usize))
-        .collect()
+/// are the sender's: its rank and `peer` = the receiver.
+fn cube_to_cube(args: &KernelArgs) -> Result<Vec<(usize, usize)>, ArgError> {
+    let (cubes, peer) = (args.cubes(), args.peer()?);
+    Ok((0..cubes)
+        .map(|cube| (args.endpoint(cube), (peer * cubes + cube) as usize))
+        .collect())
 }

@@ -17,7 +17,7 @@
 
 use kernbench::ccl::families::OneSidedPut;
 use kernbench::ccl::helpers::root_pairs;
-use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs};
+use kernbench::ccl::{ArgError, CclAlgorithm, Collective, KernelArgs};
 
 /// Registers the algorithm (ADR-0009): `ccl::families::OneSidedPut`.
 pub fn algorithm() -> Box<dyn CclAlgorithm> {
@@ -31,9 +31,7 @@ pub fn algorithm() -> Box<dyn CclAlgorithm> {
 /// The root into every other rank: `root_pairs` reversed (any rank's
 /// `args`: `root` = the source, `tile.n_elem` = one block, a rank's cube
 /// tile).
-fn root_to_ranks(args: &KernelArgs) -> Vec<(usize, usize)> {
-    root_pairs(args)
-        .into_iter()
-        .map(|(rank, root)| (root, rank))
-        .collect()
+fn root_to_ranks(args: &KernelArgs) -> Result<Vec<(usize, usize)>, ArgError> {
+    let pairs = root_pairs(args)?.into_iter();
+    Ok(pairs.map(|(rank, root)| (root, rank)).collect())
 }

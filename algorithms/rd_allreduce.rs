@@ -105,7 +105,7 @@ async fn all_reduce_chunk(
         }
         Fold::Host(dir) => {
             let extra = tl.recv(dir, part.shape(), args.dtype).await?;
-            reduce_received(tl, args.op, part, &extra).await?;
+            reduce_received(tl, args.op()?, part, &extra).await?;
             tl.release(&extra)?;
         }
         Fold::None => {}
@@ -114,7 +114,7 @@ async fn all_reduce_chunk(
         let (_, dir) = doubling.partner(k);
         tl.send(dir, part).await?;
         let received = tl.recv(dir, part.shape(), args.dtype).await?;
-        reduce_received(tl, args.op, part, &received).await?;
+        reduce_received(tl, args.op()?, part, &received).await?;
         tl.release(&received)?;
     }
     finish_in_place(tl, args, part).await?;

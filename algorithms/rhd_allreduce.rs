@@ -162,7 +162,7 @@ impl Segment<'_> {
         args: &KernelArgs,
         doubling: &Doubling,
     ) -> Result<(), KernelError> {
-        let (op, whole, none) = (args.op, self.whole(), TileView::default());
+        let (op, whole, none) = (args.op()?, self.whole(), TileView::default());
         let reduce = |part: TensorHandle, received: TensorHandle| async move {
             reduce_received(tl, op, &part, &received).await
         };

@@ -54,7 +54,7 @@ async fn ring_reducescatter(tl: Tl, args: KernelArgs) -> Result<(), KernelError>
     let (input, output) = (args.tile_addr(cube)?, args.out_addr(cube)?);
     let (n, e) = (args.endpoints(), args.endpoint(cube));
     let block = |b: usize| input + (b * args.tile.n_elem) as u64 * args.dtype.size();
-    let (shape, dtype) = (args.shape(), args.dtype);
+    let (shape, dtype, op) = (args.shape(), args.dtype, args.op()?);
     let mut acc = tl.load(block((e + n - 1) % n), &shape, dtype).await?;
     for step in 1..n {
         let received = tl.alloc(&shape, dtype)?;
@@ -65,9 +65,9 @@ async fn ring_reducescatter(tl: Tl, args: KernelArgs) -> Result<(), KernelError>
         tl.free(&acc)?;
         let b = (e + 2 * n - step - 1) % n;
         acc = tl.load(block(b), &shape, dtype).await?;
-        reduce_received(&tl, args.op, &acc, &received).await?;
+        reduce_received(&tl, op, &acc, &received).await?;
         tl.free(&received)?;
     }
-    let result = finish(&tl, args.op, acc, n).await?;
+    let result = finish(&tl, op, acc, n).await?;
     tl.store(output, &result).await
 }

@@ -51,9 +51,166 @@ pub struct TileArgs {
     pub n_sips: u32,
 }
 
-/// The standard kernel arguments (D3): the tensor, [`TileArgs`], what to
-/// compute (`dtype`, `op`, `root`) and where this SIP sits (seed ADR-0047
-/// D5's trailing SIP values, as one [`SipArrangement`]).
+/// The root endpoint of a rooted call: cube `cube` of rank `rank`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Root {
+    /// The root rank (a SIP of the group).
+    pub rank: u32,
+    /// ccl.yaml's `root_cube` of the entry (0 if unset).
+    pub cube: u32,
+}
+
+/// What one call adds to the standard arguments, by collective: each
+/// variant holds only what its collective has, so a kernel cannot read
+/// a root, a reduce op or output tiles its collective has no use for
+/// (ADR-0054). `out` holds the device address of each cube's output tile,
+/// by cube index: for a put (`send`, `gather`, `scatter`) the tiles it
+/// writes on the other side.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallArgs {
+    /// `all_reduce` (in place).
+    AllReduce {
+        /// How partial results combine.
+        op: ReduceOp,
+    },
+    /// `all_gather`: one output block per endpoint.
+    AllGather {
+        /// The output tiles.
+        out: Rc<[u64]>,
+    },
+    /// `reduce_scatter`: one input block per endpoint.
+    ReduceScatter {
+        /// How partial results combine.
+        op: ReduceOp,
+        /// The output tiles.
+        out: Rc<[u64]>,
+    },
+    /// `broadcast` (in place).
+    Broadcast {
+        /// Whose tile everyone gets.
+        root: Root,
+    },
+    /// `reduce` (in place at the root).
+    Reduce {
+        /// Where the result lands.
+        root: Root,
+        /// How partial results combine.
+        op: ReduceOp,
+    },
+    /// `all_to_all`: one block per endpoint in and out.
+    AllToAll {
+        /// The output tiles.
+        out: Rc<[u64]>,
+    },
+    /// `send` / `recv`, run on the sender's SIP.
+    SendRecv {
+        /// The receiving rank.
+        peer: u32,
+        /// The receiver's tiles.
+        out: Rc<[u64]>,
+    },
+    /// `gather`, run on every rank's SIP.
+    Gather {
+        /// The rank that gathers.
+        root: Root,
+        /// This rank's block of the root's list.
+        out: Rc<[u64]>,
+    },
+    /// `scatter`, run on the root's SIP once per rank.
+    Scatter {
+        /// The rank that scatters.
+        root: Root,
+        /// The receiving rank's tiles.
+        out: Rc<[u64]>,
+    },
+    /// A teaching or test kernel: nothing beyond the tiles.
+    Custom,
+}
+
+impl CallArgs {
+    /// `collective`'s arguments out of what a call gives: `op`, `root`
+    /// (the root of a rooted call, whose `rank` is the peer of `send`)
+    /// and the output tiles `out` (empty until a put knows them); each
+    /// collective keeps only what it has.
+    pub fn new(collective: Collective, op: ReduceOp, root: Root, out: Rc<[u64]>) -> CallArgs {
+        match collective {
+            Collective::AllReduce => CallArgs::AllReduce { op },
+            Collective::AllGather => CallArgs::AllGather { out },
+            Collective::ReduceScatter => CallArgs::ReduceScatter { op, out },
+            Collective::Broadcast => CallArgs::Broadcast { root },
+            Collective::Reduce => CallArgs::Reduce { root, op },
+            Collective::AllToAll => CallArgs::AllToAll { out },
+            Collective::SendRecv => CallArgs::SendRecv {
+                peer: root.rank,
+                out,
+            },
+            Collective::Gather => CallArgs::Gather { root, out },
+            Collective::Scatter => CallArgs::Scatter { root, out },
+            Collective::Custom => CallArgs::Custom,
+        }
+    }
+
+    /// The collective these are the arguments of.
+    pub fn collective(&self) -> Collective {
+        match self {
+            CallArgs::AllReduce { .. } => Collective::AllReduce,
+            CallArgs::AllGather { .. } => Collective::AllGather,
+            CallArgs::ReduceScatter { .. } => Collective::ReduceScatter,
+            CallArgs::Broadcast { .. } => Collective::Broadcast,
+            CallArgs::Reduce { .. } => Collective::Reduce,
+            CallArgs::AllToAll { .. } => Collective::AllToAll,
+            CallArgs::SendRecv { .. } => Collective::SendRecv,
+            CallArgs::Gather { .. } => Collective::Gather,
+            CallArgs::Scatter { .. } => Collective::Scatter,
+            CallArgs::Custom => Collective::Custom,
+        }
+    }
+
+    fn missing(&self, arg: &'static str) -> ArgError {
+        ArgError {
+            collective: self.collective(),
+            arg,
+        }
+    }
+
+    fn out_mut(&mut self) -> Option<&mut Rc<[u64]>> {
+        match self {
+            CallArgs::AllGather { out }
+            | CallArgs::ReduceScatter { out, .. }
+            | CallArgs::AllToAll { out }
+            | CallArgs::SendRecv { out, .. }
+            | CallArgs::Gather { out, .. }
+            | CallArgs::Scatter { out, .. } => Some(out),
+            CallArgs::AllReduce { .. }
+            | CallArgs::Broadcast { .. }
+            | CallArgs::Reduce { .. }
+            | CallArgs::Custom => None,
+        }
+    }
+}
+
+/// A kernel asked for an argument its collective does not have (a root
+/// of `all_reduce`, the output tiles of an in-place call): a bug of the
+/// kernel, which fails with this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{collective} has no {arg}: its kernel arguments carry only what the call has")]
+pub struct ArgError {
+    /// The call's collective.
+    pub collective: Collective,
+    /// What was asked for (`root`, `reduce op`, `output tiles`, `peer`).
+    pub arg: &'static str,
+}
+
+impl From<ArgError> for KernelError {
+    fn from(error: ArgError) -> Self {
+        KernelError::failed(error.to_string())
+    }
+}
+
+/// The standard kernel arguments (D3): the tensor, [`TileArgs`], the
+/// element type, where this SIP sits (seed ADR-0047 D5's trailing SIP
+/// values, as one [`SipArrangement`]) and what the call adds by
+/// collective ([`CallArgs`]: `op`, `root`, output tiles).
 #[derive(Debug, Clone, PartialEq)]
 pub struct KernelArgs {
     /// Virtual address of the tensor's first byte on this SIP.
@@ -61,26 +218,16 @@ pub struct KernelArgs {
     /// Device address of each cube's tile, by cube index (PE DMAs take
     /// device addresses): the input, and the output of in-place calls.
     pub tiles: Rc<[u64]>,
-    /// Device address of each cube's output tile for the out-of-place
-    /// calls (`all_gather`, `reduce_scatter`, `all_to_all`; for `send`,
-    /// run on the sender's SIP only, the receiver's tiles); empty
-    /// otherwise.
-    pub out_tiles: Rc<[u64]>,
     /// Elements per tile, cube mesh and SIP count.
     pub tile: TileArgs,
     /// The element type of every tile.
     pub dtype: DType,
-    /// How partial results combine (`Sum` for calls that do not reduce).
-    pub op: ReduceOp,
-    /// The root rank of `broadcast` / `reduce` (the peer of `send` /
-    /// `recv`); 0 otherwise.
-    pub root: u32,
+    /// What this call adds, by collective.
+    pub call: CallArgs,
     /// This SIP's rank.
     pub sip_rank: u32,
     /// How the SIPs are connected.
     pub sip_arrangement: SipArrangement,
-    /// ccl.yaml's `root_cube` of the entry, if set.
-    pub root_cube: Option<u32>,
     /// ccl.yaml's `params` of the entry, checked against
     /// [`CclAlgorithm::params`].
     pub params: Rc<Params>,
@@ -95,9 +242,58 @@ impl KernelArgs {
         tile_of(&self.tiles, cube, "input")
     }
 
-    /// The device address of `cube`'s output tile.
+    /// The device address of `cube`'s output tile (the out-of-place
+    /// calls and the puts).
     pub fn out_addr(&self, cube: u32) -> Result<u64, KernelError> {
-        tile_of(&self.out_tiles, cube, "output")
+        let out = match &self.call {
+            CallArgs::AllGather { out }
+            | CallArgs::ReduceScatter { out, .. }
+            | CallArgs::AllToAll { out }
+            | CallArgs::SendRecv { out, .. }
+            | CallArgs::Gather { out, .. }
+            | CallArgs::Scatter { out, .. } => out,
+            _ => return Err(self.call.missing("output tiles").into()),
+        };
+        tile_of(out, cube, "output")
+    }
+
+    /// Replaces the output tiles (a put's, once the other side has
+    /// posted them).
+    pub fn set_output(&mut self, tiles: Rc<[u64]>) -> Result<(), ArgError> {
+        let missing = self.call.missing("output tiles");
+        *self.call.out_mut().ok_or(missing)? = tiles;
+        Ok(())
+    }
+
+    /// How partial results combine (`all_reduce`, `reduce_scatter`,
+    /// `reduce`).
+    pub fn op(&self) -> Result<ReduceOp, ArgError> {
+        match self.call {
+            CallArgs::AllReduce { op }
+            | CallArgs::ReduceScatter { op, .. }
+            | CallArgs::Reduce { op, .. } => Ok(op),
+            _ => Err(self.call.missing("reduce op")),
+        }
+    }
+
+    /// The root of a rooted call (`broadcast`, `reduce`, `gather`,
+    /// `scatter`).
+    pub fn root(&self) -> Result<Root, ArgError> {
+        match self.call {
+            CallArgs::Broadcast { root }
+            | CallArgs::Reduce { root, .. }
+            | CallArgs::Gather { root, .. }
+            | CallArgs::Scatter { root, .. } => Ok(root),
+            _ => Err(self.call.missing("root")),
+        }
+    }
+
+    /// The receiving rank of `send`.
+    pub fn peer(&self) -> Result<u32, ArgError> {
+        match self.call {
+            CallArgs::SendRecv { peer, .. } => Ok(peer),
+            _ => Err(self.call.missing("peer")),
+        }
     }
 
     /// The shape of one tile: `[n_elem]`.
@@ -122,9 +318,10 @@ impl KernelArgs {
     }
 
     /// The endpoint of a rooted call: cube `root_cube` (0 if unset) of
-    /// rank `root`.
-    pub fn root_endpoint(&self) -> usize {
-        (self.root * self.cubes() + self.root_cube.unwrap_or(0)) as usize
+    /// the root rank.
+    pub fn root_endpoint(&self) -> Result<usize, ArgError> {
+        let root = self.root()?;
+        Ok((root.rank * self.cubes() + root.cube) as usize)
     }
 }
 
@@ -356,4 +553,109 @@ pub fn wired_endpoints(
 ) -> Result<Endpoints, TopologyError> {
     let endpoints = algorithm.endpoints(shape)?;
     Ok(endpoints.with_neighbors(|e, n, map| algorithm.neighbors(e, n, map)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(call: CallArgs) -> KernelArgs {
+        KernelArgs {
+            t_ptr: 0,
+            tiles: Rc::from([0x1000, 0x2000, 0x3000, 0x4000]),
+            tile: TileArgs {
+                n_elem: 8,
+                cube_w: 2,
+                cube_h: 2,
+                n_sips: 2,
+            },
+            dtype: DType::F16,
+            call,
+            sip_rank: 0,
+            sip_arrangement: SipArrangement::Ring { n: 2 },
+            params: Rc::new(Params::default()),
+            slot_bytes: 64 << 10,
+        }
+    }
+
+    #[test]
+    fn each_collective_keeps_only_its_own_arguments() {
+        let root = Root { rank: 1, cube: 3 };
+        let out: Rc<[u64]> = Rc::from([0x9000, 0xa000, 0xb000, 0xc000]);
+        for collective in Collective::ALL {
+            let call = CallArgs::new(collective, ReduceOp::Max, root, out.clone());
+            assert_eq!(call.collective(), collective);
+            let a = args(call);
+            let reduces = matches!(
+                collective,
+                Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce
+            );
+            assert_eq!(
+                a.op().ok(),
+                reduces.then_some(ReduceOp::Max),
+                "{collective}"
+            );
+            let rooted = matches!(
+                collective,
+                Collective::Broadcast
+                    | Collective::Reduce
+                    | Collective::Gather
+                    | Collective::Scatter
+            );
+            assert_eq!(a.root().ok(), rooted.then_some(root), "{collective}");
+            let peer = (collective == Collective::SendRecv).then_some(1);
+            assert_eq!(a.peer().ok(), peer, "{collective}");
+            let has_out = matches!(
+                collective,
+                Collective::AllGather
+                    | Collective::ReduceScatter
+                    | Collective::AllToAll
+                    | Collective::SendRecv
+                    | Collective::Gather
+                    | Collective::Scatter
+            );
+            assert_eq!(
+                a.out_addr(2).ok(),
+                has_out.then_some(0xb000),
+                "{collective}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_missing_argument_is_an_error_naming_the_collective() {
+        let a = args(CallArgs::AllReduce { op: ReduceOp::Sum });
+        assert_eq!(
+            a.root(),
+            Err(ArgError {
+                collective: Collective::AllReduce,
+                arg: "root"
+            })
+        );
+        assert_eq!(
+            a.root_endpoint().unwrap_err().to_string(),
+            "all_reduce has no root: its kernel arguments carry only what the call has"
+        );
+        let error = a.out_addr(0).unwrap_err().to_string();
+        assert!(error.contains("all_reduce has no output tiles"), "{error}");
+        let mut a = a;
+        assert!(a.set_output(Rc::from([1])).is_err());
+    }
+
+    #[test]
+    fn the_root_endpoint_is_the_root_cube_of_the_root_rank() {
+        // 4 cubes per SIP: cube 3 of rank 1 is endpoint 1 × 4 + 3.
+        let root = Root { rank: 1, cube: 3 };
+        let a = args(CallArgs::Broadcast { root });
+        assert_eq!(a.root_endpoint(), Ok(7));
+        let mut put = args(CallArgs::new(
+            Collective::Gather,
+            ReduceOp::Sum,
+            root,
+            Rc::from([]),
+        ));
+        assert!(put.out_addr(0).is_err(), "no output tiles yet");
+        put.set_output(Rc::from([0x5000])).unwrap();
+        assert_eq!(put.out_addr(0).unwrap(), 0x5000);
+    }
 }

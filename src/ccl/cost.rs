@@ -76,6 +76,9 @@ pub enum CostError {
     /// No route between two endpoints.
     #[error("cost model: {0}")]
     Route(#[from] RouteError),
+    /// An argument the collective does not have.
+    #[error("cost model: {0}")]
+    Args(#[from] super::ArgError),
 }
 
 /// The collective's endpoints on one machine: their neighbour tables and

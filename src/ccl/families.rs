@@ -19,7 +19,10 @@
 use crate::sim::SimDuration;
 use crate::tl::{Kernel, Tl};
 
-use super::algorithm::{CclAlgorithm, KernelArgs, Unsupported};
+use super::algorithm::{ArgError, CclAlgorithm, KernelArgs, Unsupported};
+
+/// `(from, to)` endpoint pairs.
+pub type Pairs = Vec<(usize, usize)>;
 use super::collective::{Collective, ParamSpec, Params};
 use super::cost::{self, CostError, Network};
 use super::endpoints::{Endpoints, WorldShape};
@@ -104,7 +107,7 @@ pub struct OneSidedPut {
     pub collective: Collective,
     /// The `(from, to)` endpoint pairs of every copy the call makes, for
     /// its cost model (`helpers::puts_model`), from any launch's `args`.
-    pub pairs: fn(&KernelArgs) -> Vec<(usize, usize)>,
+    pub pairs: fn(&KernelArgs) -> Result<Pairs, ArgError>,
 }
 
 impl CclAlgorithm for OneSidedPut {
@@ -128,7 +131,7 @@ impl CclAlgorithm for OneSidedPut {
     /// Every copy runs at once: the busiest shared link's bound
     /// ([`Network::hbm_copies`]); none without pairs.
     fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
-        puts_model(args, net, &(self.pairs)(args))
+        puts_model(args, net, &(self.pairs)(args)?)
     }
 }
 
@@ -195,7 +198,7 @@ mod tests {
         let put = OneSidedPut {
             name: "put",
             collective: Collective::Gather,
-            pairs: |_| Vec::new(),
+            pairs: |_| Ok(Vec::new()),
         };
         assert_eq!(put.collective(), Collective::Gather);
         assert_eq!(put.kernel().name(), "put");

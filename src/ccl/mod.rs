@@ -35,8 +35,8 @@ pub mod registry;
 pub mod topology;
 
 pub use algorithm::{
-    CclAlgorithm, ConfigureError, KernelArgs, TileArgs, Unsupported, finish, reduce_received,
-    wired_endpoints,
+    ArgError, CallArgs, CclAlgorithm, ConfigureError, KernelArgs, Root, TileArgs, Unsupported,
+    finish, reduce_received, wired_endpoints,
 };
 pub use collective::{
     Collective, ParamError, ParamKind, ParamSpec, Params, ReduceOp, Requirements,

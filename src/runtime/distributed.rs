@@ -362,6 +362,9 @@ pub enum DistError {
         /// The call.
         call: &'static str,
     },
+    /// A put whose plan's collective has no output tiles.
+    #[error(transparent)]
+    Args(#[from] crate::ccl::ArgError),
     /// An asynchronous collective's task did not finish.
     #[error("async collective: {0}")]
     Work(JoinError),
@@ -834,7 +837,7 @@ impl Distributed {
             transfer(src).landed(rendezvous)
         });
         let landed = futures::future::join_all(landed.collect::<Vec<_>>());
-        args.out_tiles = list.block(dst, world).addrs;
+        args.set_output(list.block(dst, world).addrs)?;
         let (own, landed) = futures::join!(put.launch(dst, args), landed);
         own?;
         landed.into_iter().collect()
@@ -874,7 +877,7 @@ impl Distributed {
         });
         let sent = futures::future::join_all(sent.collect::<Vec<_>>());
         args.tiles = list.block(src, world).addrs;
-        args.out_tiles = mine.addrs;
+        args.set_output(mine.addrs)?;
         let (own, sent) = futures::join!(put.launch(src, args), sent);
         own?;
         sent.into_iter().collect()
@@ -1096,8 +1099,11 @@ impl Put {
                 rendezvous.finish(Err(failure.clone()));
                 return Err(transfer.error(failure));
             }
-            (args.tiles, args.out_tiles) = (sent.addrs, posted.addrs);
-            let launched = put.launch(transfer.src, args).await;
+            args.tiles = sent.addrs;
+            let launched = match args.set_output(posted.addrs) {
+                Ok(()) => put.launch(transfer.src, args).await,
+                Err(error) => Err(error.into()),
+            };
             let failure = launched.as_ref().map_err(|e| Failure::Send(e.to_string()));
             rendezvous.finish(failure.map(drop));
             launched

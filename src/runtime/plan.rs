@@ -23,8 +23,8 @@ use crate::ccl::install::{check_slot_memory, install_endpoints};
 use crate::ccl::registry;
 use crate::ccl::topology::Wiring;
 use crate::ccl::{
-    Algorithm, BufferKind, CclAlgorithm, CclConfig, Collective, Endpoints, KernelArgs, Params,
-    ReduceOp, WorldShape, wired_endpoints,
+    Algorithm, BufferKind, CallArgs, CclAlgorithm, CclConfig, Collective, Endpoints, KernelArgs,
+    Params, ReduceOp, Root, WorldShape, wired_endpoints,
 };
 use crate::device::Device;
 use crate::tl::{Grid, IpcqNetwork, IpcqParams};
@@ -263,17 +263,19 @@ impl Plan {
             self.shape.cube_w,
             self.shape.cube_h,
         );
+        let root = Root {
+            rank: call.root,
+            cube: self.shape.root_cube.unwrap_or(0),
+        };
+        let collective = self.algorithm.collective();
         Ok(KernelArgs {
             t_ptr: call.input.data_ptr()?,
             tiles,
-            out_tiles,
             tile,
             dtype: call.input.dtype(),
-            op: call.op,
-            root: call.root,
+            call: CallArgs::new(collective, call.op, root, out_tiles),
             sip_rank: self.group_rank(call.rank)?,
             sip_arrangement: self.shape.sip_arrangement,
-            root_cube: self.shape.root_cube,
             params: self.params.clone(),
             slot_bytes: self.ipcq.slot_bytes,
         })

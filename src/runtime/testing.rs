@@ -21,7 +21,8 @@
 //!   kernel_args(world_size, n_elem, 1, 1)`, `sip_rank = r`, so
 //!   `args.endpoint(0) = r` and `args.endpoints() = world_size`
 //!   (`t_ptr` is the tile's device address: there is no VA space here),
-//!   `dtype` f16, `op` sum, no `params`, and `sip_arrangement` the square grid
+//!   `dtype` f16, `call` the algorithm's collective with `op` sum and root
+//!   rank 0 (no output tiles), no `params`, and `sip_arrangement` the square grid
 //!   of a 2-D table, else a ring;
 //! - one launch of `world_size` programs; afterwards each tile is read back
 //!   (untimed).
@@ -57,7 +58,9 @@ use crate::topology::{MemSpace, TopologySpec};
 use crate::ccl::install::{InstallError, install_endpoints};
 use crate::ccl::registry::{self, UnknownAlgorithm};
 use crate::ccl::topology::{Builtin, TopologyError};
-use crate::ccl::{BufferKind, CclAlgorithm, Endpoints, KernelArgs, Params, ReduceOp};
+use crate::ccl::{
+    BufferKind, CallArgs, CclAlgorithm, Endpoints, KernelArgs, Params, ReduceOp, Root,
+};
 use crate::mem::DType;
 use crate::topology::SipArrangement;
 
@@ -194,20 +197,19 @@ fn run<I: AsRef<[f16]>>(
     let sip_arrangement = sip_arrangement_of(builtin, world_size);
     let tile = algorithm.kernel_args(world_size, n_elem, 1, 1);
     let params = Rc::new(Params::default());
+    let root = Root::default();
+    let call = CallArgs::new(algorithm.collective(), ReduceOp::Sum, root, Rc::from([]));
     let per_rank: Rc<[KernelArgs]> = tiles
         .iter()
         .enumerate()
         .map(|(rank, &addr)| KernelArgs {
             t_ptr: addr,
             tiles: Rc::from([addr]),
-            out_tiles: Rc::from([]),
             tile,
             dtype: DType::F16,
-            op: ReduceOp::Sum,
-            root: 0,
+            call: call.clone(),
             sip_rank: rank as u32,
             sip_arrangement,
-            root_cube: None,
             params: params.clone(),
             slot_bytes: IpcqParams::default().slot_bytes,
         })

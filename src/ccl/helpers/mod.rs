@@ -35,7 +35,7 @@ use crate::tl::{Dir, KernelError, TensorHandle, Tl};
 
 use crate::topology::{GridPos, SipArrangement};
 
-use super::algorithm::{KernelArgs, Unsupported, finish, reduce_received};
+use super::algorithm::{ArgError, KernelArgs, Unsupported, finish, reduce_received};
 use super::collective::{ParamKind, ParamSpec, Params, ReduceOp};
 use super::cost::{CostError, Network};
 use super::topology::NeighborMap;

@@ -42,18 +42,16 @@ pub async fn put_tile(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
 }
 
 /// The endpoint pairs of a rooted put (`gather`, `scatter`): every cube
-/// of every rank but `args.root`, each with the same cube of the root, as
+/// of every rank but the root, each with the same cube of the root, as
 /// `(rank's endpoint, root's endpoint)`. The root's own block is a copy
 /// inside its cubes, on no link.
-pub fn root_pairs(args: &KernelArgs) -> Vec<(usize, usize)> {
-    let cubes = args.cubes();
-    let ranks = (0..args.tile.n_sips).filter(|&rank| rank != args.root);
-    ranks
-        .flat_map(|rank| {
-            (0..cubes).map(move |cube| (rank * cubes + cube, args.root * cubes + cube))
-        })
+pub fn root_pairs(args: &KernelArgs) -> Result<Vec<(usize, usize)>, ArgError> {
+    let (cubes, root) = (args.cubes(), args.root()?.rank);
+    let ranks = (0..args.tile.n_sips).filter(|&rank| rank != root);
+    Ok(ranks
+        .flat_map(|rank| (0..cubes).map(move |cube| (rank * cubes + cube, root * cubes + cube)))
         .map(|(from, to)| (from as usize, to as usize))
-        .collect()
+        .collect())
 }
 
 /// The α-β bound of putting `args`' tile along every pair of endpoints

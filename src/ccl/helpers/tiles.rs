@@ -147,7 +147,7 @@ pub async fn finish_in_place(
     args: &KernelArgs,
     part: &TensorHandle,
 ) -> Result<(), KernelError> {
-    let result = finish(tl, args.op, part.clone(), args.endpoints()).await?;
+    let result = finish(tl, args.op()?, part.clone(), args.endpoints()).await?;
     if &result != part {
         tl.store(part, &result).await?;
         tl.free(&result)?;

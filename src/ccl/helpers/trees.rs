@@ -142,7 +142,7 @@ enum AtRoot {
 }
 
 /// The upward half: combines the children into each chunk of the tile with
-/// `args.op`, passes it to the parent, or at the root finishes it
+/// `args.op()`, passes it to the parent, or at the root finishes it
 /// ([`finish`]: the mean of `Avg`) and does with the result what `at_root`
 /// says.
 async fn reduce_up(
@@ -153,18 +153,19 @@ async fn reduce_up(
     chunks: &[TileView],
     at_root: AtRoot,
 ) -> Result<(), KernelError> {
+    let op = args.op()?;
     for (index, chunk) in chunks.iter().enumerate() {
         let _phase = tl.phase("reduce");
         let part = tile.chunk(tl, chunk, args.dtype).await?;
         for &child in &links.children {
             let received = tl.recv(child, part.shape(), part.dtype()).await?;
-            reduce_received(tl, args.op, &part, &received).await?;
+            reduce_received(tl, op, &part, &received).await?;
             tl.release(&received)?;
         }
         match links.parent {
             Some(parent) => tl.send(parent, &part).await?,
             None => {
-                let result = finish(tl, args.op, part.clone(), args.endpoints()).await?;
+                let result = finish(tl, op, part.clone(), args.endpoints()).await?;
                 let dst = tile.addr() + chunk.offset;
                 match at_root {
                     AtRoot::Broadcast => pass_down(tl, links, index, &result, dst).await?,

@@ -125,7 +125,7 @@ where
     let acc = tl.load(tile, &[n], dtype).await?;
     let ring = cube_ring_of(tl, args);
     let parts = split_tile(0, ring.len as u64, n as u64, dtype);
-    ring.reduce_scatter(tl, args.op, &acc, &parts).await?;
+    ring.reduce_scatter(tl, args.op()?, &acc, &parts).await?;
     reduce(slice(tl, &acc, ring.owned(&parts))?).await?;
     ring.all_gather(tl, &acc, &parts).await?;
     tl.store(tile, &acc).await
@@ -252,7 +252,7 @@ impl<'a> GpuRun<'a> {
         // The parse checked that a sending (receiving) step's tb has a peer.
         let send_dir = || send.ok_or_else(|| KernelError::failed("msccl: no send peer"));
         let recv_dir = || recv.ok_or_else(|| KernelError::failed("msccl: no recv peer"));
-        let op = self.args.op;
+        let op = || self.args.op();
         match (kind, src, dst) {
             (StepKind::Nop, ..) => Ok(()),
             (StepKind::Send, Some(src), _) => tl.send(send_dir()?, &src).await,
@@ -263,7 +263,7 @@ impl<'a> GpuRun<'a> {
             }
             (StepKind::RecvReduceSend, Some(src), _) => {
                 let received = self.receive(recv_dir()?, &src).await?;
-                let sum = combined(tl, op, &src, received.handle()).await?;
+                let sum = combined(tl, op()?, &src, received.handle()).await?;
                 received.done(tl)?;
                 tl.send(send_dir()?, &sum).await?;
                 tl.free(&sum)
@@ -278,7 +278,7 @@ impl<'a> GpuRun<'a> {
             (StepKind::Copy, Some(src), Some(dst)) if src.addr() == dst.addr() => Ok(()),
             (StepKind::Copy, Some(src), Some(dst)) => tl.store(&dst, &src).await,
             (StepKind::Reduce, Some(src), Some(dst)) => {
-                tl.apply_assign(op.binary(), &dst, &src).await
+                tl.apply_assign(op()?.binary(), &dst, &src).await
             }
             _ => unreachable!("every step kind has the buffers it reads and writes"),
         }
@@ -295,7 +295,7 @@ impl<'a> GpuRun<'a> {
         if src.addr() != dst.addr() {
             self.tl.store(dst, src).await?;
         }
-        reduce_received(self.tl, self.args.op, dst, received.handle()).await?;
+        reduce_received(self.tl, self.args.op()?, dst, received.handle()).await?;
         received.done(self.tl)
     }
 
