@@ -66,7 +66,7 @@ async fn chain_broadcast(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let n = args.endpoints();
     let pos = (args.endpoint(cube) + n - args.root_endpoint()?) % n;
     let (chunks, _) = tile_chunks(&args, CHUNKS);
-    for view in split_tile(0, chunks, args.tile.n_elem as u64, args.dtype) {
+    for view in split_tile(chunks, args.tile.n_elem as u64, args.dtype) {
         let (shape, at) = ([view.n_elem as usize], addr + view.offset);
         let chunk = match pos {
             0 => tl.view(at, &shape, args.dtype)?,

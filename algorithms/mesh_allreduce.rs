@@ -186,10 +186,10 @@ async fn mesh_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
         recv: Dir::N,
         max_message,
     };
-    let row_parts = split_tile(0, w as u64, n as u64, args.dtype);
+    let row_parts = split_tile(w as u64, n as u64, args.dtype);
     row.reduce_scatter(&tl, op, &acc, &row_parts).await?;
     let mine = row_parts[(row.pos + 1) % w];
-    let column_parts = split_tile(mine.offset, h as u64, mine.n_elem, args.dtype);
+    let column_parts = mine.split(h as u64, args.dtype);
     column.reduce_scatter(&tl, op, &acc, &column_parts).await?;
     let owned = column.owned(&column_parts);
     if owned.n_elem > 0 {

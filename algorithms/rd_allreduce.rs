@@ -29,7 +29,7 @@ use kernbench::ccl::helpers::{
 };
 use kernbench::ccl::topology::NeighborMap;
 use kernbench::ccl::{
-    CclAlgorithm, Collective, KernelArgs, Params, Unsupported, WorldShape, reduce_received,
+    CclAlgorithm, Collective, DevAddr, KernelArgs, Params, Unsupported, WorldShape, reduce_received,
 };
 use kernbench::sim::SimDuration;
 use kernbench::tl::{Kernel, KernelError, TensorHandle, Tl};
@@ -94,7 +94,7 @@ async fn all_reduce_chunk(
     args: &KernelArgs,
     doubling: &Doubling,
     part: &TensorHandle,
-    dst: u64,
+    dst: DevAddr,
 ) -> Result<(), KernelError> {
     match doubling.fold() {
         Fold::Extra(dir) => {

@@ -33,7 +33,7 @@ use kernbench::ccl::helpers::{
 use kernbench::ccl::topology::Dir;
 use kernbench::ccl::topology::NeighborMap;
 use kernbench::ccl::{
-    CclAlgorithm, Collective, KernelArgs, Params, ReduceOp, Unsupported, WorldShape,
+    CclAlgorithm, Collective, DevAddr, KernelArgs, Params, ReduceOp, Unsupported, WorldShape,
     reduce_received,
 };
 use kernbench::sim::SimDuration;
@@ -102,7 +102,7 @@ async fn rhd_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let tile = args.tile_addr(cube)?;
     let max_message = message_bytes(&args, MESSAGE);
     let segment = (SEGMENT / dtype.size()).max(1);
-    for part in split_tile(0, n.div_ceil(segment), n, dtype) {
+    for part in split_tile(n.div_ceil(segment), n, dtype) {
         let addr = tile + part.offset;
         let acc = tl.load(addr, &[part.n_elem as usize], dtype).await?;
         let segment = Segment {
@@ -120,7 +120,7 @@ async fn rhd_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
 /// device address `addr`; messages of at most `max_message` bytes.
 struct Segment<'a> {
     acc: &'a TensorHandle,
-    addr: u64,
+    addr: DevAddr,
     max_message: u64,
 }
 
@@ -128,11 +128,7 @@ impl Segment<'_> {
     /// The whole segment as a chunk of itself.
     fn whole(&self) -> TileView {
         let n_elem = self.acc.shape().iter().product::<usize>() as u64;
-        TileView {
-            offset: 0,
-            n_elem,
-            nbytes: n_elem * self.acc.dtype().size(),
-        }
+        TileView::whole(n_elem, self.acc.dtype())
     }
 
     /// [`exchange`] with the partner in `dir`.
@@ -171,7 +167,7 @@ impl Segment<'_> {
             Fold::Host(dir) => self.exchange(tl, dir, (none, whole), reduce).await?,
             Fold::None => {}
         }
-        let parts = split_tile(0, doubling.core as u64, whole.n_elem, args.dtype);
+        let parts = whole.split(doubling.core as u64, args.dtype);
         let owned = self.reduce_scatter(tl, op, doubling, &parts).await?;
         let mine = span(&parts, owned.clone());
         if mine.n_elem > 0 {

@@ -59,7 +59,7 @@ async fn ring_allgather(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let (input, output) = (args.tile_addr(cube)?, args.out_addr(cube)?);
     let (n, e) = (args.endpoints(), args.endpoint(cube));
     let (shape, dtype) = (args.shape(), args.dtype);
-    let block = |b: usize| output + (b * args.tile.n_elem) as u64 * dtype.size();
+    let block = |b: usize| output + args.block(b);
     let own = tl.view(input, &shape, dtype)?;
     tl.store(block(e), &own).await?;
     for step in 1..n {

@@ -55,11 +55,10 @@ async fn ring_alltoall(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let cube = tl.program_id(1);
     let (input, output) = (args.tile_addr(cube)?, args.out_addr(cube)?);
     let (n, e) = (args.endpoints(), args.endpoint(cube));
-    let bytes = args.tile.n_elem as u64 * args.dtype.size();
     let (shape, dtype) = (args.shape(), args.dtype);
     for step in 0..n {
         let own = tl
-            .load(input + ((e + step) % n) as u64 * bytes, &shape, dtype)
+            .load(input + args.block((e + step) % n), &shape, dtype)
             .await?;
         let mut current = own;
         for _ in 0..step {
@@ -71,7 +70,7 @@ async fn ring_alltoall(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
             tl.free(&current)?;
             current = received;
         }
-        tl.store(output + ((e + n - step) % n) as u64 * bytes, &current)
+        tl.store(output + args.block((e + n - step) % n), &current)
             .await?;
         tl.free(&current)?;
     }

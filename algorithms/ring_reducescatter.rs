@@ -53,7 +53,7 @@ async fn ring_reducescatter(tl: Tl, args: KernelArgs) -> Result<(), KernelError>
     let cube = tl.program_id(1);
     let (input, output) = (args.tile_addr(cube)?, args.out_addr(cube)?);
     let (n, e) = (args.endpoints(), args.endpoint(cube));
-    let block = |b: usize| input + (b * args.tile.n_elem) as u64 * args.dtype.size();
+    let block = |b: usize| input + args.block(b);
     let (shape, dtype, op) = (args.shape(), args.dtype, args.op()?);
     let mut acc = tl.load(block((e + n - 1) % n), &shape, dtype).await?;
     for step in 1..n {

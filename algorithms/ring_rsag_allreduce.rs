@@ -74,7 +74,7 @@ async fn ring_rsag_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError
         recv: Dir::W,
         max_message: message_bytes(&args, MESSAGE),
     };
-    let parts = split_tile(0, len as u64, n as u64, args.dtype);
+    let parts = split_tile(len as u64, n as u64, args.dtype);
     ring.reduce_scatter(&tl, args.op()?, &acc, &parts).await?;
     let mine = ring.owned(&parts);
     if mine.n_elem > 0 {

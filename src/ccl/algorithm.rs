@@ -31,6 +31,7 @@ use crate::sim::SimDuration;
 use crate::tl::{Grid, Kernel, KernelError, TensorHandle, Tl};
 use crate::topology::SipArrangement;
 
+use super::address::{DevAddr, TileOffset};
 use super::collective::{Collective, ParamSpec, Params, ReduceOp, Requirements};
 use super::cost::{CostError, Network};
 use super::endpoints::{Endpoints, WorldShape};
@@ -238,13 +239,13 @@ pub struct KernelArgs {
 
 impl KernelArgs {
     /// The device address of `cube`'s tile.
-    pub fn tile_addr(&self, cube: u32) -> Result<u64, KernelError> {
+    pub fn tile_addr(&self, cube: u32) -> Result<DevAddr, KernelError> {
         tile_of(&self.tiles, cube, "input")
     }
 
     /// The device address of `cube`'s output tile (the out-of-place
     /// calls and the puts).
-    pub fn out_addr(&self, cube: u32) -> Result<u64, KernelError> {
+    pub fn out_addr(&self, cube: u32) -> Result<DevAddr, KernelError> {
         let out = match &self.call {
             CallArgs::AllGather { out }
             | CallArgs::ReduceScatter { out, .. }
@@ -323,15 +324,25 @@ impl KernelArgs {
         let root = self.root()?;
         Ok((root.rank * self.cubes() + root.cube) as usize)
     }
+
+    /// Where block `b` starts in a tile of blocks of `tile.n_elem`
+    /// elements (the collectives whose tiles hold one block per endpoint).
+    pub fn block(&self, b: usize) -> TileOffset {
+        TileOffset((b * self.tile.n_elem) as u64 * self.dtype.size())
+    }
 }
 
-fn tile_of(tiles: &[u64], cube: u32, what: &str) -> Result<u64, KernelError> {
-    tiles.get(cube as usize).copied().ok_or_else(|| {
-        let n = tiles.len();
-        KernelError::failed(format!(
-            "the {what} tensor has {n} cube tiles, none for cube {cube}"
-        ))
-    })
+fn tile_of(tiles: &[u64], cube: u32, what: &str) -> Result<DevAddr, KernelError> {
+    tiles
+        .get(cube as usize)
+        .copied()
+        .map(DevAddr)
+        .ok_or_else(|| {
+            let n = tiles.len();
+            KernelError::failed(format!(
+                "the {what} tensor has {n} cube tiles, none for cube {cube}"
+            ))
+        })
 }
 
 /// Why an algorithm cannot serve a world or a `params` value: what it
@@ -616,7 +627,7 @@ mod tests {
             );
             assert_eq!(
                 a.out_addr(2).ok(),
-                has_out.then_some(0xb000),
+                has_out.then_some(DevAddr(0xb000)),
                 "{collective}"
             );
         }
@@ -656,6 +667,6 @@ mod tests {
         ));
         assert!(put.out_addr(0).is_err(), "no output tiles yet");
         put.set_output(Rc::from([0x5000])).unwrap();
-        assert_eq!(put.out_addr(0).unwrap(), 0x5000);
+        assert_eq!(put.out_addr(0).unwrap(), DevAddr(0x5000));
     }
 }

@@ -22,6 +22,7 @@
 //! world size) and `tl` (kernels) but knows nothing of the runtime or torch
 //! above it.
 
+mod address;
 mod algorithm;
 mod collective;
 mod config;
@@ -34,6 +35,7 @@ pub mod msccl;
 pub mod registry;
 pub mod topology;
 
+pub use address::{DevAddr, TileOffset};
 pub use algorithm::{
     ArgError, CallArgs, CclAlgorithm, ConfigureError, KernelArgs, Root, TileArgs, Unsupported,
     finish, reduce_received, wired_endpoints,

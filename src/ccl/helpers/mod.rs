@@ -2,7 +2,7 @@
 //! (author guide §5):
 //!
 //! - **tile views**: [`split_tile`] splits a tile into [`TileView`]s
-//!   (offsets, not addresses): pipelining chunks, reduce-scatter /
+//!   (a [`TileOffset`], never a [`DevAddr`]): pipelining chunks, reduce-scatter /
 //!   all-gather parts, put pieces; [`chunk_count`] turns a ccl.yaml
 //!   `chunk` size into a number of chunks;
 //! - **reduce-then-broadcast trees**: an endpoint's [`TreeLinks`] (the
@@ -35,6 +35,7 @@ use crate::tl::{Dir, KernelError, TensorHandle, Tl};
 
 use crate::topology::{GridPos, SipArrangement};
 
+use super::address::{DevAddr, TileOffset};
 use super::algorithm::{ArgError, KernelArgs, Unsupported, finish, reduce_received};
 use super::collective::{ParamKind, ParamSpec, Params, ReduceOp};
 use super::cost::{CostError, Network};

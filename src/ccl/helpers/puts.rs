@@ -30,7 +30,7 @@ pub async fn put_tile(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
     let (n, dtype) = (args.tile.n_elem as u64, args.dtype);
     let piece = args.params.size("piece").unwrap_or(PUT_PIECE);
     let pieces = chunk_count(n, dtype, Some(piece));
-    let copies = split_tile(0, pieces, n, dtype).into_iter().map(|view| {
+    let copies = split_tile(pieces, n, dtype).into_iter().map(|view| {
         let tl = tl.clone();
         async move {
             let piece = tl.view(from + view.offset, &[view.n_elem as usize], dtype)?;

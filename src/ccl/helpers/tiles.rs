@@ -1,5 +1,6 @@
-//! Tile views and the tile an endpoint owns: [`TileView`]s (offsets, not
-//! addresses) made by [`split_tile`], [`chunk_count`], [`span`],
+//! Tile views and the tile an endpoint owns: [`TileView`]s (a
+//! [`TileOffset`], never a [`DevAddr`]) made by [`split_tile`] and
+//! [`TileView::split`], [`chunk_count`], [`span`],
 //! [`messages`] and [`slice`]; this program's [`Tile`], loaded whole or
 //! streamed ([`own_tile`]); [`finish_in_place`].
 
@@ -11,36 +12,54 @@ use super::*;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TileView {
     /// Byte offset of the first element from the tile's start.
-    pub offset: u64,
+    pub offset: TileOffset,
     /// Elements in the view.
     pub n_elem: u64,
     /// Bytes in the view.
     pub nbytes: u64,
 }
 
-/// Splits `n_elem` elements of `dtype` starting `start` bytes into a tile
-/// into `parts` consecutive views (pipelining chunks, reduce-scatter
-/// parts, put pieces). When `n_elem` does not divide evenly, the first
-/// `n_elem % parts` views hold one element more (numpy's `array_split`),
-/// so the views always cover the range exactly. None when `parts` is zero.
-pub fn split_tile(start: u64, parts: u64, n_elem: u64, dtype: DType) -> Vec<TileView> {
-    if parts == 0 {
-        return Vec::new();
+/// Splits a tile of `n_elem` elements of `dtype` into `parts`
+/// consecutive views (pipelining chunks, reduce-scatter parts, put
+/// pieces): [`TileView::split`] of the whole tile.
+pub fn split_tile(parts: u64, n_elem: u64, dtype: DType) -> Vec<TileView> {
+    TileView::whole(n_elem, dtype).split(parts, dtype)
+}
+
+impl TileView {
+    /// The whole tile of `n_elem` elements of `dtype`.
+    pub fn whole(n_elem: u64, dtype: DType) -> TileView {
+        TileView {
+            offset: TileOffset::ZERO,
+            n_elem,
+            nbytes: n_elem * dtype.size(),
+        }
     }
-    let (base, extra) = (n_elem / parts, n_elem % parts);
-    let mut offset = start;
-    (0..parts)
-        .map(|i| {
-            let n_elem = base + u64::from(i < extra);
-            let view = TileView {
-                offset,
-                n_elem,
-                nbytes: n_elem * dtype.size(),
-            };
-            offset += view.nbytes;
-            view
-        })
-        .collect()
+
+    /// This view cut into `parts` consecutive views of elements of
+    /// `dtype`. When its elements do not divide evenly, the first
+    /// `n_elem % parts` views hold one element more (numpy's
+    /// `array_split`), so the views always cover it exactly. None when
+    /// `parts` is zero.
+    pub fn split(&self, parts: u64, dtype: DType) -> Vec<TileView> {
+        if parts == 0 {
+            return Vec::new();
+        }
+        let (base, extra) = (self.n_elem / parts, self.n_elem % parts);
+        let mut offset = self.offset;
+        (0..parts)
+            .map(|i| {
+                let n_elem = base + u64::from(i < extra);
+                let view = TileView {
+                    offset,
+                    n_elem,
+                    nbytes: n_elem * dtype.size(),
+                };
+                offset = offset + TileOffset(view.nbytes);
+                view
+            })
+            .collect()
+    }
 }
 
 /// How many chunks a tile of `n_elem` elements of `dtype` is cut into so
@@ -62,16 +81,16 @@ pub enum Tile {
         /// The tile in TCM.
         acc: TensorHandle,
         /// The tile's device address.
-        addr: u64,
+        addr: DevAddr,
     },
     /// The tile at this device address, each chunk loaded into TCM when
     /// its turn comes (a tile larger than TCM streams through it).
-    Streamed(u64),
+    Streamed(DevAddr),
 }
 
 impl Tile {
     /// The tile's device address (where results are stored).
-    pub fn addr(&self) -> u64 {
+    pub fn addr(&self) -> DevAddr {
         match *self {
             Tile::Loaded { addr, .. } | Tile::Streamed(addr) => addr,
         }
@@ -88,7 +107,7 @@ impl Tile {
             Tile::Loaded { acc, .. } => slice(tl, acc, chunk),
             Tile::Streamed(addr) => {
                 let shape = [chunk.n_elem as usize];
-                tl.load(addr + chunk.offset, &shape, dtype).await
+                tl.load(*addr + chunk.offset, &shape, dtype).await
             }
         }
     }
@@ -105,7 +124,7 @@ impl Tile {
 /// The part of `acc` that `view` (offsets into the tile) covers.
 pub fn slice(tl: &Tl, acc: &TensorHandle, view: &TileView) -> Result<TensorHandle, KernelError> {
     tl.view(
-        acc.addr() + view.offset,
+        DevAddr::of(acc) + view.offset,
         &[view.n_elem as usize],
         acc.dtype(),
     )
@@ -119,7 +138,7 @@ pub fn messages(part: TileView, max_message: u64, dtype: DType) -> Vec<TileView>
         return Vec::new();
     }
     let count = chunk_count(part.n_elem, dtype, Some(max_message));
-    split_tile(part.offset, count, part.n_elem, dtype)
+    part.split(count, dtype)
 }
 
 /// This program's tile (loaded whole when it fits in half the TCM,
@@ -137,7 +156,7 @@ pub async fn own_tile(
     } else {
         Tile::Streamed(addr)
     };
-    Ok((tile, split_tile(0, chunks, n as u64, args.dtype)))
+    Ok((tile, split_tile(chunks, n as u64, args.dtype)))
 }
 
 /// Finishes the reduction of `part` in place ([`finish`]: `Avg` divides
@@ -161,7 +180,7 @@ pub fn span(parts: &[TileView], range: std::ops::Range<usize>) -> TileView {
     let part = &parts[range];
     let n_elem = part.iter().map(|c| c.n_elem).sum();
     TileView {
-        offset: part.first().map_or(0, |c| c.offset),
+        offset: part.first().map_or(TileOffset::ZERO, |c| c.offset),
         n_elem,
         nbytes: part.iter().map(|c| c.nbytes).sum(),
     }
@@ -173,21 +192,27 @@ mod tests {
 
     #[test]
     fn chunks_cover_the_tile_consecutively() {
-        let chunks = split_tile(0x1000, 4, 64, DType::F16);
+        let part = TileView {
+            offset: TileOffset(0x1000),
+            n_elem: 64,
+            nbytes: 128,
+        };
+        let chunks = part.split(4, DType::F16);
         assert_eq!(chunks.len(), 4);
         assert_eq!(
             chunks[1],
             TileView {
-                offset: 0x1020,
+                offset: TileOffset(0x1020),
                 n_elem: 16,
                 nbytes: 32
             }
         );
-        let uneven = split_tile(0, 3, 10, DType::F32);
+        let uneven = split_tile(3, 10, DType::F32);
         let sizes: Vec<u64> = uneven.iter().map(|c| c.n_elem).collect();
         assert_eq!(sizes, [4, 3, 3]);
-        assert_eq!(uneven[2].offset, 28);
-        assert!(split_tile(0, 0, 10, DType::F32).is_empty());
+        assert_eq!(uneven[2].offset, TileOffset(28));
+        assert_eq!(span(&uneven, 1..3).offset, TileOffset(16));
+        assert!(split_tile(0, 10, DType::F32).is_empty());
     }
 
     #[test]

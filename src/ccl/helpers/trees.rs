@@ -186,7 +186,7 @@ async fn reduce_up(
 async fn broadcast_down(
     tl: &Tl,
     links: &TreeLinks,
-    tile: u64,
+    tile: DevAddr,
     dtype: DType,
     chunks: &[TileView],
 ) -> Result<(), KernelError> {
@@ -212,7 +212,7 @@ async fn pass_down(
     links: &TreeLinks,
     index: usize,
     result: &TensorHandle,
-    dst: u64,
+    dst: DevAddr,
 ) -> Result<(), KernelError> {
     let mut children = links.children.clone();
     if index % 2 == 1 {

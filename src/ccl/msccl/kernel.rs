@@ -124,7 +124,7 @@ where
     let tile = args.tile_addr(tl.program_id(1))?;
     let acc = tl.load(tile, &[n], dtype).await?;
     let ring = cube_ring_of(tl, args);
-    let parts = split_tile(0, ring.len as u64, n as u64, dtype);
+    let parts = split_tile(ring.len as u64, n as u64, dtype);
     ring.reduce_scatter(tl, args.op()?, &acc, &parts).await?;
     reduce(slice(tl, &acc, ring.owned(&parts))?).await?;
     ring.all_gather(tl, &acc, &parts).await?;
@@ -155,7 +155,7 @@ impl<'a> GpuRun<'a> {
         share: Option<&TensorHandle>,
     ) -> Result<Self, KernelError> {
         let ring = cube_ring_of(tl, args);
-        let parts = split_tile(0, ring.len as u64, args.tile.n_elem as u64, args.dtype);
+        let parts = split_tile(ring.len as u64, args.tile.n_elem as u64, args.dtype);
         let share_len = ring.owned(&parts).n_elem as usize;
         let chunk = share_len.div_ceil(program.nchunks);
         let gpu = program.gpu(args.sip_rank as usize);
