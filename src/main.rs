@@ -407,6 +407,8 @@ enum CliError {
     Reference(#[from] reference::ReferenceError),
     #[error(transparent)]
     Web(#[from] web::WebError),
+    #[error(transparent)]
+    ChakraGen(#[from] kernbench::chakra::generate::GenError),
 }
 
 impl CliError {
@@ -421,7 +423,8 @@ impl CliError {
             | CliError::DotWithoutView
             | CliError::MachineTooBig { .. }
             | CliError::Report(_)
-            | CliError::Reference(_) => ExitCode::from(2),
+            | CliError::Reference(_)
+            | CliError::ChakraGen(_) => ExitCode::from(2),
             CliError::Workload(error) if error.is_usage() => ExitCode::from(2),
             CliError::Output(_)
             | CliError::OutputPath { .. }
@@ -693,17 +696,16 @@ fn run(cli: &Cli, matches: &ArgMatches) -> Result<(), CliError> {
 /// `chakra-gen`: writes the traces and says what it wrote.
 fn chakra_gen(args: &ChakraGenArgs) -> Result<(), CliError> {
     use kernbench::chakra::{self, generate};
-    let usage = |e: String| CliError::Workload(WorkloadError::BadOption(e));
     let (traces, groups) = match (&args.collective, &args.model) {
         (Some(name), _) => {
-            let comm = generate::comm_type(name).map_err(usage)?;
+            let comm = generate::comm_type(name)?;
             (
                 generate::collective(comm, args.size.0, args.ranks),
                 BTreeMap::new(),
             )
         }
         (None, Some(name)) => {
-            let model = generate::step::model(name).map_err(usage)?;
+            let model = generate::step::model(name)?;
             let step = generate::step::Step {
                 model,
                 tp: args.tp,
@@ -713,9 +715,12 @@ fn chakra_gen(args: &ChakraGenArgs) -> Result<(), CliError> {
                 micro_batches: args.micro_batches,
                 seq: args.seq,
             };
-            step.generate().map_err(usage)?
+            step.generate()?
         }
-        (None, None) => return Err(usage("chakra-gen needs --collective or --model".to_owned())),
+        (None, None) => {
+            let usage = "chakra-gen needs --collective or --model".to_owned();
+            return Err(CliError::Workload(WorkloadError::BadOption(usage)));
+        }
     };
     let written = chakra::write(&args.out, &traces, &groups)?;
     let nodes: usize = traces.iter().map(|t| t.nodes.len()).sum();

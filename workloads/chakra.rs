@@ -57,7 +57,7 @@ async fn run(torch: kernbench::runtime::Torch, options: Options) -> Result<Outco
         .unwrap_or_default();
     let groups = options.get::<PathBuf>("et-comm-groups")?;
     let sips = torch.device().fabric().machine().sip_count() as usize;
-    let n = chakra::rank_count(&prefix).map_err(WorkloadError::BadOption)?;
+    let n = chakra::rank_count(&prefix)?;
     if n > sips {
         return Err(WorkloadError::BadOption(format!(
             "{}: {n} ranks (rank = SIP), but the machine has {sips} SIPs: set \
@@ -65,7 +65,7 @@ async fn run(torch: kernbench::runtime::Torch, options: Options) -> Result<Outco
             prefix.display()
         )));
     }
-    let set = chakra::load(&prefix, groups.as_deref()).map_err(WorkloadError::BadOption)?;
+    let set = chakra::load(&prefix, groups.as_deref())?;
     warn(&set);
     let set = Rc::new(set);
     let result = et::run(torch, set.clone(), mode).await?;

@@ -62,7 +62,7 @@ pub fn step(options: &Options) -> Result<Step, WorkloadError> {
     let name = options
         .get::<String>("model")?
         .unwrap_or_else(|| "gpt3-13b".to_owned());
-    let model = step::model(&name).map_err(WorkloadError::BadOption)?;
+    let model = step::model(&name)?;
     Ok(Step {
         model,
         tp: options.get("tp")?.unwrap_or(1),
@@ -76,7 +76,7 @@ pub fn step(options: &Options) -> Result<Step, WorkloadError> {
 
 async fn run(torch: Torch, options: Options) -> Result<Outcome, WorkloadError> {
     let step = step(&options)?;
-    let (traces, groups) = step.generate().map_err(WorkloadError::BadOption)?;
+    let (traces, groups) = step.generate()?;
     let n = traces.len();
     let machine = torch.device().fabric().machine().clone();
     let sips = machine.sip_count() as usize;
@@ -88,7 +88,7 @@ async fn run(torch: Torch, options: Options) -> Result<Outcome, WorkloadError> {
         )));
     }
     let files = (0..n).map(|r| format!("{}.{r}", step.model.name)).collect();
-    let set = chakra::assemble(files, &traces, &groups).map_err(WorkloadError::BadOption)?;
+    let set = chakra::assemble(files, &traces, &groups)?;
     let set = Rc::new(set);
     let result = et::run(torch, set.clone(), ComputeMode::Roofline).await?;
     let figures_of_run = et::figures(&set, &result);

@@ -178,6 +178,25 @@ pub enum Unsupported {
     },
 }
 
+/// Why an algorithm whose schedule comes from its `params` cannot serve
+/// its entry ([`CclAlgorithm::configure`]); the process group reports it
+/// naming the entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigureError {
+    /// A `params` key it needs is not set.
+    #[error("params.{name}: {what}")]
+    MissingParam {
+        /// The key.
+        name: &'static str,
+        /// What it names and how to set it.
+        what: &'static str,
+    },
+    /// Its schedule file (MSCCL XML) cannot run here: `file:line:
+    /// message`.
+    #[error(transparent)]
+    Schedule(#[from] super::msccl::XmlError),
+}
+
 /// A collective algorithm: one file in `algorithms/` (see the module docs
 /// and `docs/algorithm-author-guide.md`).
 pub trait CclAlgorithm {
@@ -222,7 +241,7 @@ pub trait CclAlgorithm {
         _collective: Collective,
         _shape: &WorldShape,
         _params: &Params,
-    ) -> Result<Option<Box<dyn CclAlgorithm>>, String> {
+    ) -> Result<Option<Box<dyn CclAlgorithm>>, ConfigureError> {
         Ok(None)
     }
 

@@ -35,7 +35,8 @@ pub mod registry;
 pub mod topology;
 
 pub use algorithm::{
-    CclAlgorithm, KernelArgs, TileArgs, Unsupported, finish, reduce_received, wired_endpoints,
+    CclAlgorithm, ConfigureError, KernelArgs, TileArgs, Unsupported, finish, reduce_received,
+    wired_endpoints,
 };
 pub use collective::{
     Collective, ParamError, ParamKind, ParamSpec, Params, ReduceOp, Requirements,

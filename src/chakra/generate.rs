@@ -12,6 +12,64 @@ pub mod step;
 use super::io::RawTrace;
 use super::schema::{Attribute, CommType, GlobalMetadata, Node, NodeType};
 
+/// Why `chakra-gen` cannot write what it was asked for; one line naming
+/// the flag.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GenError {
+    /// `--collective` names no Chakra collective.
+    #[error("--collective {name}: expected one of {}", names(&COLLECTIVES.map(super::world::comm_name)))]
+    UnknownCollective {
+        /// The name given.
+        name: String,
+    },
+    /// `--model` names no model of [`step::MODELS`].
+    #[error("--model {name}: expected one of {}", names(&step::MODELS.iter().map(|m| m.name).collect::<Vec<_>>()))]
+    UnknownModel {
+        /// The name given.
+        name: String,
+    },
+    /// A count that must be positive is zero.
+    #[error("{0} must be at least 1")]
+    Zero(&'static str),
+    /// The layers do not split evenly over the pipeline stages.
+    #[error("--layers {layers} must be a multiple of --pp {pp} (layers per stage)")]
+    LayersPerStage {
+        /// `--layers`.
+        layers: usize,
+        /// `--pp`.
+        pp: usize,
+    },
+    /// The TP degree does not divide the model's heads and hidden size.
+    #[error("--tp {tp} must divide {model}'s {heads} heads and hidden size {hidden}")]
+    TpDivides {
+        /// `--tp`.
+        tp: usize,
+        /// The model's name.
+        model: &'static str,
+        /// Its attention heads.
+        heads: u64,
+        /// Its hidden size.
+        hidden: u64,
+    },
+}
+
+fn names(names: &[&str]) -> String {
+    names.join(", ")
+}
+
+/// The collectives `--collective` names.
+const COLLECTIVES: [CommType; 9] = [
+    CommType::AllReduce,
+    CommType::Reduce,
+    CommType::AllGather,
+    CommType::Gather,
+    CommType::Scatter,
+    CommType::Broadcast,
+    CommType::AllToAll,
+    CommType::ReduceScatter,
+    CommType::Barrier,
+];
+
 /// The schema version written.
 pub const VERSION: &str = "0.0.4";
 
@@ -101,22 +159,11 @@ pub fn collective(comm: CommType, bytes: u64, ranks: usize) -> Vec<RawTrace> {
 }
 
 /// The collective called `name` (`all_reduce`, `all_gather`, ...).
-pub fn comm_type(name: &str) -> Result<CommType, String> {
-    const ALL: [CommType; 9] = [
-        CommType::AllReduce,
-        CommType::Reduce,
-        CommType::AllGather,
-        CommType::Gather,
-        CommType::Scatter,
-        CommType::Broadcast,
-        CommType::AllToAll,
-        CommType::ReduceScatter,
-        CommType::Barrier,
-    ];
-    ALL.into_iter()
+pub fn comm_type(name: &str) -> Result<CommType, GenError> {
+    COLLECTIVES
+        .into_iter()
         .find(|&c| super::world::comm_name(c) == name)
-        .ok_or_else(|| {
-            let names: Vec<_> = ALL.iter().map(|&c| super::world::comm_name(c)).collect();
-            format!("--collective {name}: expected one of {}", names.join(", "))
+        .ok_or_else(|| GenError::UnknownCollective {
+            name: name.to_owned(),
         })
 }

@@ -123,6 +123,70 @@ pub struct RankGraph {
     pub warnings: Warnings,
 }
 
+/// Why a rank's trace is no graph the simulator can run; one line naming
+/// node ids (the caller names the file).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GraphError {
+    /// Two nodes share an id.
+    #[error("node id {0} appears twice")]
+    DuplicateId(u64),
+    /// A dependency on a node the file does not have.
+    #[error("node {node} (`{name}`) depends on node {dep}, which the file does not have")]
+    MissingDep {
+        /// The node's id.
+        node: u64,
+        /// Its name.
+        name: String,
+        /// The id it depends on.
+        dep: u64,
+    },
+    /// Nodes that depend on each other, in execution order (each on the
+    /// one before, the first on the last).
+    #[error("dependency cycle through nodes {}", cycle_text(.0))]
+    Cycle(Vec<u64>),
+    /// An integer attribute holding something else.
+    #[error(
+        "node {node} (`{name}`): attribute {attribute} is {value:?}, expected a non-negative integer"
+    )]
+    NotAnInteger {
+        /// The node's id.
+        node: u64,
+        /// Its name.
+        name: String,
+        /// The attribute.
+        attribute: &'static str,
+        /// What it holds.
+        value: Value,
+    },
+    /// An attribute the node's type needs is not there.
+    #[error("node {node} (`{name}`): attribute {attribute} is missing")]
+    MissingAttribute {
+        /// The node's id.
+        node: u64,
+        /// Its name.
+        name: String,
+        /// The attribute.
+        attribute: &'static str,
+    },
+    /// A `comm_type` that is no Chakra collective.
+    #[error("node {node} (`{name}`): comm_type {code} is no Chakra collective (0 to 9)")]
+    UnknownCommType {
+        /// The node's id.
+        node: u64,
+        /// Its name.
+        name: String,
+        /// The value.
+        code: u64,
+    },
+}
+
+/// `1 -> 2 -> 3 -> 1`: a cycle's ids, back to the first.
+fn cycle_text(ids: &[u64]) -> String {
+    let mut text: Vec<String> = ids.iter().map(u64::to_string).collect();
+    text.extend(ids.first().map(u64::to_string));
+    text.join(" -> ")
+}
+
 /// Attributes the simulator reads.
 const USED: &[&str] = &[
     "is_cpu_op",
@@ -153,12 +217,12 @@ const KNOWN_IGNORED: &[&str] = &[
 
 /// `raw` as a checked graph; the error is one line naming node ids (the
 /// caller names the file).
-pub fn build(raw: &RawTrace) -> Result<RankGraph, String> {
+pub fn build(raw: &RawTrace) -> Result<RankGraph, GraphError> {
     let mut warnings = Warnings::default();
     let mut index = BTreeMap::new();
     for (i, node) in raw.nodes.iter().enumerate() {
         if index.insert(node.id, i).is_some() {
-            return Err(format!("node id {} appears twice", node.id));
+            return Err(GraphError::DuplicateId(node.id));
         }
     }
     let mut nodes = Vec::with_capacity(raw.nodes.len());
@@ -167,10 +231,11 @@ pub fn build(raw: &RawTrace) -> Result<RankGraph, String> {
         let mut deps = Vec::with_capacity(node.ctrl_deps.len() + node.data_deps.len());
         for dep in node.ctrl_deps.iter().chain(&node.data_deps) {
             let Some(&d) = index.get(dep) else {
-                return Err(format!(
-                    "node {} (`{}`) depends on node {dep}, which the file does not have",
-                    node.id, node.name
-                ));
+                return Err(GraphError::MissingDep {
+                    node: node.id,
+                    name: node.name.clone(),
+                    dep: *dep,
+                });
             };
             deps.push(d);
         }
@@ -185,11 +250,8 @@ pub fn build(raw: &RawTrace) -> Result<RankGraph, String> {
         });
     }
     if let Some(cycle) = find_cycle(nodes.len(), |i| &nodes[i].deps) {
-        let ids: Vec<String> = cycle.iter().map(|&i| nodes[i].id.to_string()).collect();
-        return Err(format!(
-            "dependency cycle through nodes {} -> {}",
-            ids.join(" -> "),
-            ids[0]
+        return Err(GraphError::Cycle(
+            cycle.iter().map(|&i| nodes[i].id).collect(),
         ));
     }
     Ok(RankGraph { nodes, warnings })
@@ -250,7 +312,7 @@ pub fn topological_order<'a>(n: usize, deps: impl Fn(usize) -> &'a [usize]) -> V
 }
 
 /// The [`Op`] of `node`.
-fn op(node: &Node, warnings: &mut Warnings) -> Result<Op, String> {
+fn op(node: &Node, warnings: &mut Warnings) -> Result<Op, GraphError> {
     let mut attrs: BTreeMap<&str, &Value> = BTreeMap::new();
     for attr in &node.attr {
         let name = attr.name.as_str();
@@ -265,27 +327,29 @@ fn op(node: &Node, warnings: &mut Warnings) -> Result<Op, String> {
                 .or_default() += 1;
         }
     }
-    let int = |name: &str| -> Result<Option<u64>, String> {
-        match attrs.get(name) {
+    let int = |attribute: &'static str| -> Result<Option<u64>, GraphError> {
+        match attrs.get(attribute) {
             None => Ok(None),
-            Some(value) => value.as_u64().map(Some).ok_or_else(|| {
-                format!(
-                    "node {} (`{}`): attribute {name} is {value:?}, expected a non-negative integer",
-                    node.id, node.name
-                )
-            }),
+            Some(value) => value
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| GraphError::NotAnInteger {
+                    node: node.id,
+                    name: node.name.clone(),
+                    attribute,
+                    value: (*value).clone(),
+                }),
         }
     };
-    let required = |name: &str| -> Result<u64, String> {
-        int(name)?.ok_or_else(|| {
-            format!(
-                "node {} (`{}`): attribute {name} is missing",
-                node.id, node.name
-            )
+    let required = |attribute: &'static str| -> Result<u64, GraphError> {
+        int(attribute)?.ok_or_else(|| GraphError::MissingAttribute {
+            node: node.id,
+            name: node.name.clone(),
+            attribute,
         })
     };
-    let rank = |name: &str| -> Result<usize, String> { Ok(required(name)? as usize) };
-    let comm_bytes = || -> Result<u64, String> {
+    let rank = |name: &'static str| -> Result<usize, GraphError> { Ok(required(name)? as usize) };
+    let comm_bytes = || -> Result<u64, GraphError> {
         match int("comm_size")? {
             Some(bytes) => Ok(bytes),
             None => required("tensor_size"),
@@ -306,11 +370,10 @@ fn op(node: &Node, warnings: &mut Warnings) -> Result<Op, String> {
             let comm = i32::try_from(code)
                 .ok()
                 .and_then(|c| CommType::try_from(c).ok())
-                .ok_or_else(|| {
-                    format!(
-                        "node {} (`{}`): comm_type {code} is no Chakra collective (0 to 9)",
-                        node.id, node.name
-                    )
+                .ok_or_else(|| GraphError::UnknownCommType {
+                    node: node.id,
+                    name: node.name.clone(),
+                    code,
                 })?;
             let bytes = match comm {
                 CommType::Barrier => int("comm_size")?.unwrap_or(0),
@@ -404,17 +467,25 @@ mod tests {
             node(3, NodeType::Comp, &[2], vec![]),
         ]);
         let error = build(&cycle).unwrap_err();
-        assert_eq!(error, "dependency cycle through nodes 1 -> 2 -> 3 -> 1");
+        assert_eq!(error, GraphError::Cycle(vec![1, 2, 3]));
+        assert_eq!(
+            error.to_string(),
+            "dependency cycle through nodes 1 -> 2 -> 3 -> 1"
+        );
         let dangling = raw(vec![node(1, NodeType::Comp, &[9], vec![])]);
         assert_eq!(
-            build(&dangling).unwrap_err(),
+            build(&dangling).unwrap_err().to_string(),
             "node 1 (`n1`) depends on node 9, which the file does not have"
         );
         let twice = raw(vec![node(1, NodeType::Comp, &[], vec![]); 2]);
-        assert_eq!(build(&twice).unwrap_err(), "node id 1 appears twice");
+        assert_eq!(build(&twice).unwrap_err(), GraphError::DuplicateId(1));
+        assert_eq!(
+            build(&twice).unwrap_err().to_string(),
+            "node id 1 appears twice"
+        );
         let no_type = raw(vec![node(4, NodeType::CommColl, &[], vec![])]);
         assert_eq!(
-            build(&no_type).unwrap_err(),
+            build(&no_type).unwrap_err().to_string(),
             "node 4 (`n4`): attribute comm_type is missing"
         );
         let send = raw(vec![node(
@@ -424,7 +495,7 @@ mod tests {
             vec![Attribute::int64("comm_size", 8)],
         )]);
         assert_eq!(
-            build(&send).unwrap_err(),
+            build(&send).unwrap_err().to_string(),
             "node 5 (`n5`): attribute comm_dst is missing"
         );
     }

@@ -20,12 +20,100 @@ pub mod world;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub use graph::GraphError;
 pub use graph::{EtNode, Op, RankGraph, Warnings};
 pub use schema::CommType;
-pub use world::World;
+pub use world::{CheckError, World};
 
 /// The most bytes a comm-groups file may hold (16 MiB).
 pub const MAX_GROUPS_BYTES: u64 = 16 << 20;
+
+/// Why a set of traces cannot be read or run; one line naming the file.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// `--et` names no file prefix (a directory, `..`).
+    #[error("--et {}: not a file prefix", prefix.display())]
+    NotAPrefix {
+        /// The prefix given.
+        prefix: PathBuf,
+    },
+    /// The prefix's directory cannot be listed.
+    #[error("--et {}: cannot list {}: {source}", prefix.display(), dir.display())]
+    List {
+        /// The prefix given.
+        prefix: PathBuf,
+        /// Its directory.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// No `PREFIX.N.et` at all.
+    #[error("{}: missing (no rank files {}.N.et)", rank_file(prefix, 0).display(), prefix.display())]
+    NoRankFiles {
+        /// The prefix given.
+        prefix: PathBuf,
+    },
+    /// A rank file below the highest one is missing.
+    #[error(
+        "{}: missing (rank {rank} of {ranks} ranks: {} is the highest)",
+        rank_file(prefix, *rank).display(),
+        rank_file(prefix, ranks - 1).display()
+    )]
+    MissingRank {
+        /// The prefix given.
+        prefix: PathBuf,
+        /// The missing rank.
+        rank: usize,
+        /// The ranks up to the highest file.
+        ranks: usize,
+    },
+    /// The comm-groups file cannot be read (missing, too large, no text).
+    #[error("{}: {source}", path.display())]
+    GroupsRead {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The comm-groups file is no object of names to rank lists.
+    #[error(
+        "{}: {source} (expected an object of process-group names to rank lists)",
+        path.display()
+    )]
+    GroupsJson {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: serde_json::Error,
+    },
+    /// A comm group with no ranks or a rank twice.
+    #[error("{}: group `{name}` must list distinct ranks, at least one", path.display())]
+    GroupRanks {
+        /// The file.
+        path: PathBuf,
+        /// The group.
+        name: String,
+    },
+    /// A rank file that is no Chakra trace.
+    #[error("{file}: {source}")]
+    Trace {
+        /// The file, as named in messages.
+        file: String,
+        /// Why.
+        source: io::TraceError,
+    },
+    /// A rank's trace that is no runnable graph.
+    #[error("{file}: {source}")]
+    Graph {
+        /// The file, as named in messages.
+        file: String,
+        /// Why.
+        source: GraphError,
+    },
+    /// The ranks' graphs do not fit together.
+    #[error(transparent)]
+    World(#[from] CheckError),
+}
 
 /// A set of traces, read and checked.
 #[derive(Debug, Clone)]
@@ -56,21 +144,22 @@ pub fn groups_file(prefix: &Path) -> PathBuf {
 
 /// The number of rank files of `prefix`: `PREFIX.0.et` to the highest
 /// `PREFIX.{r}.et` in its directory, every one of them present.
-pub fn rank_count(prefix: &Path) -> Result<usize, String> {
+pub fn rank_count(prefix: &Path) -> Result<usize, LoadError> {
     let dir = match prefix.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
         _ => PathBuf::from("."),
     };
-    let stem = prefix
-        .file_name()
-        .and_then(|s| s.to_str())
-        .ok_or_else(|| format!("--et {}: not a file prefix", prefix.display()))?;
-    let entries = std::fs::read_dir(&dir).map_err(|e| {
-        format!(
-            "--et {}: cannot list {}: {e}",
-            prefix.display(),
-            dir.display()
-        )
+    let stem =
+        prefix
+            .file_name()
+            .and_then(|s| s.to_str())
+            .ok_or_else(|| LoadError::NotAPrefix {
+                prefix: prefix.to_owned(),
+            })?;
+    let entries = std::fs::read_dir(&dir).map_err(|source| LoadError::List {
+        prefix: prefix.to_owned(),
+        dir: dir.clone(),
+        source,
     })?;
     let mut highest = None;
     for entry in entries.flatten() {
@@ -85,42 +174,41 @@ pub fn rank_count(prefix: &Path) -> Result<usize, String> {
         highest = highest.max(Some(rank));
     }
     let Some(highest) = highest else {
-        return Err(format!(
-            "{}: missing (no rank files {}.N.et)",
-            rank_file(prefix, 0).display(),
-            prefix.display()
-        ));
+        return Err(LoadError::NoRankFiles {
+            prefix: prefix.to_owned(),
+        });
     };
     if let Some(missing) = (0..=highest).find(|&r| !rank_file(prefix, r).exists()) {
-        return Err(format!(
-            "{}: missing (rank {missing} of {} ranks: {} is the highest)",
-            rank_file(prefix, missing).display(),
-            highest + 1,
-            rank_file(prefix, highest).display()
-        ));
+        return Err(LoadError::MissingRank {
+            prefix: prefix.to_owned(),
+            rank: missing,
+            ranks: highest + 1,
+        });
     }
     Ok(highest + 1)
 }
 
 /// Reads the comm-groups file at `path`: `{"name": [ranks...], ...}`.
-pub fn read_groups(path: &Path) -> Result<BTreeMap<String, Vec<usize>>, String> {
+pub fn read_groups(path: &Path) -> Result<BTreeMap<String, Vec<usize>>, LoadError> {
     let text = crate::config::read_capped(path, MAX_GROUPS_BYTES, "a comm-groups file (JSON)")
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let groups: BTreeMap<String, Vec<usize>> = serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "{}: {e} (expected an object of process-group names to rank lists)",
-            path.display()
-        )
-    })?;
+        .map_err(|source| LoadError::GroupsRead {
+            path: path.to_owned(),
+            source,
+        })?;
+    let groups: BTreeMap<String, Vec<usize>> =
+        serde_json::from_str(&text).map_err(|source| LoadError::GroupsJson {
+            path: path.to_owned(),
+            source,
+        })?;
     for (name, ranks) in &groups {
         let mut sorted = ranks.clone();
         sorted.sort_unstable();
         sorted.dedup();
         if ranks.is_empty() || sorted.len() != ranks.len() {
-            return Err(format!(
-                "{}: group `{name}` must list distinct ranks, at least one",
-                path.display()
-            ));
+            return Err(LoadError::GroupRanks {
+                path: path.to_owned(),
+                name: name.clone(),
+            });
         }
     }
     Ok(groups)
@@ -129,7 +217,7 @@ pub fn read_groups(path: &Path) -> Result<BTreeMap<String, Vec<usize>>, String> 
 /// Reads and checks every rank file of `prefix` and the comm groups
 /// (`groups`, or `PREFIX.comm_groups.json` if it exists). Errors are one
 /// line naming the file.
-pub fn load(prefix: &Path, groups: Option<&Path>) -> Result<TraceSet, String> {
+pub fn load(prefix: &Path, groups: Option<&Path>) -> Result<TraceSet, LoadError> {
     let n = rank_count(prefix)?;
     let comm_groups = match groups {
         Some(path) => read_groups(path)?,
@@ -141,7 +229,11 @@ pub fn load(prefix: &Path, groups: Option<&Path>) -> Result<TraceSet, String> {
     for rank in 0..n {
         let path = rank_file(prefix, rank);
         let name = path.display().to_string();
-        raws.push(io::read(&path).map_err(|e| format!("{name}: {e}"))?);
+        let raw = io::read(&path).map_err(|source| LoadError::Trace {
+            file: name.clone(),
+            source,
+        })?;
+        raws.push(raw);
         files.push(name);
     }
     assemble(files, &raws, &comm_groups)
@@ -153,11 +245,14 @@ pub fn assemble(
     files: Vec<String>,
     raws: &[io::RawTrace],
     comm_groups: &BTreeMap<String, Vec<usize>>,
-) -> Result<TraceSet, String> {
+) -> Result<TraceSet, LoadError> {
     let mut graphs = Vec::with_capacity(raws.len());
     let mut warnings = Warnings::default();
     for (name, raw) in files.iter().zip(raws) {
-        let graph = graph::build(raw).map_err(|e| format!("{name}: {e}"))?;
+        let graph = graph::build(raw).map_err(|source| LoadError::Graph {
+            file: name.clone(),
+            source,
+        })?;
         warnings.merge(&graph.warnings);
         graphs.push(graph);
     }

@@ -51,6 +51,258 @@ pub fn comm_name(comm: CommType) -> &'static str {
     }
 }
 
+/// A process group as messages name it: `of every rank` (the name `""`)
+/// or `` `name` ``.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupLabel(pub String);
+
+impl std::fmt::Display for GroupLabel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.as_str() {
+            "" => f.write_str("of every rank"),
+            name => write!(f, "`{name}`"),
+        }
+    }
+}
+
+/// One rank's node as a mismatch names it: `rank 0 (t.0.et) node 10
+/// `name``.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeAt {
+    /// The rank.
+    pub rank: usize,
+    /// Its file.
+    pub file: String,
+    /// The node's id.
+    pub node: u64,
+    /// The node's name.
+    pub name: String,
+}
+
+impl std::fmt::Display for NodeAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let NodeAt {
+            rank,
+            file,
+            node,
+            name,
+        } = self;
+        write!(f, "rank {rank} ({file}) node {node} `{name}`")
+    }
+}
+
+/// One rank's collective in a mismatch: what it is and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallAt {
+    /// The rank.
+    pub rank: usize,
+    /// Its file.
+    pub file: String,
+    /// The node's id.
+    pub node: u64,
+    /// The collective.
+    pub comm: CommType,
+    /// Its bytes per rank.
+    pub bytes: u64,
+}
+
+/// Why a process group of the comm groups cannot serve a node.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GroupError {
+    /// A `pg_name` the comm groups do not list.
+    #[error("pg_name `{name}` is not in the comm groups (known: {})", known.join(", "))]
+    Unknown {
+        /// The name.
+        name: String,
+        /// The names the comm groups list.
+        known: Vec<String>,
+    },
+    /// A comm group naming a rank the traces do not have.
+    #[error("comm group `{name}` names rank {rank}, but the ranks are 0 to {}", ranks - 1)]
+    NoSuchRank {
+        /// The group.
+        name: String,
+        /// The rank it names.
+        rank: usize,
+        /// The ranks there are.
+        ranks: usize,
+    },
+}
+
+/// Why the ranks' graphs do not fit together; one line naming files and
+/// node ids.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CheckError {
+    /// A collective's process group cannot be resolved.
+    #[error("{file}: node {node}: {source}")]
+    Group {
+        /// The file of the node.
+        file: String,
+        /// The node's id.
+        node: u64,
+        /// What is wrong with its group.
+        source: GroupError,
+    },
+    /// A collective on a rank its process group does not include.
+    #[error(
+        "{file}: node {node}: a collective of process group `{group}` (ranks {ranks:?}), which \
+         does not include rank {rank}"
+    )]
+    NotMember {
+        /// The file of the node.
+        file: String,
+        /// The node's id.
+        node: u64,
+        /// The group's name.
+        group: String,
+        /// Its ranks.
+        ranks: Vec<usize>,
+        /// The node's rank.
+        rank: usize,
+    },
+    /// A send or receive naming no other rank of the traces.
+    #[error(
+        "{file}: node {node}: {} rank {peer}, but the ranks are 0 to {} and it runs on rank {rank}",
+        verb(.send),
+        ranks - 1
+    )]
+    NoSuchPeer {
+        /// The file of the node.
+        file: String,
+        /// The node's id.
+        node: u64,
+        /// A send (else a receive).
+        send: bool,
+        /// The rank it names.
+        peer: usize,
+        /// The ranks there are.
+        ranks: usize,
+        /// The node's rank.
+        rank: usize,
+    },
+    /// The `k`-th collectives of a group differ on two of its ranks.
+    #[error(
+        "process group {group}: collective {k} is {} of {} B on rank {} ({} node {}) but {} of {} \
+         B on rank {} ({} node {})",
+        comm_name(first.comm), first.bytes, first.rank, first.file, first.node,
+        comm_name(other.comm), other.bytes, other.rank, other.file, other.node
+    )]
+    CollectiveMismatch {
+        /// The group.
+        group: GroupLabel,
+        /// The collective's place in the group's sequence.
+        k: usize,
+        /// The group's first rank's collective.
+        first: Box<CallAt>,
+        /// The other rank's.
+        other: Box<CallAt>,
+    },
+    /// Two ranks of a group issue different numbers of collectives: the
+    /// first unmatched one waits forever.
+    #[error(
+        "process group {group}: rank {} has {count} collectives, rank {short} has {matched}: {} \
+         node {} ({}) waits for a partner on rank {short} (deadlock)",
+        extra.rank, extra.file, extra.node, comm_name(extra.comm)
+    )]
+    CollectiveCount {
+        /// The group.
+        group: GroupLabel,
+        /// The longer rank's first unmatched collective.
+        extra: Box<CallAt>,
+        /// The longer rank's collectives.
+        count: usize,
+        /// The shorter rank.
+        short: usize,
+        /// The shorter rank's collectives.
+        matched: usize,
+    },
+    /// A send and its matching receive of different sizes.
+    #[error(
+        "{src_file} node {send} sends {bytes} B to rank {dst} with tag {tag}, but its matching \
+         recv ({dst_file} node {recv}) expects {expected} B"
+    )]
+    P2pBytes {
+        /// The sender's file.
+        src_file: String,
+        /// The send's id.
+        send: u64,
+        /// Its bytes.
+        bytes: u64,
+        /// The receiving rank.
+        dst: usize,
+        /// The tag.
+        tag: u64,
+        /// The receiver's file.
+        dst_file: String,
+        /// The receive's id.
+        recv: u64,
+        /// Its bytes.
+        expected: u64,
+    },
+    /// A send no receive matches.
+    #[error(
+        "send without its recv: {file} node {node} (rank {src}) sends to rank {dst} with tag \
+         {tag}, but rank {dst} has no matching recv from rank {src} with tag {tag} (deadlock)"
+    )]
+    SendWithoutRecv {
+        /// The sender's file.
+        file: String,
+        /// The send's id.
+        node: u64,
+        /// The sending rank.
+        src: usize,
+        /// The receiving rank.
+        dst: usize,
+        /// The tag.
+        tag: u64,
+    },
+    /// A receive no send matches.
+    #[error(
+        "recv without its send: {file} node {node} (rank {dst}) receives from rank {src} with \
+         tag {tag}, but rank {src} has no matching send to rank {dst} with tag {tag} (deadlock)"
+    )]
+    RecvWithoutSend {
+        /// The receiver's file.
+        file: String,
+        /// The receive's id.
+        node: u64,
+        /// The sending rank.
+        src: usize,
+        /// The receiving rank.
+        dst: usize,
+        /// The tag.
+        tag: u64,
+    },
+    /// Nodes that wait on each other once matched sets are joined: the
+    /// first eight, and how many more.
+    #[error("deadlock: these nodes wait on each other: {}{}", list(.nodes), more_text(.more))]
+    Deadlock {
+        /// The first eight nodes of the cycle.
+        nodes: Vec<NodeAt>,
+        /// The nodes left out.
+        more: usize,
+    },
+}
+
+fn verb(send: &bool) -> &'static str {
+    match send {
+        true => "sends to",
+        false => "receives from",
+    }
+}
+
+fn list(nodes: &[NodeAt]) -> String {
+    let text: Vec<String> = nodes.iter().map(NodeAt::to_string).collect();
+    text.join(", ")
+}
+
+fn more_text(more: &usize) -> String {
+    match *more {
+        0 => String::new(),
+        more => format!(" and {more} more"),
+    }
+}
+
 /// A send or receive: its rank and node index.
 type End = (usize, u64);
 
@@ -70,7 +322,7 @@ pub fn check(
     files: &[String],
     graphs: &[RankGraph],
     comm_groups: &BTreeMap<String, Vec<usize>>,
-) -> Result<World, String> {
+) -> Result<World, CheckError> {
     let n = graphs.len();
     let mut world = World {
         names_as_world: comm_groups.is_empty(),
@@ -79,18 +331,26 @@ pub fn check(
     let mut sequences: BTreeMap<String, BTreeMap<usize, Vec<Call>>> = BTreeMap::new();
     let mut p2p: BTreeMap<(usize, usize, u64), [Vec<End>; 2]> = BTreeMap::new();
     for (rank, graph) in graphs.iter().enumerate() {
-        let at = |i: usize| format!("{}: node {}", files[rank], graph.nodes[i].id);
+        let file = || files[rank].clone();
         for (i, node) in graph.nodes.iter().enumerate() {
             match &node.op {
                 Op::Collective { comm, bytes, group } => {
-                    let (key, ranks) = resolve(group.as_deref(), comm_groups, n)
-                        .map_err(|e| format!("{}: {e}", at(i)))?;
+                    let (key, ranks) =
+                        resolve(group.as_deref(), comm_groups, n).map_err(|source| {
+                            CheckError::Group {
+                                file: file(),
+                                node: node.id,
+                                source,
+                            }
+                        })?;
                     if !ranks.contains(&rank) {
-                        return Err(format!(
-                            "{}: a collective of process group `{key}` (ranks {ranks:?}), which \
-                             does not include rank {rank}",
-                            at(i)
-                        ));
+                        return Err(CheckError::NotMember {
+                            file: file(),
+                            node: node.id,
+                            group: key,
+                            ranks,
+                            rank,
+                        });
                     }
                     world.groups.insert(key.clone(), ranks);
                     let call = Call {
@@ -109,13 +369,14 @@ pub fn check(
                 Op::Send { peer, tag, .. } | Op::Recv { peer, tag, .. } => {
                     let send = matches!(node.op, Op::Send { .. });
                     if *peer >= n || *peer == rank {
-                        let verb = if send { "sends to" } else { "receives from" };
-                        return Err(format!(
-                            "{}: {verb} rank {peer}, but the ranks are 0 to {} and it runs on \
-                             rank {rank}",
-                            at(i),
-                            n - 1
-                        ));
+                        return Err(CheckError::NoSuchPeer {
+                            file: file(),
+                            node: node.id,
+                            send,
+                            peer: *peer,
+                            ranks: n,
+                            rank,
+                        });
                     }
                     let (key, side) = match send {
                         true => ((rank, *peer, *tag), 0),
@@ -150,7 +411,7 @@ fn resolve(
     name: Option<&str>,
     comm_groups: &BTreeMap<String, Vec<usize>>,
     n: usize,
-) -> Result<(String, Vec<usize>), String> {
+) -> Result<(String, Vec<usize>), GroupError> {
     let every = || (0..n).collect::<Vec<_>>();
     let Some(name) = name else {
         return Ok((String::new(), every()));
@@ -158,18 +419,16 @@ fn resolve(
     if comm_groups.is_empty() {
         return Ok((String::new(), every()));
     }
-    let ranks = comm_groups.get(name).ok_or_else(|| {
-        let known: Vec<&str> = comm_groups.keys().map(String::as_str).collect();
-        format!(
-            "pg_name `{name}` is not in the comm groups (known: {})",
-            known.join(", ")
-        )
+    let ranks = comm_groups.get(name).ok_or_else(|| GroupError::Unknown {
+        name: name.to_owned(),
+        known: comm_groups.keys().cloned().collect(),
     })?;
-    if let Some(&bad) = ranks.iter().find(|&&r| r >= n) {
-        return Err(format!(
-            "comm group `{name}` names rank {bad}, but the ranks are 0 to {}",
-            n - 1
-        ));
+    if let Some(&rank) = ranks.iter().find(|&&r| r >= n) {
+        return Err(GroupError::NoSuchRank {
+            name: name.to_owned(),
+            rank,
+            ranks: n,
+        });
     }
     Ok((name.to_owned(), ranks.clone()))
 }
@@ -182,31 +441,30 @@ fn match_collectives(
     ranks: &[usize],
     by_rank: &BTreeMap<usize, Vec<Call>>,
     merged: &mut Merged,
-) -> Result<(), String> {
-    let label = match name {
-        "" => "of every rank".to_owned(),
-        name => format!("`{name}`"),
-    };
+) -> Result<(), CheckError> {
+    let label = || GroupLabel(name.to_owned());
     let empty = Vec::new();
     let first = ranks[0];
     let reference = by_rank.get(&first).unwrap_or(&empty);
-    let node_id = |c: &Call| graphs[c.rank].nodes[c.node].id;
+    let at = |c: &Call| {
+        Box::new(CallAt {
+            rank: c.rank,
+            file: files[c.rank].clone(),
+            node: graphs[c.rank].nodes[c.node].id,
+            comm: c.comm,
+            bytes: c.bytes,
+        })
+    };
     for &rank in &ranks[1..] {
         let calls = by_rank.get(&rank).unwrap_or(&empty);
         for (k, (a, b)) in reference.iter().zip(calls).enumerate() {
             if (a.comm, a.bytes) != (b.comm, b.bytes) {
-                return Err(format!(
-                    "process group {label}: collective {k} is {} of {} B on rank {first} ({} node \
-                     {}) but {} of {} B on rank {rank} ({} node {})",
-                    comm_name(a.comm),
-                    a.bytes,
-                    files[first],
-                    node_id(a),
-                    comm_name(b.comm),
-                    b.bytes,
-                    files[rank],
-                    node_id(b)
-                ));
+                return Err(CheckError::CollectiveMismatch {
+                    group: label(),
+                    k,
+                    first: at(a),
+                    other: at(b),
+                });
             }
             merged.union((a.rank, a.node), (b.rank, b.node));
         }
@@ -215,17 +473,14 @@ fn match_collectives(
                 true => ((rank, calls), first),
                 false => ((first, reference), rank),
             };
-            let extra = long.1[short_len(calls, reference)];
-            return Err(format!(
-                "process group {label}: rank {} has {} collectives, rank {short} has {}: {} node \
-                 {} ({}) waits for a partner on rank {short} (deadlock)",
-                long.0,
-                long.1.len(),
-                calls.len().min(reference.len()),
-                files[long.0],
-                node_id(&extra),
-                comm_name(extra.comm)
-            ));
+            let matched = short_len(calls, reference);
+            return Err(CheckError::CollectiveCount {
+                group: label(),
+                extra: at(&long.1[matched]),
+                count: long.1.len(),
+                short,
+                matched,
+            });
         }
     }
     for calls in by_rank.values() {
@@ -247,7 +502,7 @@ fn match_p2p(
     (src, dst, tag): (usize, usize, u64),
     (sends, recvs): (&[End], &[End]),
     merged: &mut Merged,
-) -> Result<(), String> {
+) -> Result<(), CheckError> {
     let bytes = |(rank, node): (usize, u64)| match graphs[rank].nodes[node as usize].op {
         Op::Send { bytes, .. } | Op::Recv { bytes, .. } => bytes,
         _ => 0,
@@ -255,36 +510,38 @@ fn match_p2p(
     let id = |(rank, node): (usize, u64)| graphs[rank].nodes[node as usize].id;
     for (&s, &r) in sends.iter().zip(recvs) {
         if bytes(s) != bytes(r) {
-            return Err(format!(
-                "{} node {} sends {} B to rank {dst} with tag {tag}, but its matching recv ({} \
-                 node {}) expects {} B",
-                files[src],
-                id(s),
-                bytes(s),
-                files[dst],
-                id(r),
-                bytes(r)
-            ));
+            return Err(CheckError::P2pBytes {
+                src_file: files[src].clone(),
+                send: id(s),
+                bytes: bytes(s),
+                dst,
+                tag,
+                dst_file: files[dst].clone(),
+                recv: id(r),
+                expected: bytes(r),
+            });
         }
         merged.union((s.0, s.1 as usize), (r.0, r.1 as usize));
     }
     if sends.len() > recvs.len() {
         let s = sends[recvs.len()];
-        return Err(format!(
-            "send without its recv: {} node {} (rank {src}) sends to rank {dst} with tag {tag}, \
-             but rank {dst} has no matching recv from rank {src} with tag {tag} (deadlock)",
-            files[src],
-            id(s)
-        ));
+        return Err(CheckError::SendWithoutRecv {
+            file: files[src].clone(),
+            node: id(s),
+            src,
+            dst,
+            tag,
+        });
     }
     if recvs.len() > sends.len() {
         let r = recvs[sends.len()];
-        return Err(format!(
-            "recv without its send: {} node {} (rank {dst}) receives from rank {src} with tag \
-             {tag}, but rank {src} has no matching send to rank {dst} with tag {tag} (deadlock)",
-            files[dst],
-            id(r)
-        ));
+        return Err(CheckError::RecvWithoutSend {
+            file: files[dst].clone(),
+            node: id(r),
+            src,
+            dst,
+            tag,
+        });
     }
     Ok(())
 }
@@ -338,7 +595,7 @@ impl Merged {
     }
 
     /// A cycle of the merged graph, named by its nodes.
-    fn check_deadlock(mut self, files: &[String], graphs: &[RankGraph]) -> Result<(), String> {
+    fn check_deadlock(mut self, files: &[String], graphs: &[RankGraph]) -> Result<(), CheckError> {
         let total = self.parent.len();
         let reps: Vec<usize> = (0..total).map(|i| self.find(i)).collect();
         let mut deps: Vec<Vec<usize>> = vec![Vec::new(); total];
@@ -376,22 +633,17 @@ impl Merged {
         }
         let more = named.len().saturating_sub(8);
         named.truncate(8);
-        let tail = match more {
-            0 => String::new(),
-            more => format!(" and {more} more"),
-        };
-        Err(format!(
-            "deadlock: these nodes wait on each other: {}{tail}",
-            named.join(", ")
-        ))
+        Err(CheckError::Deadlock { nodes: named, more })
     }
 }
 
-fn describe(files: &[String], rank: usize, node: &EtNode) -> String {
-    format!(
-        "rank {rank} ({}) node {} `{}`",
-        files[rank], node.id, node.name
-    )
+fn describe(files: &[String], rank: usize, node: &EtNode) -> NodeAt {
+    NodeAt {
+        rank,
+        file: files[rank].clone(),
+        node: node.id,
+        name: node.name.clone(),
+    }
 }
 
 #[cfg(test)]
@@ -457,7 +709,7 @@ mod tests {
             graph(vec![(recv(1), vec![]), (send(1), vec![0])]),
             graph(vec![(recv(0), vec![]), (send(0), vec![0])]),
         ];
-        let error = check(&files(2), &crossed, &none).unwrap_err();
+        let error = check(&files(2), &crossed, &none).unwrap_err().to_string();
         assert!(
             error.starts_with("deadlock: these nodes wait on each other: rank 0 (t.0.et) node 10"),
             "{error}"
@@ -469,10 +721,52 @@ mod tests {
     fn an_unmatched_send_names_its_node_and_both_ranks() {
         let lonely = [graph(vec![(send(1), vec![])]), graph(vec![])];
         let error = check(&files(2), &lonely, &BTreeMap::new()).unwrap_err();
-        assert_eq!(
+        assert!(matches!(
             error,
+            CheckError::SendWithoutRecv {
+                node: 10,
+                src: 0,
+                dst: 1,
+                ..
+            }
+        ));
+        assert_eq!(
+            error.to_string(),
             "send without its recv: t.0.et node 10 (rank 0) sends to rank 1 with tag 0, but \
              rank 1 has no matching recv from rank 0 with tag 0 (deadlock)"
+        );
+    }
+
+    #[test]
+    fn groups_and_peers_outside_the_traces_are_named() {
+        let groups = BTreeMap::from([("a".to_owned(), vec![0, 5])]);
+        let one = |g: &str| graph(vec![(all_reduce(8, Some(g)), vec![])]);
+        let error = check(&files(2), &[one("b"), one("b")], &groups).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "t.0.et: node 10: pg_name `b` is not in the comm groups (known: a)"
+        );
+        let error = check(&files(2), &[one("a"), one("a")], &groups).unwrap_err();
+        assert!(matches!(
+            error,
+            CheckError::Group {
+                source: GroupError::NoSuchRank {
+                    rank: 5,
+                    ranks: 2,
+                    ..
+                },
+                ..
+            }
+        ));
+        let error = check(
+            &files(2),
+            &[graph(vec![(send(0), vec![])]), graph(vec![])],
+            &groups,
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "t.0.et: node 10: sends to rank 0, but the ranks are 0 to 1 and it runs on rank 0"
         );
     }
 
@@ -491,15 +785,15 @@ mod tests {
         ];
         let error = check(&files(4), &wrong, &groups).unwrap_err();
         assert_eq!(
-            error,
+            error.to_string(),
             "process group `b`: collective 0 is all_reduce of 8 B on rank 2 (t.2.et node 10) but \
              all_reduce of 16 B on rank 3 (t.3.et node 10)"
         );
         let outside = [mine("a"), mine("b"), mine("b"), mine("b")];
-        let error = check(&files(4), &outside, &groups).unwrap_err();
+        let error = check(&files(4), &outside, &groups).unwrap_err().to_string();
         assert!(error.contains("does not include rank 1"), "{error}");
         let missing = [mine("a"), graph(vec![]), mine("b"), mine("b")];
-        let error = check(&files(4), &missing, &groups).unwrap_err();
+        let error = check(&files(4), &missing, &groups).unwrap_err().to_string();
         assert!(
             error.contains("rank 0 has 1 collectives, rank 1 has 0"),
             "{error}"

@@ -119,7 +119,7 @@ impl Plan {
         .map_err(|e| refusal(entry, e.to_string()))?;
         if let Some(configured) = algorithm
             .configure(collective, &shape, &params)
-            .map_err(|reason| refusal(entry, reason))?
+            .map_err(|reason| refusal(entry, reason.to_string()))?
         {
             algorithm = configured;
         }

@@ -75,6 +75,13 @@ pub enum WorkloadError {
     /// An option value the workload cannot use.
     #[error("{0}")]
     BadOption(String),
+    /// A set of Chakra traces cannot be read or run (`--et`).
+    #[error(transparent)]
+    Trace(#[from] crate::chakra::LoadError),
+    /// A training step's traces cannot be generated (`--model`, `--tp`,
+    /// ...).
+    #[error(transparent)]
+    Generate(#[from] crate::chakra::generate::GenError),
     /// A tensor operation failed.
     #[error(transparent)]
     Tensor(#[from] TensorError),
@@ -110,7 +117,9 @@ impl WorkloadError {
         match self {
             WorkloadError::Unknown { .. }
             | WorkloadError::UnusedOption { .. }
-            | WorkloadError::BadOption(_) => true,
+            | WorkloadError::BadOption(_)
+            | WorkloadError::Trace(_)
+            | WorkloadError::Generate(_) => true,
             WorkloadError::Dist(error) => error.is_config(),
             _ => false,
         }

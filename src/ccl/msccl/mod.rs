@@ -24,7 +24,8 @@ use std::rc::Rc;
 
 use crate::ccl::topology::{Builtin, NeighborMap, TopologyError};
 use crate::ccl::{
-    CclAlgorithm, Collective, Endpoints, KernelArgs, ParamKind, ParamSpec, Params, WorldShape,
+    CclAlgorithm, Collective, ConfigureError, Endpoints, KernelArgs, ParamKind, ParamSpec, Params,
+    WorldShape,
 };
 use crate::tl::{Dir, Grid, Kernel, KernelError, PeCoord};
 
@@ -58,13 +59,17 @@ struct Loaded {
 
 impl Msccl {
     /// Reads and wires the file `params.xml` names for `shape`'s world.
-    fn load(collective: Collective, shape: &WorldShape, params: &Params) -> Result<Loaded, String> {
-        let file = params.text("xml").ok_or(
-            "params.xml: the MSCCL algorithm file to run (ccl.yaml `params: {xml: FILE}`, or \
-             --msccl-xml FILE)",
-        )?;
-        let program = Program::load(Path::new(file), shape.n_sips as usize, collective)
-            .map_err(|e| e.to_string())?;
+    fn load(
+        collective: Collective,
+        shape: &WorldShape,
+        params: &Params,
+    ) -> Result<Loaded, ConfigureError> {
+        let file = params.text("xml").ok_or(ConfigureError::MissingParam {
+            name: "xml",
+            what: "the MSCCL algorithm file to run (ccl.yaml `params: {xml: FILE}`, or \
+                   --msccl-xml FILE)",
+        })?;
+        let program = Program::load(Path::new(file), shape.n_sips as usize, collective)?;
         // Beside the cube ring on PE 0 if the directions suffice, else on
         // PE 1 (ADR-0035 D3).
         let ring: &[Dir] = if shape.cubes() > 1 {
@@ -75,7 +80,7 @@ impl Msccl {
         let (links, placement) = match wiring::links(&program, ring) {
             Ok(links) => (links, Placement::Beside),
             Err(_) => {
-                let links = wiring::links(&program, &[TO_CUBE_RING]).map_err(|e| e.to_string())?;
+                let links = wiring::links(&program, &[TO_CUBE_RING])?;
                 (links, Placement::Apart)
             }
         };
@@ -118,7 +123,7 @@ impl CclAlgorithm for Msccl {
         collective: Collective,
         shape: &WorldShape,
         params: &Params,
-    ) -> Result<Option<Box<dyn CclAlgorithm>>, String> {
+    ) -> Result<Option<Box<dyn CclAlgorithm>>, ConfigureError> {
         let loaded = Msccl::load(collective, shape, params)?;
         Ok(Some(Box::new(Msccl {
             loaded: Some(loaded),
@@ -191,5 +196,36 @@ impl Msccl {
             Some(Placement::Apart) => 2,
             _ => 1,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::SipArrangement;
+
+    #[test]
+    fn an_entry_without_its_file_is_refused_naming_the_param() {
+        let shape = WorldShape {
+            n_sips: 2,
+            cube_w: 1,
+            cube_h: 1,
+            sip_arrangement: SipArrangement::Ring { n: 2 },
+            builtin: Builtin::None,
+            root_cube: None,
+        };
+        let error = algorithm()
+            .configure(Collective::AllReduce, &shape, &Params::default())
+            .err()
+            .expect("no params.xml");
+        assert!(matches!(
+            error,
+            ConfigureError::MissingParam { name: "xml", .. }
+        ));
+        assert_eq!(
+            error.to_string(),
+            "params.xml: the MSCCL algorithm file to run (ccl.yaml `params: {xml: FILE}`, or \
+             --msccl-xml FILE)"
+        );
     }
 }

@@ -30,7 +30,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{collective_node, compute_node, p2p_node, trace};
+use super::{GenError, collective_node, compute_node, p2p_node, trace};
 use crate::chakra::io::RawTrace;
 use crate::chakra::schema::{CommType, Node};
 
@@ -110,14 +110,13 @@ pub const MODELS: &[Model] = &[
 ];
 
 /// The model called `name`.
-pub fn model(name: &str) -> Result<Model, String> {
+pub fn model(name: &str) -> Result<Model, GenError> {
     MODELS
         .iter()
         .copied()
         .find(|m| m.name == name)
-        .ok_or_else(|| {
-            let names: Vec<_> = MODELS.iter().map(|m| m.name).collect();
-            format!("--model {name}: expected one of {}", names.join(", "))
+        .ok_or_else(|| GenError::UnknownModel {
+            name: name.to_owned(),
         })
 }
 
@@ -142,7 +141,7 @@ pub struct Step {
 
 impl Step {
     /// Checks the degrees against the model.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), GenError> {
         let positive = [
             ("--tp", self.tp),
             ("--dp", self.dp),
@@ -152,19 +151,21 @@ impl Step {
             ("--seq", self.seq as usize),
         ];
         if let Some((flag, _)) = positive.iter().find(|(_, v)| *v == 0) {
-            return Err(format!("{flag} must be at least 1"));
+            return Err(GenError::Zero(flag));
         }
         if self.layers % self.pp != 0 {
-            return Err(format!(
-                "--layers {} must be a multiple of --pp {} (layers per stage)",
-                self.layers, self.pp
-            ));
+            return Err(GenError::LayersPerStage {
+                layers: self.layers,
+                pp: self.pp,
+            });
         }
         if self.model.heads % self.tp as u64 != 0 || self.model.hidden % self.tp as u64 != 0 {
-            return Err(format!(
-                "--tp {} must divide {}'s {} heads and hidden size {}",
-                self.tp, self.model.name, self.model.heads, self.model.hidden
-            ));
+            return Err(GenError::TpDivides {
+                tp: self.tp,
+                model: self.model.name,
+                heads: self.model.heads,
+                hidden: self.model.hidden,
+            });
         }
         Ok(())
     }
@@ -219,7 +220,7 @@ impl Step {
     }
 
     /// Every rank's trace and the process groups (`tp{i}`, `dp{i}`).
-    pub fn generate(&self) -> Result<(Vec<RawTrace>, Groups), String> {
+    pub fn generate(&self) -> Result<(Vec<RawTrace>, Groups), GenError> {
         self.check()?;
         let groups = self.groups();
         let traces = (0..self.ranks())
@@ -533,11 +534,32 @@ mod tests {
         let s = step(1, 1, 1, 1);
         let (t, h) = (128u64, 768u64);
         assert_eq!(s.flops(), 3 * 4 * (24 * t * h * h + 4 * t * t * h));
+        let error = step(5, 1, 1, 1).check().unwrap_err();
+        assert!(matches!(error, GenError::TpDivides { tp: 5, .. }));
+        assert_eq!(
+            error.to_string(),
+            "--tp 5 must divide gpt3-125m's 12 heads and hidden size 768"
+        );
+    }
+
+    #[test]
+    fn bad_flags_are_named() {
+        let mut zero = step(1, 1, 1, 1);
+        zero.micro_batches = 0;
+        assert_eq!(
+            zero.generate().unwrap_err().to_string(),
+            "--micro-batches must be at least 1"
+        );
+        let error = model("gpt3-1t").unwrap_err().to_string();
         assert!(
-            step(5, 1, 1, 1)
-                .check()
-                .unwrap_err()
-                .contains("must divide")
+            error.starts_with("--model gpt3-1t: expected one of gpt3-125m, gpt3-350m"),
+            "{error}"
+        );
+        let error = super::super::comm_type("all_reduce_x").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "--collective all_reduce_x: expected one of all_reduce, reduce, all_gather, gather, \
+             scatter, broadcast, all_to_all, reduce_scatter, barrier"
         );
     }
 }
