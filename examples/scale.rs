@@ -24,7 +24,8 @@
 //!   the process group) and simulation, peak RSS, simulated events, IPCQ
 //!   messages, wall µs per message and per event (simulation alone, in wall
 //!   and in CPU time: on a loaded machine only the CPU figure means
-//!   anything), events per wall second and the simulated all-reduce time;
+//!   anything), events per wall second, the simulated all-reduce time
+//!   (`allreduce_ps`) and the call's time whatever the workload (`call_ps`);
 //! - **`--per-event`**: 16 and 256 SIPs × 64 MiB in flow mode, and the
 //!   ratio of their µs per event without set-up (issue 24: ≤ 1.25);
 //! - **`--compare`**: a catalogue of every collective workload (all-reduce
