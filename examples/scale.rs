@@ -123,7 +123,8 @@ impl Point {
     }
 
     fn machine(&self) -> String {
-        format!("{} SIPs {}", self.sips, self.topology)
+        let noun = if self.sips == 1 { "SIP" } else { "SIPs" };
+        format!("{} {noun} {}", self.sips, self.topology)
     }
 
     /// The workload's figure for the call's time: `ccl_allgather` →
