@@ -4,10 +4,13 @@
 //! cargo run --profile perf --example scale -- --json              # the scale matrix
 //! cargo run --profile perf --example scale -- --compare           # packet vs flow table
 //! cargo run --profile perf --example scale -- --per-event         # 256 vs 16 SIPs per event
-//! cargo run --profile perf --example scale -- --one 16 65536 flow ring_allreduce
+//! cargo run --profile perf --example scale -- --one 16 torus_2d ring_allreduce 65536 flow
+//! cargo run --profile perf --example scale -- --one 9 torus_2d ring_allgather 2097152 flow ccl_allgather
 //! ```
 //!
-//! Every point is `ccl_allreduce` timing-only (no `--verify-data`) on a fresh
+//! Every point is a collective workload (`ccl_allreduce` unless a
+//! `--compare` row or `--one`'s sixth argument names another) timing-only
+//! (no `--verify-data`) on a fresh
 //! machine of `S` SIPs (a non-square grid is `S/2 × 2`) × the default 16 cubes,
 //! run in a child process of this example so that its wall time and peak
 //! RSS are its own, and stopped after `--timeout` seconds (default 300).
@@ -21,13 +24,17 @@
 //!   the process group) and simulation, peak RSS, simulated events, IPCQ
 //!   messages, wall µs per message and per event (simulation alone, in wall
 //!   and in CPU time: on a loaded machine only the CPU figure means
-//!   anything), events per wall second and the simulated all-reduce time;
+//!   anything), events per wall second, the simulated all-reduce time
+//!   (`allreduce_ps`) and the call's time whatever the workload (`call_ps`);
 //! - **`--per-event`**: 16 and 256 SIPs × 64 MiB in flow mode, and the
 //!   ratio of their µs per event without set-up (issue 24: ≤ 1.25);
-//! - **`--compare`**: the all-reduce catalogue in both fidelities, a table of
-//!   machine, algorithm, size, packet time, flow time and their difference;
-//!   a row outside 5 % says so and why, and the run exits 1 (`--quick`
-//!   keeps the cases that take seconds and are all inside: the CI gate).
+//! - **`--compare`**: a catalogue of every collective workload (all-reduce
+//!   algorithms, all-gather, reduce-scatter, broadcast, reduce, all-to-all,
+//!   gather, scatter, send/recv) in both fidelities, a table of workload,
+//!   machine, algorithm, size, packet time, flow time and their difference
+//!   (the call's time figure: `allreduce_ps`, `allgather_ps`, ...); a row
+//!   outside 5 % says so and why, and the run exits 1 (`--quick` keeps the
+//!   cases that take seconds and are all inside: the CI gate).
 //!
 //! A case that fails or reaches its timeout is a failure: the table says
 //! so and the example exits 1, with `--json` too.
@@ -48,9 +55,11 @@ use serde_json::{Value, json};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// One simulated run: machine, size, fidelity, algorithm.
+/// One simulated run: workload, machine, size, fidelity, algorithm.
 #[derive(Debug, Clone)]
 struct Point {
+    /// The collective workload (`ccl_allreduce`, `ccl_allgather`, ...).
+    bench: &'static str,
     sips: u32,
     bytes: u64,
     fidelity: &'static str,
@@ -62,12 +71,18 @@ struct Point {
 impl Point {
     fn new(sips: u32, topology: &'static str, algorithm: &'static str, bytes: u64) -> Point {
         Point {
+            bench: "ccl_allreduce",
             sips,
             bytes,
             fidelity: "packet",
             algorithm,
             topology,
         }
+    }
+
+    /// The same point run by collective workload `bench`.
+    fn of(self, bench: &'static str) -> Point {
+        Point { bench, ..self }
     }
 
     fn with(&self, fidelity: &'static str) -> Point {
@@ -84,15 +99,21 @@ impl Point {
             self.algorithm.to_owned(),
             self.bytes.to_string(),
             self.fidelity.to_owned(),
+            self.bench.to_owned(),
         ]
     }
 
     fn parse(args: &[String]) -> Result<Point, Box<dyn Error>> {
-        let [sips, topology, algorithm, bytes, fidelity] = args else {
-            return Err("--one SIPS TOPOLOGY ALGORITHM BYTES FIDELITY".into());
+        let (args, bench) = match args {
+            [rest @ .., bench] if rest.len() == 5 => (rest, bench.as_str()),
+            _ => (args, "ccl_allreduce"),
         };
-        let leak = |s: &String| -> &'static str { Box::leak(s.clone().into_boxed_str()) };
+        let [sips, topology, algorithm, bytes, fidelity] = args else {
+            return Err("--one SIPS TOPOLOGY ALGORITHM BYTES FIDELITY [BENCH]".into());
+        };
+        let leak = |s: &str| -> &'static str { Box::leak(s.to_owned().into_boxed_str()) };
         Ok(Point {
+            bench: leak(bench),
             sips: sips.parse()?,
             bytes: bytes.parse()?,
             fidelity: leak(fidelity),
@@ -102,7 +123,14 @@ impl Point {
     }
 
     fn machine(&self) -> String {
-        format!("{} SIPs {}", self.sips, self.topology)
+        let noun = if self.sips == 1 { "SIP" } else { "SIPs" };
+        format!("{} {noun} {}", self.sips, self.topology)
+    }
+
+    /// The workload's figure for the call's time: `ccl_allgather` →
+    /// `allgather_ps` (`workloads::collective`).
+    fn time_figure(&self) -> String {
+        format!("{}_ps", self.bench.trim_start_matches("ccl_"))
     }
 }
 
@@ -140,8 +168,10 @@ fn per_event_points() -> [Point; 2] {
     [16, 256].map(|sips| Point::new(sips, "torus_2d", "intercube_allreduce", 64 * MIB).with("flow"))
 }
 
-/// The all-reduce catalogue both fidelities are compared on; `quick`
-/// keeps the cases that take seconds in packet mode.
+/// The catalogue both fidelities are compared on: the all-reduce
+/// algorithms, then every other collective workload with its default
+/// algorithm (configs/ccl.yaml); `quick` keeps the cases that take
+/// seconds in packet mode.
 fn catalogue(quick: bool) -> Vec<Point> {
     let mut points = vec![
         Point::new(2, "ring_1d", "intercube_allreduce", 64 * KIB),
@@ -151,6 +181,14 @@ fn catalogue(quick: bool) -> Vec<Point> {
         Point::new(6, "torus_2d", "intercube_allreduce", 192 * KIB),
         Point::new(2, "ring_1d", "ring_allreduce", 64 * KIB),
         Point::new(4, "ring_1d", "ring_allreduce", 64 * KIB),
+        Point::new(4, "torus_2d", "ring_allgather", 64 * KIB).of("ccl_allgather"),
+        Point::new(4, "torus_2d", "ring_reducescatter", MIB).of("ccl_reducescatter"),
+        Point::new(4, "torus_2d", "chain_broadcast", MIB).of("ccl_broadcast"),
+        Point::new(4, "torus_2d", "chain_reduce", MIB).of("ccl_reduce"),
+        Point::new(1, "ring_1d", "ring_alltoall", MIB).of("ccl_alltoall"),
+        Point::new(4, "torus_2d", "p2p_gather", MIB).of("ccl_gather"),
+        Point::new(4, "torus_2d", "p2p_scatter", MIB).of("ccl_scatter"),
+        Point::new(4, "torus_2d", "p2p_copy", MIB).of("ccl_sendrecv"),
     ];
     if !quick {
         points.push(Point::new(2, "ring_1d", "intercube_allreduce", 16 * MIB));
@@ -159,6 +197,29 @@ fn catalogue(quick: bool) -> Vec<Point> {
         // The smallest case of the saturation gap (docs/performance.md).
         points.push(Point::new(1, "ring_1d", "intercube_allreduce", 64 * MIB));
         points.push(Point::new(16, "torus_2d", "ring_rsag_allreduce", 64 * KIB));
+        // Issue 24 item 5: three of 30 contended cases a user tried.
+        points.push(Point::new(9, "torus_2d", "tree_allreduce", MIB));
+        points.push(Point::new(
+            4,
+            "torus_2d",
+            "lrab_hierarchical_allreduce",
+            2 * MIB,
+        ));
+        points.push(Point::new(9, "torus_2d", "ring_allgather", 2 * MIB).of("ccl_allgather"));
+        // The smallest machine with the all-gather's gap.
+        points.push(Point::new(1, "ring_1d", "ring_allgather", 2 * MIB).of("ccl_allgather"));
+        let larger = [
+            ("ccl_reducescatter", "ring_reducescatter", 4, "torus_2d"),
+            ("ccl_broadcast", "chain_broadcast", 4, "torus_2d"),
+            ("ccl_reduce", "chain_reduce", 4, "torus_2d"),
+            ("ccl_alltoall", "ring_alltoall", 1, "ring_1d"),
+            ("ccl_gather", "p2p_gather", 4, "torus_2d"),
+            ("ccl_scatter", "p2p_scatter", 4, "torus_2d"),
+            ("ccl_sendrecv", "p2p_copy", 2, "ring_1d"),
+        ];
+        for (bench, algorithm, sips, topology) in larger {
+            points.push(Point::new(sips, topology, algorithm, 8 * MIB).of(bench));
+        }
     }
     points
 }
@@ -187,11 +248,10 @@ fn run_one(point: &Point) -> Result<(), Box<dyn Error>> {
     .with("algorithm", point.algorithm)
     .with("size", point.bytes);
     let (mut set_up, mut cpu_set_up) = ((start, 0), cpu_start);
-    let report =
-        workloads::find("ccl_allreduce")?.run_marked(machine, &options, &mut |events| {
-            set_up = (Instant::now(), events);
-            cpu_set_up = cpu_seconds();
-        })?;
+    let report = workloads::find(point.bench)?.run_marked(machine, &options, &mut |events| {
+        set_up = (Instant::now(), events);
+        cpu_set_up = cpu_seconds();
+    })?;
     let (end, cpu_end) = (Instant::now(), cpu_seconds());
     let wall = (end - start).as_secs_f64();
     let (set_up_s, sim_s) = (
@@ -205,12 +265,14 @@ fn run_one(point: &Point) -> Result<(), Box<dyn Error>> {
     let messages = figure("ipcq_messages").unwrap_or(0);
     let line = json!({
         "machine": point.machine(),
+        "bench": point.bench,
         "sips": point.sips,
         "cubes": spec.cubes_per_sip(),
         "algorithm": point.algorithm,
         "bytes_per_rank": point.bytes,
         "fidelity": point.fidelity,
         "allreduce_ps": figure("allreduce_ps"),
+        "call_ps": figure(&point.time_figure()),
         "wall_s": wall,
         "set_up_s": set_up_s,
         "sim_s": sim_s,
@@ -295,6 +357,7 @@ fn run_child(point: &Point, timeout: Duration) -> Result<Value, Box<dyn Error>> 
 fn failed(point: &Point, reason: &str) -> Value {
     json!({
         "machine": point.machine(),
+        "bench": point.bench,
         "sips": point.sips,
         "algorithm": point.algorithm,
         "bytes_per_rank": point.bytes,
@@ -400,13 +463,20 @@ fn failures(lines: &[Value]) -> Outcome {
 type Outcome = Option<String>;
 
 /// The rows known to be outside the 5 % bound, with the reason the table
-/// prints beside them (docs/performance.md, "Packet vs flow"; issue 24
-/// item 5 is to bring them inside).
+/// prints beside them (docs/performance.md, "Packet vs flow"; ADR-0053
+/// says where flow and packet diverge; issue 24 item 5 is to bring them
+/// inside).
 fn known_gap(point: &Point) -> Option<&'static str> {
-    let saturated = point.algorithm == "intercube_allreduce" && point.bytes >= 16 * MIB;
-    saturated.then_some(
-        "every link saturated: flow serves one-packet flows between booked flows' packets \
-         without delaying their computed ends, so it is optimistic (issue 24 item 5)",
+    let overlapping = match point.algorithm {
+        "intercube_allreduce" => point.bytes >= 16 * MIB,
+        "ring_allgather" => point.bytes >= 2 * MIB,
+        "tree_allreduce" => point.bytes >= MIB,
+        _ => false,
+    };
+    overlapping.then_some(
+        "flows overlapping on a hop are served one after another where their packets \
+         interleave; the first-booked ends early and the work waiting on it starts early, \
+         so flow is optimistic (ADR-0053)",
     )
 }
 
@@ -414,14 +484,14 @@ fn known_gap(point: &Point) -> Option<&'static str> {
 /// 5 % or fails.
 fn compare(points: &[Point], timeout: Duration) -> Result<Outcome, Box<dyn Error>> {
     println!(
-        "{:<22} {:<20} {:>10} {:>14} {:>14} {:>8}  note",
-        "machine", "algorithm", "bytes/rank", "packet(us)", "flow(us)", "diff"
+        "{:<18} {:<22} {:<28} {:>10} {:>14} {:>14} {:>8}  note",
+        "workload", "machine", "algorithm", "bytes/rank", "packet(us)", "flow(us)", "diff"
     );
     let (mut outside, mut failed) = (0, 0);
     for point in points {
         let time = |fidelity| -> Result<Option<f64>, Box<dyn Error>> {
             let line = run_child(&point.with(fidelity), timeout)?;
-            Ok(line["allreduce_ps"].as_u64().map(|ps| ps as f64 / 1e6))
+            Ok(line["call_ps"].as_u64().map(|ps| ps as f64 / 1e6))
         };
         let (packet, flow) = (time("packet")?, time("flow")?);
         let (packet_text, flow_text, diff, note) = match (packet, flow) {
@@ -448,7 +518,8 @@ fn compare(points: &[Point], timeout: Duration) -> Result<Outcome, Box<dyn Error
             }
         };
         println!(
-            "{:<22} {:<20} {:>10} {packet_text:>14} {flow_text:>14} {diff:>8}  {note}",
+            "{:<18} {:<22} {:<28} {:>10} {packet_text:>14} {flow_text:>14} {diff:>8}  {note}",
+            point.bench,
             point.machine(),
             point.algorithm,
             point.bytes,
@@ -478,7 +549,7 @@ fn main() -> ExitCode {
 }
 
 const USAGE: &str = "usage: scale [--json] [--compare [--quick] | --per-event] [--timeout SECONDS] \
-                     | --one SIPS TOPOLOGY ALGORITHM BYTES FIDELITY";
+                     | --one SIPS TOPOLOGY ALGORITHM BYTES FIDELITY [BENCH]";
 
 fn run() -> Result<Outcome, Box<dyn Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -13,9 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::{EnvFilter, Layer};
 
 use kernbench::ccl::CclConfig;
 use kernbench::config::units::parse_positive_bytes;
@@ -554,6 +555,26 @@ fn fidelity_names() -> clap::builder::PossibleValuesParser {
     clap::builder::PossibleValuesParser::new(Fidelity::ALL.map(Fidelity::name))
 }
 
+/// The console log's filter from `RUST_LOG`: a default level and
+/// `target=level` pairs, comma-separated (`warn`, `kernbench::ccl=debug,info`);
+/// `warn` when unset. A value that does not parse is reported on stderr and
+/// `warn` used, so a stray variable does not stop a run. (Span and field
+/// filters and regular expressions are not supported: ADR-0055.)
+fn log_filter(rust_log: Option<&str>) -> Targets {
+    let warn = Targets::new().with_default(tracing::Level::WARN);
+    match rust_log.map(str::parse::<Targets>) {
+        None => warn,
+        Some(Ok(targets)) => targets,
+        Some(Err(e)) => {
+            eprintln!(
+                "warning: RUST_LOG={:?} is not a log filter ({e}); using `warn`",
+                rust_log.unwrap_or_default()
+            );
+            warn
+        }
+    }
+}
+
 /// Installs the log output: a `fmt` layer on stderr filtered by `RUST_LOG`
 /// (default `warn`), without wall-clock timestamps so that runs compare
 /// equal, and, with `--trace FILE`, the virtual-time Chrome trace layer.
@@ -565,7 +586,7 @@ fn init_tracing(cli: &Cli) -> Result<Option<TraceFileGuard>, CliError> {
         window: cli.trace_window.unwrap_or_default(),
         filter: cli.trace_filter.clone().unwrap_or_default(),
     };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let filter = log_filter(std::env::var("RUST_LOG").ok().as_deref());
     let log = tracing_subscriber::fmt::layer()
         .without_time()
         .with_writer(io::stderr)
@@ -1329,5 +1350,26 @@ mod workload_flags {
             assert!(check_machine_fits(&spec, Footprint::Graph, None).is_ok());
             assert!(check_machine_fits(&spec, Footprint::Simulation, None).is_ok());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_filter;
+    use tracing::Level;
+
+    #[test]
+    fn rust_log_sets_the_console_level_by_target_and_defaults_to_warn() {
+        let unset = log_filter(None);
+        assert!(unset.would_enable("kernbench::ccl", &Level::WARN));
+        assert!(!unset.would_enable("kernbench::ccl", &Level::INFO));
+        let set = log_filter(Some("kernbench::ccl=debug,error"));
+        assert!(set.would_enable("kernbench::ccl::ring", &Level::DEBUG));
+        assert!(!set.would_enable("kernbench::hw", &Level::WARN));
+        assert!(set.would_enable("kernbench::hw", &Level::ERROR));
+        // Not a filter: reported, and the default kept.
+        let bad = log_filter(Some("kernbench=loud"));
+        assert!(bad.would_enable("kernbench", &Level::WARN));
+        assert!(!bad.would_enable("kernbench", &Level::INFO));
     }
 }

@@ -60,13 +60,15 @@ fn ccl_trace_lines_have_the_guide_shape() {
     use std::sync::{Arc, Mutex};
     let lines = Arc::new(Mutex::new(Vec::<u8>::new()));
     let sink = lines.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_env_filter("kernbench::ccl=debug")
+    use tracing_subscriber::{Layer, filter::Targets, layer::SubscriberExt};
+    let only_ccl: Targets = "kernbench::ccl=debug".parse().unwrap();
+    let lines_layer = tracing_subscriber::fmt::layer()
         .with_writer(move || Capture(sink.clone()))
         .without_time()
         .with_target(false)
         .with_level(false)
-        .finish();
+        .with_filter(only_ccl);
+    let subscriber = tracing_subscriber::registry().with(lines_layer);
     tracing::subscriber::with_default(subscriber, exchange);
     let text = String::from_utf8(lines.lock().unwrap().clone()).unwrap();
     let send = regex_like(&text, "send] sip0.cube0.pe0 dir=E nbytes=64 seq=0");

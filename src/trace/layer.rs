@@ -435,7 +435,7 @@ mod tests {
         let (layer, handle) = ChromeTraceLayer::new(fake_now);
         let quiet = tracing_subscriber::fmt::layer()
             .with_writer(std::io::sink)
-            .with_filter(tracing_subscriber::EnvFilter::new("warn"));
+            .with_filter(tracing_subscriber::filter::LevelFilter::WARN);
         let subscriber = tracing_subscriber::registry().with(quiet).with(Some(layer));
         tracing::subscriber::with_default(subscriber, || {
             crate::trace::record_complete(&complete("link0", 1, 2));

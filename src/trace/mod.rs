@@ -40,7 +40,7 @@
 //!
 //! ```no_run
 //! use kernbench::trace::{ChromeTraceLayer, TraceOptions};
-//! use tracing_subscriber::{EnvFilter, Layer, fmt, layer::SubscriberExt};
+//! use tracing_subscriber::{Layer, filter::Targets, fmt, layer::SubscriberExt};
 //!
 //! let trace_file: Option<&str> = Some("trace.json"); // from `--trace FILE`
 //! let options = TraceOptions {
@@ -52,7 +52,7 @@
 //!     .transpose()?
 //!     .unzip();
 //! let subscriber = tracing_subscriber::registry()
-//!     .with(fmt::layer().with_filter(EnvFilter::from_default_env()))
+//!     .with(fmt::layer().with_filter("warn".parse::<Targets>()?))
 //!     .with(chrome);
 //! tracing::subscriber::with_default(subscriber, || {
 //!     // run the simulation

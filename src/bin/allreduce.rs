@@ -2,7 +2,7 @@
 //! a range of sizes, checked, as an nccl-tests style table.
 //!
 //! ```sh
-//! cargo run --release --example allreduce [-- -b 256 -e 64M -f 4 \
+//! cargo run --release --bin allreduce [-- -b 256 -e 64M -f 4 \
 //!     --algorithm NAME --fidelity packet|flow --trace FILE]
 //! ```
 //!
