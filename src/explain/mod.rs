@@ -222,8 +222,13 @@ impl Explanation {
             *by_class.entry(class(c)).or_default() += d;
             *by_component.entry(c).or_default() += d;
         }
+        // Largest first; equals by rank (links by edge, whenever made).
         let mut top: Vec<(u32, u64)> = by_component.into_iter().collect();
-        top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let rank = |c: u32| match c {
+            OTHER => u64::MAX,
+            c => recording.components[c as usize].rank,
+        };
+        top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| rank(a.0).cmp(&rank(b.0))));
         let top_components = top
             .iter()
             .take(TOP)

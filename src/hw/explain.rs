@@ -32,7 +32,7 @@ use std::rc::Rc;
 use rustc_hash::FxHashMap;
 
 use super::server::{Activity, Reservation, SerialServer, ServerStats};
-use crate::sim::{self, SimTime, Sleep};
+use crate::sim::{self, SimDuration, SimTime, Sleep};
 
 /// A resource class: what kind of thing a piece of time was spent on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -181,6 +181,10 @@ pub struct Component {
     pub name: Rc<str>,
     /// Its class.
     pub class: Class,
+    /// Where it sorts among equals in a report: a link by its edge index,
+    /// then every other component in the order it was first named
+    /// (`2^32` + its id), whenever it was named (ADR-0051).
+    pub rank: u64,
 }
 
 /// A server's counters at the start and end of the explained interval.
@@ -377,10 +381,13 @@ fn with<T>(f: impl FnOnce(&mut Recorder) -> T) -> Option<T> {
     RECORDER.with(|r| r.borrow_mut().as_mut().map(f))
 }
 
-/// Names `server` a component of class `class` now (the fabric, for
-/// links: their class comes from their edge's kind, not their activity).
-pub fn set_class(server: &SerialServer, class: Class) {
-    server_component(server, class);
+/// Names `server`, the link of edge `edge`, a component of class `class`
+/// now (the link table, when it makes a link while recording: a link's
+/// class comes from its edge's kind, not its activity).
+pub fn set_link(server: &SerialServer, class: Class, edge: usize) {
+    if let Some(id) = server_component(server, class) {
+        with(|r| r.kept.components[id as usize].rank = edge as u64);
+    }
 }
 
 /// The generation servers cache their component id for, while there is
@@ -432,7 +439,8 @@ impl Recorder {
             .ok()
             .filter(|&id| id < MAX_COMPONENTS)
             .expect("more than 2^30 components in one --explain recording");
-        self.kept.components.push(Component { name, class });
+        let rank = (1 << 32) + u64::from(id);
+        self.kept.components.push(Component { name, class, rank });
         self.kept.queued.push(0);
         id
     }
@@ -620,6 +628,31 @@ pub fn push_run(memo: &RunMemo, make: impl FnOnce() -> Vec<Term>) {
     });
 }
 
+/// A [`RunMemo`] for one of many keys (a route's flows, by size): the
+/// first key pushed in a recording gets the run; the others are pushed
+/// term by term. One run per owner and recording, however many keys.
+#[derive(Debug, Default)]
+pub struct KeyedRunMemo {
+    memo: RunMemo,
+    /// The key the run is of, while `memo` holds one.
+    key: Cell<u64>,
+}
+
+/// [`push_run`] of the terms `make` gives, which are the same at every
+/// call with this `memo` and `key` in a recording (ADR-0051): a run for
+/// the memo's key, the terms one by one for another.
+pub fn push_keyed_run(memo: &KeyedRunMemo, key: u64, make: impl FnOnce() -> Vec<Term>) {
+    if !recording() {
+        return;
+    }
+    let held = cache_generation().is_some_and(|g| memo.memo.generation.get() == g);
+    if held && memo.key.get() != key {
+        return push_terms(make());
+    }
+    memo.key.set(key);
+    push_run(&memo.memo, make);
+}
+
 /// Pushes a booking of `server` asked for at `arrives` and served over
 /// `booked`: queueing until its start, service until its end.
 pub fn push_booking(server: &SerialServer, arrives: SimTime, booked: Reservation) {
@@ -628,6 +661,22 @@ pub fn push_booking(server: &SerialServer, arrives: SimTime, booked: Reservation
         push(id, TermKind::Queue, queue);
         let service = booked.end.saturating_since(booked.start).as_ps();
         push(id, TermKind::Service, service);
+    }
+}
+
+/// Counts `ps` of queueing on `server` in its utilisation (inside the
+/// interval) without labelling any wait with it: a header that no sleep
+/// of the running poll covers (a flow-mode credit, ADR-0051).
+pub fn count_queue(server: &SerialServer, ps: u64) {
+    if ps == 0 {
+        return;
+    }
+    if let Some(id) = component(server) {
+        with(|r| {
+            if r.in_interval() {
+                r.kept.queued[id as usize] += ps;
+            }
+        });
     }
 }
 
@@ -712,7 +761,8 @@ pub fn end_marked() -> bool {
 
 /// Marks the end of the explained interval at `now`, reached in causal-log
 /// poll `poll` (the first mark counts), names it `what`, and takes the
-/// counters of the servers snapshotted at the start. Then stops recording
+/// counters of `servers` (those snapshotted at the start, and those made
+/// since, from zero). Then stops recording
 /// (here and in the running simulation's causal log): the walk starts at
 /// `poll` and only goes to earlier ones, so nothing later can be on the
 /// critical path (ADR-0039).
@@ -739,42 +789,63 @@ pub fn mark_end<'a>(
     sim::stop_recording_causes();
 }
 
-/// The counters of the servers snapshotted at the start (`started`) and
-/// among `servers` now that did anything in between (bytes, busy time or
-/// queueing), in the order of the start's snapshot.
+/// The counters of `servers` (every server made so far, in the fabric's
+/// order) that did anything since the start (bytes, busy time or
+/// queueing), in that order: from their snapshot at the start
+/// (`started`), or from zero for a server made after it (made idle, with
+/// nothing booked: ADR-0051).
 fn active_counters<'a>(
     started: &[(u32, ServerStats)],
     servers: impl IntoIterator<Item = &'a SerialServer>,
     now: SimTime,
 ) -> Vec<Counters> {
-    let queued = with(|r| r.kept.queued.clone()).unwrap_or_default();
-    let mut position = vec![u32::MAX; queued.len()];
+    let (queued, start) = with(|r| (r.kept.queued.clone(), r.kept.start)).unwrap_or_default();
+    let Some(start) = start else {
+        // No start marked: no snapshot to count from (as before ADR-0051).
+        return Vec::new();
+    };
+    let fresh = ServerStats {
+        jobs: 0,
+        bytes: 0,
+        busy: SimDuration::ZERO,
+        elapsed: start.saturating_since(SimTime::ZERO),
+    };
+    // Per component: its snapshot's position, `UNSEEN` if it has none,
+    // `LISTED` once its counters are taken (a server listed twice counts
+    // once).
+    const UNSEEN: u32 = u32::MAX;
+    const LISTED: u32 = u32::MAX - 1;
+    let mut position = vec![UNSEEN; queued.len()];
     for (index, &(component, _)) in started.iter().enumerate() {
-        position[component as usize] = u32::try_from(index).unwrap_or(u32::MAX);
+        position[component as usize] = u32::try_from(index).unwrap_or(UNSEEN);
     }
-    let mut counters: Vec<(u32, Counters)> = servers
-        .into_iter()
-        .filter_map(|server| {
-            let component = component(server)?;
-            let &at = position.get(component as usize)?;
-            let &(_, start) = started.get(at as usize)?;
-            let end = server.stats(now);
-            let active = end.busy != start.busy
-                || end.bytes != start.bytes
-                || queued.get(component as usize).is_some_and(|&q| q > 0);
-            active.then_some((
-                at,
-                Counters {
-                    component,
-                    start,
-                    end,
-                },
-            ))
-        })
-        .collect();
-    counters.sort_by_key(|&(at, _)| at);
-    counters.dedup_by_key(|&mut (at, _)| at);
-    counters.into_iter().map(|(_, c)| c).collect()
+    let mut counters = Vec::new();
+    for server in servers {
+        let Some(component) = component(server) else {
+            continue;
+        };
+        if position.len() <= component as usize {
+            position.resize(component as usize + 1, UNSEEN);
+        }
+        let start = match position[component as usize] {
+            LISTED => continue,
+            UNSEEN => fresh,
+            at => started[at as usize].1,
+        };
+        position[component as usize] = LISTED;
+        let end = server.stats(now);
+        let active = end.busy != start.busy
+            || end.bytes != start.bytes
+            || queued.get(component as usize).is_some_and(|&q| q > 0);
+        if active {
+            counters.push(Counters {
+                component,
+                start,
+                end,
+            });
+        }
+    }
+    counters
 }
 
 #[cfg(test)]
@@ -804,11 +875,17 @@ mod tests {
         }
         assert_eq!(cache_generation(), None);
         install();
-        set_class(&b, Class::Ucie);
+        set_link(&b, Class::Ucie, 9);
         assert_eq!(ids(&a, &b), [Some(1), Some(0), Some(1), Some(0)]);
         let kept = finish().unwrap();
         let classes: Vec<Class> = kept.components.iter().map(|c| c.class).collect();
         assert_eq!(classes, [Class::Ucie, Class::Noc]);
+        let ranks: Vec<u64> = kept.components.iter().map(|c| c.rank).collect();
+        assert_eq!(
+            ranks,
+            [9, (1 << 32) + 1],
+            "a link by its edge, the rest by id"
+        );
         assert_eq!(component(&a), None, "finished");
     }
 

@@ -35,7 +35,7 @@ use super::{
 };
 use crate::sim::{self, SimDuration, SimTime};
 use crate::topology::{
-    EdgeId, EdgeKind, Fidelity, Machine, MemSpace, Path, PathRouter, TopologySpec, naming,
+    EdgeId, Fidelity, Machine, MemSpace, Path, PathRouter, TopologySpec, naming,
 };
 
 /// Pushes, for `--explain`, an access to `space` that books nothing (a
@@ -52,16 +52,6 @@ fn explain_unbooked(space: MemSpace, took: SimDuration) {
             explain::TermKind::Latency,
             took.as_ps(),
         );
-    }
-}
-
-/// The `--explain` class of a link of `kind`.
-fn link_class(kind: EdgeKind) -> explain::Class {
-    match kind {
-        EdgeKind::InterSip => explain::Class::InterSipLink,
-        EdgeKind::Ucie => explain::Class::Ucie,
-        EdgeKind::Pcie | EdgeKind::Mgmt => explain::Class::Pcie,
-        EdgeKind::Noc | EdgeKind::Attach | EdgeKind::HbmPort => explain::Class::Noc,
     }
 }
 
@@ -186,19 +176,16 @@ impl Fabric {
         &self.router
     }
 
-    /// Tells the `--explain` recorder of this thread every link's class
-    /// (from its edge's kind); call before the run.
+    /// Tells the `--explain` recorder of this thread the class of every
+    /// link made so far (from its edge's kind; a link made later is told
+    /// when made); call before the run.
     pub fn explain_classes(&self) {
-        if !explain::recording() {
-            return;
-        }
-        for (link, edge) in self.links.all().zip(self.machine.edges()) {
-            explain::set_class(link.server(), link_class(edge.kind));
-        }
+        self.links.explain_classes();
     }
 
-    /// Snapshots every server at the start of the explained interval, at
-    /// `now` ([`explain::mark_start`]).
+    /// Snapshots every server made so far at the start of the explained
+    /// interval, at `now` ([`explain::mark_start`]; one made later starts
+    /// with its counters at zero).
     pub fn explain_start(&self, now: SimTime) {
         explain::mark_start(now, self.servers());
     }
@@ -211,24 +198,18 @@ impl Fabric {
         }
     }
 
-    /// Every server of the machine: links in edge order, then each cube's
-    /// and each PE's units, then the IO_CPUs.
-    /// (Makes every cube's and PE's units that were not yet: for
-    /// `--explain`, which snapshots them all.)
+    /// Every server made so far: links in edge order, then each cube's
+    /// and each PE's units (cube-major), then the IO_CPUs. Makes none:
+    /// `--explain` snapshots these, and a server made later starts idle
+    /// (ADR-0051).
     pub fn servers(&self) -> Vec<&SerialServer> {
-        let mut servers: Vec<&SerialServer> = self.links.all().map(Link::server).collect();
-        let coords = cube_coords(&self.machine);
-        for &(sip, cube) in &coords {
-            let cube = self.cube(sip, cube);
+        let mut servers: Vec<&SerialServer> = self.links.made_links().map(Link::server).collect();
+        for cube in self.cubes.iter().filter_map(OnceCell::get) {
             servers.extend(cube.hbm.servers());
             servers.push(cube.sram.server());
             servers.extend(cube.mcpu.servers());
         }
-        let pes = self.machine.pes_per_cube();
-        let pe_coords = coords
-            .iter()
-            .flat_map(|&(sip, cube)| (0..pes).map(move |pe| (sip, cube, pe)));
-        for pe in pe_coords.map(|(sip, cube, pe)| self.pe(sip, cube, pe)) {
+        for pe in self.pes.iter().filter_map(OnceCell::get) {
             servers.push(pe.dma.server());
             servers.push(pe.tcm.server());
             servers.push(pe.gemm.server());
@@ -335,6 +316,25 @@ impl Fabric {
     /// hops, [`header_lands`](Self::header_lands)).
     pub fn signal_lands(&self, route: &Route, start: SimTime) -> Result<SimTime, HwError> {
         self.with_flow(route, |flow| flow.signal_lands(&self.links, start))
+    }
+
+    /// When an IPCQ credit sent over `route` at `start` lands, in flow
+    /// mode: as a doorbell does ([`signal_lands`](Self::signal_lands) for
+    /// the slot of a message booked `as_unit`, else
+    /// [`header_lands`](Self::header_lands)), with no term pushed for
+    /// `--explain`: no sleep of the poll that sends it covers it (the
+    /// sender's claim waits for it, a credit wait; ADR-0051). Its queueing
+    /// at busy hops still counts in their utilisation.
+    pub fn credit_lands(
+        &self,
+        route: &Route,
+        start: SimTime,
+        as_unit: bool,
+    ) -> Result<SimTime, HwError> {
+        self.with_flow(route, |flow| match as_unit {
+            true => flow.signal_crossing(start),
+            false => flow.header_crossing(&self.links, start, false),
+        })
     }
 
     /// `path` as this fabric sends over it: in flow mode with its
@@ -619,12 +619,6 @@ fn unbooked(space: MemSpace) -> bool {
     matches!(space, MemSpace::Tcm { .. } | MemSpace::Host)
 }
 
-fn cube_coords(machine: &Machine) -> Vec<(u32, u32)> {
-    (0..machine.sip_count())
-        .flat_map(|s| (0..machine.cubes_per_sip()).map(move |c| (s, c)))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -720,6 +714,42 @@ mod tests {
         assert!(header > busy, "a DMA read request still waits at busy hops");
     }
 
+    /// ADR-0051: a flow-mode credit's crossing is slept on by no poll of
+    /// the receiver that sends it, so it pushes no `--explain` term (a
+    /// later sleep of the same poll carries only its own); a doorbell's
+    /// does, its route's uncontended crossing.
+    #[test]
+    fn a_flow_credit_pushes_no_explain_term_and_a_doorbell_its_crossing() {
+        use explain::{Class, Term, TermKind};
+        let fabric = fabric_with(&["simulation.fidelity=flow"]);
+        let path = pe_to_pe(&fabric);
+        let route = fabric.route(&path).unwrap();
+        let mut simulation = Simulation::new();
+        simulation.record_causes();
+        explain::install();
+        let f = fabric.clone();
+        simulation.spawn("receiver", async move {
+            let now = sim::now();
+            f.credit_lands(&route, now, true).unwrap();
+            f.credit_lands(&route, now, false).unwrap();
+            explain::push_named("math", Class::PeMath, TermKind::Service, 7);
+            explain::sleep_until(now + SimDuration::from_ps(10)).await;
+            let lands = f.signal_lands(&route, sim::now()).unwrap();
+            explain::sleep_until(lands).await;
+        });
+        simulation.run().unwrap();
+        let kept = explain::finish().unwrap();
+        let log = simulation.causal_log().unwrap();
+        let labels: Vec<Vec<Term>> = log.sleeps.iter().map(|s| kept.label(s.label)).collect();
+        let math = kept.components.iter().position(|c| &*c.name == "math");
+        assert_eq!(labels.len(), 2);
+        assert_eq!(labels[0].len(), 1, "{:?}", labels[0]);
+        assert_eq!(Some(labels[0][0].component as usize), math);
+        let doorbell: u64 = labels[1].iter().map(|t| t.ps).sum();
+        assert_eq!(doorbell, fabric.send_formula(&path, 0).unwrap().as_ps());
+        assert!(labels[1].len() >= path.edges().len(), "a term per hop");
+    }
+
     #[test]
     fn units_are_made_when_first_asked_for_and_links_share_classes() {
         let fabric = fabric();
@@ -734,13 +764,16 @@ mod tests {
         assert_eq!(made(&fabric), (1, 1));
         // The same unit on every later call.
         assert!(Rc::ptr_eq(fabric.pe_dma(1, 3, 2), fabric.pe_dma(1, 3, 2)));
-        // Explain's snapshot makes them all.
-        let servers = fabric.servers().len();
+        // Explain's snapshot lists the units made so far and makes none:
+        // the cube's HBM channels, SRAM, M_CPU and DMA, the PE's four, the
+        // IO_CPUs.
+        let servers = fabric.servers();
         let m = fabric.machine();
-        let cubes = (m.sip_count() * m.cubes_per_sip()) as usize;
-        assert_eq!(made(&fabric), (cubes * m.pes_per_cube() as usize, cubes));
-        assert!(servers > fabric.links().len() + cubes);
-        assert_eq!(fabric.links().made(), fabric.links().len());
+        let hbm = fabric.hbm(1, 3).servers().count();
+        assert_eq!(servers.len(), hbm + 1 + 2 + 4 + m.sip_count() as usize);
+        assert_eq!(servers[hbm + 3 + 1].name(), "sip1.cube3.pe2.tcm");
+        assert_eq!(made(&fabric), (1, 1));
+        assert_eq!(fabric.links().made(), 0);
         // Two cache lines a link, whatever its parameters.
         assert_eq!(std::mem::size_of::<Link>(), 128);
         assert_eq!(std::mem::align_of::<Link>(), 64);

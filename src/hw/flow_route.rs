@@ -58,6 +58,9 @@ pub(crate) struct FlowRoute {
     tails: RefCell<(u64, Box<[SimDuration]>)>,
     /// A header's uncontended crossing as an `--explain` run.
     explain: super::explain::RunMemo,
+    /// A flow's uncontended crossing as an `--explain` run, for one size
+    /// (ADR-0051).
+    flow_explain: super::explain::KeyedRunMemo,
 }
 
 impl FlowRoute {
@@ -95,6 +98,7 @@ impl FlowRoute {
             signal,
             tails: RefCell::new((max_payload.get(), tails)),
             explain: Default::default(),
+            flow_explain: Default::default(),
         })
     }
 
@@ -148,7 +152,7 @@ impl FlowRoute {
             };
             (&links[hop.link], times)
         });
-        cross_hops(hops, plan, start, on_hop)
+        cross_hops(hops, plan, start, on_hop, Some(&self.flow_explain))
     }
 
     /// Makes `tails` hold `S_h(last)` per hop.
@@ -180,6 +184,12 @@ impl FlowRoute {
             // The uncontended header crossing's terms, as one run (ADR-0046).
             self.explain_header(links, None);
         }
+        self.signal_crossing(start)
+    }
+
+    /// [`signal_lands`](Self::signal_lands) with nothing pushed for
+    /// `--explain`.
+    pub(crate) fn signal_crossing(&self, start: SimTime) -> Result<SimTime, HwError> {
         later_for(start, self.signal, || "an IPCQ doorbell or credit")
     }
 
@@ -191,6 +201,20 @@ impl FlowRoute {
         links: &LinkTable,
         start: SimTime,
     ) -> Result<SimTime, HwError> {
+        self.header_crossing(links, start, true)
+    }
+
+    /// [`header_lands`](Self::header_lands). While `--explain` records,
+    /// pushes its terms for the running poll's sleep if `labelled`; else
+    /// only counts its queueing on the hops' utilisation (a flow-mode
+    /// credit, which no sleep of the poll covers: ADR-0051).
+    pub(crate) fn header_crossing(
+        &self,
+        links: &LinkTable,
+        start: SimTime,
+        labelled: bool,
+    ) -> Result<SimTime, HwError> {
+        let recording = super::explain::recording();
         let mut t = start;
         // For `--explain`: the hops where the header waited, if any.
         let mut waited: Option<Vec<bool>> = None;
@@ -198,13 +222,15 @@ impl FlowRoute {
             let link = &links[hop.link];
             if t < link.free_at() {
                 t = later_for(t, hop.half_full(), || link.name())?;
-                if super::explain::recording() {
+                if recording && labelled {
                     waited.get_or_insert_with(|| vec![false; self.hops.len()])[index] = true;
+                } else if recording {
+                    super::explain::count_queue(link.server(), hop.half_full().as_ps());
                 }
             }
             t = later_for(t, hop.header_crossing, || link.name())?;
         }
-        if super::explain::recording() {
+        if recording && labelled {
             self.explain_header(links, waited.as_deref());
         }
         Ok(t)
@@ -276,6 +302,81 @@ mod tests {
                 .collect();
             (fabric, routes)
         })
+    }
+
+    /// ADR-0051: while `--explain` records, an uncontended flow's terms
+    /// are its closed form's (sum: `send_formula`), the same label at
+    /// every crossing of its size (one run per route); another size, and
+    /// a flow that queued, are labelled term by term and still sum to
+    /// their time.
+    #[test]
+    fn an_uncontended_flow_is_one_label_per_route_and_size_and_sums_to_its_time() {
+        use crate::hw::explain;
+        let [(fabric, routes), _] = twins(&[((0, 0), (5, 0))]);
+        let route = routes[0].clone();
+        let mut simulation = Simulation::new();
+        simulation.record_causes();
+        explain::install();
+        let f = fabric.clone();
+        // (wait before in ps, bytes, whether a long flow is booked first)
+        let flows = [
+            (0, 16, false),
+            (1_000_000_000, 16, false),
+            (1_000_000_000, 4096, false),
+            (1_000_000_000, 4096, false),
+            (1_000_000_000, 16, true),
+            (1_000_000_000, 16, false),
+        ];
+        let run = simulation.spawn("flows", async move {
+            let mut took = Vec::new();
+            for (wait, bytes, contended) in flows {
+                sim::sleep(SimDuration::from_ps(wait)).await;
+                if contended {
+                    route.lands(f.links(), 64 << 10).unwrap();
+                    explain::discard();
+                }
+                let start = sim::now();
+                let lands = route.lands(f.links(), bytes).unwrap();
+                explain::sleep_until(lands).await;
+                took.push(lands.saturating_since(start).as_ps());
+            }
+            took
+        });
+        simulation.run().unwrap();
+        let took = run.output().unwrap();
+        let kept = explain::finish().unwrap();
+        let log = simulation.causal_log().unwrap();
+        let labelled: Vec<u32> = log.sleeps.iter().map(|s| s.label).collect();
+        let labelled: Vec<u32> = labelled
+            .into_iter()
+            .filter(|&l| l != crate::sim::causal::NO_LABEL)
+            .collect();
+        assert_eq!(labelled.len(), flows.len());
+        let path = fabric.router().find_path(
+            fabric.machine().pe(0, 0, 0).unwrap(),
+            fabric.machine().pe(0, 5, 0).unwrap(),
+        );
+        let formula = |bytes| {
+            fabric
+                .send_formula(&path.clone().unwrap(), bytes)
+                .unwrap()
+                .as_ps()
+        };
+        for (i, (&label, (_, bytes, contended))) in labelled.iter().zip(flows).enumerate() {
+            let terms = kept.label(label);
+            assert_eq!(terms.iter().map(|t| t.ps).sum::<u64>(), took[i], "flow {i}");
+            let queued = terms.iter().any(|t| t.kind == explain::TermKind::Queue);
+            assert_eq!(queued, contended, "flow {i}: {terms:?}");
+            if !contended {
+                assert_eq!(took[i], formula(bytes), "flow {i}");
+            }
+        }
+        let [a, b, c, d, e, f] = labelled[..] else {
+            unreachable!()
+        };
+        assert!(a == b && b == f, "one size, uncontended: one label");
+        assert!(c == d && c != a, "another size: its own label, also shared");
+        assert!(e != a);
     }
 
     /// `lands` gives every flow the time `book` gives it and leaves every

@@ -8,6 +8,10 @@
 //! step). A link is the same whether made early or late: idle, named
 //! `from->to`, sharing the [`LinkClass`] of its parameters.
 //!
+//! While `--explain` records, a link made is named to the recorder at
+//! once with its class from its edge's kind (ADR-0051): the recorder sees
+//! only the links a run makes.
+//!
 //! Knows the machine's edges and the link model; nothing of routes or time.
 
 use std::cell::{OnceCell, RefCell};
@@ -15,8 +19,19 @@ use std::ops::Index;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use super::explain::{self, Class};
 use super::{HopParams, Link, LinkClass};
-use crate::topology::{EdgeId, Machine};
+use crate::topology::{EdgeId, EdgeKind, Machine};
+
+/// The `--explain` class of a link of `kind`.
+fn explain_class(kind: EdgeKind) -> Class {
+    match kind {
+        EdgeKind::InterSip => Class::InterSipLink,
+        EdgeKind::Ucie => Class::Ucie,
+        EdgeKind::Pcie | EdgeKind::Mgmt => Class::Pcie,
+        EdgeKind::Noc | EdgeKind::Attach | EdgeKind::HbmPort => Class::Noc,
+    }
+}
 
 /// One lazily made [`Link`] per directed edge, indexed by edge index.
 pub struct LinkTable {
@@ -65,10 +80,29 @@ impl LinkTable {
         self.links.iter().filter(|l| l.get().is_some()).count()
     }
 
-    /// Every link in edge order, making those not yet made (for
-    /// `--explain`, which snapshots them all).
+    /// Every link in edge order, making those not yet made.
     pub fn all(&self) -> impl Iterator<Item = &Link> {
         (0..self.links.len()).map(|i| self.at(i))
+    }
+
+    /// The links made so far, in edge order (`--explain`'s snapshots: a
+    /// link made later starts idle, its counters at zero).
+    pub fn made_links(&self) -> impl Iterator<Item = &Link> {
+        self.links.iter().filter_map(|l| l.get().map(|l| &**l))
+    }
+
+    /// Names every link made so far to this thread's `--explain` recorder,
+    /// with its class (a link made later is named when made).
+    pub fn explain_classes(&self) {
+        if !explain::recording() {
+            return;
+        }
+        for (index, link) in self.links.iter().enumerate() {
+            if let Some(link) = link.get() {
+                let kind = self.machine.edge(EdgeId::from_index(index)).kind;
+                explain::set_link(link.server(), explain_class(kind), index);
+            }
+        }
     }
 
     fn make(&self, index: usize) -> Link {
@@ -76,7 +110,11 @@ impl LinkTable {
         let (from, to) = (self.machine.node(edge.from), self.machine.node(edge.to));
         let p = self.machine.link_params(edge);
         let params = HopParams::new(p.bandwidth, p.efficiency, p.latency, p.packet_overhead);
-        Link::of_class(&[&*from.name, "->", &*to.name].concat(), self.class(params))
+        let link = Link::of_class(&[&*from.name, "->", &*to.name].concat(), self.class(params));
+        if explain::recording() {
+            explain::set_link(link.server(), explain_class(edge.kind), index);
+        }
+        link
     }
 
     /// The shared class of `params`, made on first use.

@@ -181,9 +181,8 @@ pub fn book_flow<'a>(
         .collect::<Result<Vec<_>, HwError>>()?;
     let start = sim::now();
     let mut slowest = Slowest::default();
-    let end = cross_hops(hops, &plan, start, |hop, link, residency| {
-        slowest.note(hop, link, residency)
-    })?;
+    let on_hop = |hop, link, residency| slowest.note(hop, link, residency);
+    let end = cross_hops(hops, &plan, start, on_hop, None)?;
     Ok(slowest.report(start, end, &plan))
 }
 
@@ -199,24 +198,40 @@ pub(crate) struct HopTimes {
 
 /// Books a flow of `plan` starting at `start` (now) over `hops`; tells
 /// `on_hop` each hop's index, link and the flow's residency there, and
-/// returns when the last byte arrives.
+/// returns when the last byte arrives. While `--explain` records, also
+/// pushes the flow's critical path through the hops as terms; `memo`
+/// (the route's, if any) keeps its uncontended crossing as one run.
 pub(crate) fn cross_hops<'a>(
     hops: impl IntoIterator<Item = (&'a Link, HopTimes)>,
     plan: &PacketPlan,
     start: SimTime,
-    mut on_hop: impl FnMut(usize, &'a Link, SimDuration),
+    on_hop: impl FnMut(usize, &'a Link, SimDuration),
+    memo: Option<&explain::KeyedRunMemo>,
 ) -> Result<SimTime, HwError> {
     if explain::recording() {
-        return cross_hops_explained(hops, plan, start, on_hop);
+        return cross_hops_explained(hops, plan, start, on_hop, memo);
     }
     let mut hops = hops.into_iter().enumerate();
+    cross_front(&mut hops, plan, start, on_hop, |_, _, _, _| {})
+}
+
+/// [`cross_hops`]' booking: tells `crossed` each hop's link, the flow's
+/// front when it arrived there (`A`, `F`, `Z`), its booking and times.
+fn cross_front<'a>(
+    hops: &mut impl Iterator<Item = (usize, (&'a Link, HopTimes))>,
+    plan: &PacketPlan,
+    start: SimTime,
+    mut on_hop: impl FnMut(usize, &'a Link, SimDuration),
+    mut crossed: impl FnMut(&'a Link, (SimTime, SimTime, SimTime), Reservation, HopTimes),
+) -> Result<SimTime, HwError> {
     let mut front = FlowFront::at(start);
     if plan.packets == 1 && !trace::is_recording() {
         // A one-packet flow, while every hop so far was idle when it
         // arrived, is one instant: booked from its arrival for `S_h`
         // (`SerialServer::try_reserve_idle`), on to the next hop after
-        // `L_h`. From the first hop where that does not hold, the general
-        // case. `now` does not change while the flow books.
+        // `L_h` — what the general case books and times there. From the
+        // first hop where that does not hold, the general case. `now` does
+        // not change while the flow books.
         let (now, mut arrives) = (sim::now(), start);
         loop {
             let Some((index, (link, times))) = hops.next() else {
@@ -225,52 +240,72 @@ pub(crate) fn cross_hops<'a>(
             let server = link.server();
             let Some(booked) = server.try_reserve_idle(arrives, times.tail, plan.last, now) else {
                 front = FlowFront::at(arrives);
-                on_hop(index, link, front.cross(link, plan, times)?.0);
+                let (residency, booked) = front.cross(link, plan, times)?;
+                on_hop(index, link, residency);
+                crossed(link, (arrives, arrives, arrives), booked, times);
                 break;
             };
             let booked = booked?;
             on_hop(index, link, booked.end.saturating_since(booked.start));
+            crossed(link, (arrives, arrives, arrives), booked, times);
             arrives = super::later_for(booked.end, times.latency, || link.name())?;
         }
     }
     for (index, (link, times)) in hops {
-        on_hop(index, link, front.cross(link, plan, times)?.0);
+        let before = (front.first, front.last_full, front.last);
+        let (residency, booked) = front.cross(link, plan, times)?;
+        on_hop(index, link, residency);
+        crossed(link, before, booked, times);
     }
     Ok(front.last)
 }
 
-/// [`cross_hops`] while `--explain` records (the general case at every
-/// hop, which books and times exactly as the one-packet shortcut does):
-/// also pushes the flow's critical path through the hops as terms
-/// ([`FlowHop::critical_path`]).
+/// [`cross_hops`] while `--explain` records: books as it does, then pushes
+/// the flow's critical path through the hops as terms
+/// ([`FlowHop::critical_path`]). Uncontended (every hop served the flow
+/// from its first packet's arrival, in one piece) the terms are a function
+/// of the route and the size: with the route's `memo`, one run (ADR-0051).
 fn cross_hops_explained<'a>(
     hops: impl IntoIterator<Item = (&'a Link, HopTimes)>,
     plan: &PacketPlan,
     start: SimTime,
-    mut on_hop: impl FnMut(usize, &'a Link, SimDuration),
+    on_hop: impl FnMut(usize, &'a Link, SimDuration),
+    memo: Option<&explain::KeyedRunMemo>,
 ) -> Result<SimTime, HwError> {
-    let mut front = FlowFront::at(start);
     let mut crossed = Vec::new();
-    for (index, (link, times)) in hops.into_iter().enumerate() {
-        let before = (front.first, front.last_full, front.last);
-        let (residency, booked) = front.cross(link, plan, times)?;
-        on_hop(index, link, residency);
-        crossed.push((link, FlowHop::new(before, booked, times, plan)));
+    let mut hops = hops.into_iter().enumerate();
+    let end = cross_front(
+        &mut hops,
+        plan,
+        start,
+        on_hop,
+        |link, before, booked, times| {
+            crossed.push((link, FlowHop::new(before, booked, times, plan)));
+        },
+    )?;
+    let terms = || {
+        let mut terms = Vec::new();
+        let mut trace = Traced::Last;
+        for (link, hop) in crossed.iter().rev() {
+            let component = explain::component(link.server()).unwrap_or(0);
+            trace = hop.critical_path(trace, |kind, ps| {
+                terms.push(explain::Term {
+                    component,
+                    kind,
+                    ps,
+                })
+            });
+        }
+        terms.reverse();
+        terms
+    };
+    match memo {
+        Some(memo) if crossed.iter().all(|(_, hop)| hop.uncontended()) => {
+            explain::push_keyed_run(memo, plan.bytes(), terms)
+        }
+        _ => explain::push_terms(terms()),
     }
-    let mut terms = Vec::new();
-    let mut trace = Traced::Last;
-    for (link, hop) in crossed.iter().rev() {
-        let component = explain::component(link.server()).unwrap_or(0);
-        trace = hop.critical_path(trace, |kind, ps| {
-            terms.push(explain::Term {
-                component,
-                kind,
-                ps,
-            })
-        });
-    }
-    explain::push_terms(terms.into_iter().rev());
-    Ok(front.last)
+    Ok(end)
 }
 
 /// Which of a hop's outputs the critical path reaches it by: the first
@@ -308,6 +343,15 @@ impl FlowHop {
             times,
             packets: plan.packets,
         }
+    }
+
+    /// Whether the hop served the flow from its first packet's arrival in
+    /// one piece, as it would alone.
+    fn uncontended(&self) -> bool {
+        let busy = self.times.full.as_ps().saturating_mul(self.packets - 1);
+        let busy = busy.saturating_add(self.times.tail.as_ps());
+        self.booked.start == self.first
+            && self.booked.end.saturating_since(self.booked.start).as_ps() == busy
     }
 
     /// Walks back from output `traced` of this hop to the input it came

@@ -334,18 +334,16 @@ impl Ring {
     }
 
     /// In flow mode the credit's landing instant is known when it is sent
-    /// (`Fabric::header_lands`, ADR-0022; for the slot of a message booked
-    /// as one unit, `unit`, its route's uncontended crossing,
-    /// `Fabric::signal_lands`, ADR-0048): it is recorded, and the sender
-    /// takes it in at its next claim, with no task of its own. In packet
+    /// (`Fabric::credit_lands`: its header's crossing, ADR-0022; for the
+    /// slot of a message booked as one unit, `unit`, its route's
+    /// uncontended crossing, ADR-0048): it is recorded, and the sender
+    /// takes it in at its next claim, with no task of its own (nor any
+    /// `--explain` term: no sleep here covers it, ADR-0051). In packet
     /// mode a task carries it.
     fn send_credit(self: &Rc<Self>, fabric: Rc<Fabric>, head: u64, unit: bool) {
         if fabric.fidelity() == Fidelity::Flow {
             let now = sim::now();
-            let lands = match unit {
-                true => fabric.signal_lands(&self.credit, now),
-                false => fabric.header_lands(&self.credit, now),
-            };
+            let lands = fabric.credit_lands(&self.credit, now, unit);
             match lands {
                 Ok(at) => {
                     let in_flight = &mut self.pointers.borrow_mut().credits_in_flight;
