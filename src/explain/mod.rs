@@ -378,7 +378,7 @@ fn walk(
             at = p.time.max(start);
             continue;
         }
-        match p.cause {
+        match p.cause() {
             Cause::Timer(sleep) => {
                 let record = log.sleeps[sleep as usize];
                 let from = log.sleep_start(sleep).max(start);

@@ -33,16 +33,42 @@ pub enum Cause {
     Poll(u32),
 }
 
-/// One poll of one task.
+/// One poll of one task: 16 bytes (an explained run keeps one per poll,
+/// about a million at 64 SIPs × 64 MiB; ADR-0051).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PollRecord {
+    /// When the poll ran.
+    pub time: SimTime,
     /// The task's slot (reused after the task ends; with `time` and the
     /// causes it is unambiguous).
     pub task: u32,
-    /// When the poll ran.
-    pub time: SimTime,
-    /// What made the task runnable.
-    pub cause: Cause,
+    /// What made the task runnable, packed: see [`PollRecord::cause`].
+    cause: u32,
+}
+
+/// [`PollRecord::cause`]'s packing: `External` is all ones, a poll index
+/// has the top bit set, a timer index has it clear.
+const EXTERNAL: u32 = u32::MAX;
+const POLL_BIT: u32 = 1 << 31;
+
+impl PollRecord {
+    fn new(task: u32, time: SimTime, cause: Cause) -> Self {
+        let cause = match cause {
+            Cause::External => EXTERNAL,
+            Cause::Timer(sleep) => sleep,
+            Cause::Poll(poll) => POLL_BIT | poll,
+        };
+        PollRecord { time, task, cause }
+    }
+
+    /// What made the task runnable for this poll.
+    pub fn cause(&self) -> Cause {
+        match self.cause {
+            EXTERNAL => Cause::External,
+            c if c & POLL_BIT != 0 => Cause::Poll(c & !POLL_BIT),
+            sleep => Cause::Timer(sleep),
+        }
+    }
 }
 
 /// One timer set by a task.
@@ -71,7 +97,7 @@ impl CausalLog {
 
     pub(crate) fn push_poll(&mut self, task: u32, time: SimTime, cause: Cause) -> u32 {
         let index = index_of(self.polls.len());
-        self.polls.push(PollRecord { task, time, cause });
+        self.polls.push(PollRecord::new(task, time, cause));
         index
     }
 
@@ -82,8 +108,13 @@ impl CausalLog {
     }
 }
 
+/// A record's index: below 2^31 - 1, so that a poll's index, its top bit
+/// set, is never [`EXTERNAL`].
 fn index_of(len: usize) -> u32 {
-    u32::try_from(len).expect("more than 2^32 records in one causal log")
+    u32::try_from(len)
+        .ok()
+        .filter(|&i| i < POLL_BIT - 1)
+        .expect("more than 2^31 - 1 records in one causal log")
 }
 
 #[cfg(test)]
@@ -113,18 +144,18 @@ mod tests {
         let last = waiter.output().unwrap().unwrap();
         let resumed = log.polls[last as usize];
         assert_eq!(resumed.time.as_ps(), 700);
-        let Cause::Poll(setter) = resumed.cause else {
+        let Cause::Poll(setter) = resumed.cause() else {
             panic!("{resumed:?}")
         };
         let setter = log.polls[setter as usize];
         assert_eq!(setter.time.as_ps(), 700);
-        let Cause::Timer(sleep) = setter.cause else {
+        let Cause::Timer(sleep) = setter.cause() else {
             panic!("{setter:?}")
         };
         assert_eq!(log.sleeps[sleep as usize].label, 42);
         assert_eq!(log.sleep_start(sleep), sim::SimTime::ZERO);
         assert_eq!(
-            log.polls[log.sleeps[sleep as usize].poll as usize].cause,
+            log.polls[log.sleeps[sleep as usize].poll as usize].cause(),
             Cause::External
         );
         let _ = SimDuration::ZERO;
@@ -143,6 +174,24 @@ mod tests {
         assert_eq!(poll.output().unwrap(), None);
     }
 
+    /// Every cause reads back as packed, the largest indices included.
+    #[test]
+    fn a_poll_record_is_16_bytes_and_keeps_its_cause() {
+        assert_eq!(std::mem::size_of::<PollRecord>(), 16);
+        let largest = POLL_BIT - 2;
+        for cause in [
+            Cause::External,
+            Cause::Timer(0),
+            Cause::Timer(largest),
+            Cause::Poll(0),
+            Cause::Poll(largest),
+        ] {
+            let record = PollRecord::new(7, SimTime::from_ps(9), cause);
+            assert_eq!((record.cause(), record.task), (cause, 7));
+        }
+        assert_eq!(index_of(largest as usize), largest);
+    }
+
     /// A spawned task's first poll is caused by its spawner's poll.
     #[test]
     fn a_spawn_is_a_cause() {
@@ -157,6 +206,6 @@ mod tests {
         simulation.run().unwrap();
         let (spawner, child) = outer.output().unwrap();
         let log = simulation.causal_log().unwrap();
-        assert_eq!(log.polls[child as usize].cause, Cause::Poll(spawner));
+        assert_eq!(log.polls[child as usize].cause(), Cause::Poll(spawner));
     }
 }
