@@ -47,14 +47,17 @@ fn median(mut rates: Vec<f64>) -> f64 {
     rates[rates.len() / 2]
 }
 
+/// One speed workload, run once.
+type Workload = fn() -> Result<SpeedResult, SimError>;
+
 /// The workload named by `--only NAME`, if given; an unknown name is an
 /// error naming the ones there are.
-fn only() -> Result<Option<fn() -> Result<SpeedResult, SimError>>, String> {
+fn only() -> Result<Option<Workload>, String> {
     let args: Vec<String> = std::env::args().collect();
     let Some(at) = args.iter().position(|a| a == "--only") else {
         return Ok(None);
     };
-    let heap: fn() -> Result<SpeedResult, SimError> = || Ok(speed::w1_heap());
+    let heap: Workload = || Ok(speed::w1_heap());
     match args.get(at + 1).map(String::as_str) {
         Some("W1") => Ok(Some(speed::w1_sleep_storm)),
         Some("W1-heap") => Ok(Some(heap)),

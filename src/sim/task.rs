@@ -1,14 +1,52 @@
-//! Spawned tasks' outputs: the wrapper that stores a task's result and the
+//! Spawned tasks: the cell the executor polls (a task's future beside its
+//! own waker), the wrapper that stores a task's result and the
 //! [`JoinHandle`] that hands it over.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use super::error::{Describe, JoinError, Waiting};
 use super::executor::with_current_core;
+use super::waker::TaskWaker;
+
+/// What the executor polls: a task's future with the waker it is polled
+/// with, in one allocation (ADR-0052), so a poll reads the waker from the
+/// cache line it is about to touch anyway and the executor's slot need not
+/// hold it.
+pub(crate) trait TaskFuture {
+    /// Polls the task with its own waker, after storing that waker's data
+    /// pointer in `polling` (the executor's note of whose poll runs).
+    fn poll_task(self: Pin<&mut Self>, polling: &Cell<*const ()>) -> Poll<()>;
+}
+
+pin_project_lite::pin_project! {
+    /// A task's future and its waker.
+    pub(crate) struct TaskCell<F> {
+        waker: Arc<TaskWaker>,
+        #[pin]
+        future: F,
+    }
+}
+
+impl<F> TaskCell<F> {
+    pub fn new(waker: Arc<TaskWaker>, future: F) -> Self {
+        TaskCell { waker, future }
+    }
+}
+
+impl<F: Future<Output = ()>> TaskFuture for TaskCell<F> {
+    #[inline]
+    fn poll_task(self: Pin<&mut Self>, polling: &Cell<*const ()>) -> Poll<()> {
+        let this = self.project();
+        polling.set(Arc::as_ptr(this.waker).cast());
+        let waker = TaskWaker::borrowed_waker(this.waker);
+        this.future.poll(&mut Context::from_waker(&waker))
+    }
+}
 
 enum Outcome<T> {
     Running,
