@@ -17,7 +17,7 @@ use std::task::{Context, Poll};
 
 use super::causal::{CausalLog, Cause, NO_LABEL};
 use super::error::{BlockedTask, SimError, Waiting};
-use super::task::{JoinHandle, TaskCell, TaskFuture, task_future};
+use super::task::{JoinHandle, TaskCell, TaskFuture};
 use super::time::SimTime;
 use super::timer::{Due, NOT_ARMED, TimerKey, TimerQueue};
 use super::waker::{Injector, TaskId, TaskWaker, WakeTarget};
@@ -339,29 +339,28 @@ impl Core {
         F::Output: 'static,
     {
         let name: Rc<str> = Rc::from(name);
-        let (task, handle) = task_future(name.clone(), future);
-        self.insert_task(name, daemon, task);
-        handle
-    }
-
-    fn insert_task(&self, name: Rc<str>, daemon: bool, task: impl Future<Output = ()> + 'static) {
         let index = self.allocate_slot();
         let id = TaskId {
             index,
             generation: self.tasks.borrow()[index as usize].generation,
         };
         let waker = TaskWaker::new(id, self.injector.clone());
-        let future: BoxedTask = Box::pin(TaskCell::new(waker, task));
+        let (cell, handle) = TaskCell::new(waker, name.clone(), future);
+        self.insert_task(id, name, daemon, Box::pin(cell));
+        handle
+    }
+
+    fn insert_task(&self, id: TaskId, name: Rc<str>, daemon: bool, future: BoxedTask) {
         {
             let mut tasks = self.tasks.borrow_mut();
-            let slot = &mut tasks[index as usize];
+            let slot = &mut tasks[id.index as usize];
             slot.future = Some(future);
             slot.armed = NOT_ARMED;
             slot.flags = LIVE | SCHEDULED | if daemon { DAEMON } else { 0 };
         }
         let old = {
             let mut cold = self.cold.borrow_mut();
-            let slot = &mut cold[index as usize];
+            let slot = &mut cold[id.index as usize];
             slot.cause = self.waking.get();
             std::mem::replace(&mut slot.name, name)
         };
