@@ -9,7 +9,9 @@
 //! `{"w1_to_heap_ratio": R, ...}`, the median of W1's events per second
 //! over the median of the bare loop's (issue 24 item 6: the machine's
 //! speed swings between runs; the ratio of runs side by side does not).
-//! Without `--json`, one readable line each.
+//! Without `--json`, one readable line each. `--only W1|W1-heap|W2` runs
+//! that workload once and prints its line (for `valgrind --tool=callgrind`
+//! and `perf record`, whose counts are exact where walls swing).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -45,9 +47,39 @@ fn median(mut rates: Vec<f64>) -> f64 {
     rates[rates.len() / 2]
 }
 
+/// One speed workload, run once.
+type Workload = fn() -> Result<SpeedResult, SimError>;
+
+/// The workload named by `--only NAME`, if given; an unknown name is an
+/// error naming the ones there are.
+fn only() -> Result<Option<Workload>, String> {
+    let args: Vec<String> = std::env::args().collect();
+    let Some(at) = args.iter().position(|a| a == "--only") else {
+        return Ok(None);
+    };
+    let heap: Workload = || Ok(speed::w1_heap());
+    match args.get(at + 1).map(String::as_str) {
+        Some("W1") => Ok(Some(speed::w1_sleep_storm)),
+        Some("W1-heap") => Ok(Some(heap)),
+        Some("W2") => Ok(Some(speed::w2_ring_pingpong)),
+        other => Err(format!(
+            "--only expects W1, W1-heap or W2, got {}",
+            other.map_or("nothing".to_owned(), |o| format!("\"{o}\""))
+        )),
+    }
+}
+
 fn main() -> ExitCode {
     let json = std::env::args().any(|a| a == "--json");
-    match run(json) {
+    let outcome = match only() {
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+        Ok(Some(workload)) => workload().map(|result| println!("{}", line(&result, json))),
+        Ok(None) => run(json),
+    };
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");

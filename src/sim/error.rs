@@ -22,8 +22,10 @@ pub(crate) enum Waiting {
     /// complete.
     #[default]
     Unknown,
-    /// A virtual-time timer; never part of a deadlock.
-    Timer(SimTime),
+    /// A virtual-time timer; never part of a deadlock (a run with a timer
+    /// pending is not stalled), so its time is not kept: the executor then
+    /// writes a task's record only when it changes (ADR-0052).
+    Timer,
     /// An operation (`"recv"`, `"acquire"`, ...) on a described primitive.
     On(&'static str, Rc<dyn Describe>),
 }
@@ -34,7 +36,7 @@ impl Waiting {
             Waiting::Unknown => {
                 "something outside the simulation (not a kernbench primitive)".to_owned()
             }
-            Waiting::Timer(t) => format!("a timer at {t}"),
+            Waiting::Timer => "a timer".to_owned(),
             Waiting::On(op, what) => format!("{op} on {}", what.describe()),
         }
     }

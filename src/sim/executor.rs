@@ -17,28 +17,56 @@ use std::task::{Context, Poll};
 
 use super::causal::{CausalLog, Cause, NO_LABEL};
 use super::error::{BlockedTask, SimError, Waiting};
-use super::task::{JoinHandle, task_future};
+use super::task::{JoinHandle, TaskCell, TaskFuture};
 use super::time::SimTime;
-use super::timer::{TimerKey, TimerQueue};
+use super::timer::{Due, NOT_ARMED, TimerKey, TimerQueue};
 use super::waker::{Injector, TaskId, TaskWaker, WakeTarget};
 
-type BoxedTask = Pin<Box<dyn Future<Output = ()>>>;
+type BoxedTask = Pin<Box<dyn TaskFuture>>;
 
 /// FNV-1a offset basis and prime, for the schedule fingerprint.
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
-struct TaskSlot {
-    generation: u32,
-    name: Rc<str>,
-    daemon: bool,
-    live: bool,
-    scheduled: bool,
+/// [`HotSlot::flags`]: the slot holds a task that has not finished.
+const LIVE: u8 = 1;
+/// The task is in the run queue.
+const SCHEDULED: u8 = 2;
+/// The task is a daemon.
+const DAEMON: u8 = 4;
+/// What the task's record ([`ColdSlot::waiting`]) is: `Unknown` (0),
+/// `Timer` or `On`, so a poll that ends waiting as the last one did on a
+/// timer or on nothing named does not touch the record (ADR-0052).
+const WAIT_KIND: u8 = 0b11 << 3;
+const WAIT_TIMER: u8 = 1 << 3;
+const WAIT_ON: u8 = 2 << 3;
+
+/// The part of a task's state an event touches, 32 bytes (ADR-0052): its
+/// future (with its waker, [`TaskCell`]), the generation stale wakes are
+/// told by, the flags, and the sequence number of its task-keyed timer
+/// ([`NOT_ARMED`] if none).
+struct HotSlot {
     future: Option<BoxedTask>,
-    waker: Option<Arc<TaskWaker>>,
+    armed: u64,
+    generation: u32,
+    flags: u8,
+}
+
+/// The part read only to spawn, report and explain, indexed as the hot
+/// slots are.
+struct ColdSlot {
+    name: Rc<str>,
     waiting: Waiting,
     /// What last made it runnable (kept only while causes are recorded).
     cause: Cause,
+}
+
+fn wait_kind(waiting: &Waiting) -> u8 {
+    match waiting {
+        Waiting::Unknown => 0,
+        Waiting::Timer => WAIT_TIMER,
+        Waiting::On(..) => WAIT_ON,
+    }
 }
 
 /// Counters of one simulation, cumulative over all its runs.
@@ -78,12 +106,16 @@ enum StepEnd {
 /// free functions (`now`, `sleep`, `spawn`) of the tasks it runs.
 pub(crate) struct Core {
     now: Cell<SimTime>,
-    tasks: RefCell<Vec<TaskSlot>>,
+    tasks: RefCell<Vec<HotSlot>>,
+    cold: RefCell<Vec<ColdSlot>>,
     free_slots: RefCell<Vec<u32>>,
     run_queue: RefCell<VecDeque<TaskId>>,
     timers: RefCell<TimerQueue>,
     injector: Arc<Injector>,
     current: Cell<Option<TaskId>>,
+    /// The data pointer of the waker of the task being polled (null
+    /// between polls), so a primitive recognises it without reading it.
+    polling: Cell<*const ()>,
     current_waiting: Cell<Waiting>,
     live_non_daemons: Cell<usize>,
     events: Cell<u64>,
@@ -146,11 +178,13 @@ impl Core {
         Core {
             now: Cell::new(SimTime::ZERO),
             tasks: RefCell::new(Vec::new()),
+            cold: RefCell::new(Vec::new()),
             free_slots: RefCell::new(Vec::new()),
             run_queue: RefCell::new(VecDeque::new()),
             timers: RefCell::new(TimerQueue::default()),
             injector: Arc::new(Injector::default()),
             current: Cell::new(None),
+            polling: Cell::new(std::ptr::null()),
             current_waiting: Cell::new(Waiting::Unknown),
             live_non_daemons: Cell::new(0),
             events: Cell::new(0),
@@ -187,17 +221,41 @@ impl Core {
 
     pub fn current_task_name(&self) -> Option<Rc<str>> {
         let id = self.current.get()?;
-        Some(self.tasks.borrow()[id.index as usize].name.clone())
+        Some(self.cold.borrow()[id.index as usize].name.clone())
     }
 
-    pub fn add_timer(&self, time: SimTime, target: WakeTarget, label: u32) -> TimerKey {
-        let sleep = if self.recording.get() {
-            let poll = self.current_poll.get();
-            self.causal.borrow_mut().push_sleep(poll, label)
+    /// The task being polled, if `waker_data` is its waker's data pointer.
+    pub fn polling_task(&self, waker_data: *const ()) -> Option<TaskId> {
+        if std::ptr::eq(waker_data, self.polling.get()) {
+            self.current.get()
         } else {
-            NO_LABEL
-        };
-        self.timers.borrow_mut().add(time, target, sleep)
+            None
+        }
+    }
+
+    /// Sets a timer for `time` that wakes `target`. A task's first pending
+    /// timer is keyed by the task (its slot armed with the timer's
+    /// sequence number); other timers, and every timer while the causal
+    /// log is kept (it needs the timer's record), go to the slab.
+    pub fn add_timer(&self, time: SimTime, target: WakeTarget, label: u32) -> TimerKey {
+        if self.recording.get() {
+            let poll = self.current_poll.get();
+            let sleep = self.causal.borrow_mut().push_sleep(poll, label);
+            return self.timers.borrow_mut().add(time, target, sleep);
+        }
+        if let WakeTarget::Task(id) = target
+            && TimerQueue::keys_task(id.index)
+        {
+            let mut tasks = self.tasks.borrow_mut();
+            let slot = &mut tasks[id.index as usize];
+            if slot.generation == id.generation && slot.flags & LIVE != 0 && slot.armed == NOT_ARMED
+            {
+                let key = self.timers.borrow_mut().add_for_task(time, id.index);
+                slot.armed = key.seq();
+                return key;
+            }
+        }
+        self.timers.borrow_mut().add(time, target, NO_LABEL)
     }
 
     /// Whether the causal log is being kept.
@@ -217,12 +275,21 @@ impl Core {
         (self.recording.get() && self.current.get().is_some()).then(|| self.current_poll.get())
     }
 
-    pub fn retarget_timer(&self, key: &TimerKey, waker: &std::task::Waker) {
+    pub fn retarget_timer(&self, key: TimerKey, waker: &std::task::Waker) {
         self.timers.borrow_mut().retarget(key, waker);
     }
 
+    /// Cancels a timer: disarms its task's slot, or marks it in the slab.
     pub fn cancel_timer(&self, key: TimerKey) {
-        self.timers.borrow_mut().cancel(key, self.now());
+        let Some(slot) = key.task_slot() else {
+            self.timers.borrow_mut().cancel(key);
+            return;
+        };
+        if let Some(hot) = self.tasks.borrow_mut().get_mut(slot as usize)
+            && hot.armed == key.seq()
+        {
+            hot.armed = NOT_ARMED;
+        }
     }
 
     /// Makes task `id` runnable (once, however often it is woken).
@@ -231,17 +298,37 @@ impl Core {
         let Some(slot) = tasks.get_mut(id.index as usize) else {
             return;
         };
-        if slot.generation != id.generation || !slot.live {
+        if slot.generation != id.generation || slot.flags & LIVE == 0 {
             return;
         }
+        self.make_runnable(slot, id);
+    }
+
+    /// Wakes the task in `slot` for its task-keyed timer `seq`, unless that
+    /// timer was cancelled (the slot is armed with another or none).
+    fn schedule_armed(&self, slot: u32, seq: u64) {
+        let mut tasks = self.tasks.borrow_mut();
+        let hot = &mut tasks[slot as usize];
+        if hot.armed != seq {
+            return;
+        }
+        hot.armed = NOT_ARMED;
+        let id = TaskId {
+            index: slot,
+            generation: hot.generation,
+        };
+        self.make_runnable(hot, id);
+    }
+
+    #[inline]
+    fn make_runnable(&self, slot: &mut HotSlot, id: TaskId) {
         if self.recording.get() {
-            slot.cause = self.waking.get();
+            self.cold.borrow_mut()[id.index as usize].cause = self.waking.get();
         }
-        if slot.scheduled {
+        if slot.flags & SCHEDULED != 0 {
             return;
         }
-        slot.scheduled = true;
-        drop(tasks);
+        slot.flags |= SCHEDULED;
         self.events.set(self.events.get() + 1);
         self.run_queue.borrow_mut().push_back(id);
     }
@@ -252,28 +339,32 @@ impl Core {
         F::Output: 'static,
     {
         let name: Rc<str> = Rc::from(name);
-        let (task, handle) = task_future(name.clone(), future);
-        self.insert_task(name, daemon, Box::pin(task));
+        let index = self.allocate_slot();
+        let id = TaskId {
+            index,
+            generation: self.tasks.borrow()[index as usize].generation,
+        };
+        let waker = TaskWaker::new(id, self.injector.clone());
+        let (cell, handle) = TaskCell::new(waker, name.clone(), future);
+        self.insert_task(id, name, daemon, Box::pin(cell));
         handle
     }
 
-    fn insert_task(&self, name: Rc<str>, daemon: bool, future: BoxedTask) {
-        let index = self.allocate_slot();
-        let mut tasks = self.tasks.borrow_mut();
-        let slot = &mut tasks[index as usize];
-        let id = TaskId {
-            index,
-            generation: slot.generation,
+    fn insert_task(&self, id: TaskId, name: Rc<str>, daemon: bool, future: BoxedTask) {
+        {
+            let mut tasks = self.tasks.borrow_mut();
+            let slot = &mut tasks[id.index as usize];
+            slot.future = Some(future);
+            slot.armed = NOT_ARMED;
+            slot.flags = LIVE | SCHEDULED | if daemon { DAEMON } else { 0 };
+        }
+        let old = {
+            let mut cold = self.cold.borrow_mut();
+            let slot = &mut cold[id.index as usize];
+            slot.cause = self.waking.get();
+            std::mem::replace(&mut slot.name, name)
         };
-        slot.name = name;
-        slot.daemon = daemon;
-        slot.live = true;
-        slot.scheduled = true;
-        slot.future = Some(future);
-        slot.waker = Some(TaskWaker::new(id, self.injector.clone()));
-        slot.waiting = Waiting::Unknown;
-        slot.cause = self.waking.get();
-        drop(tasks);
+        drop(old);
         if !daemon {
             self.live_non_daemons.set(self.live_non_daemons.get() + 1);
         }
@@ -286,14 +377,14 @@ impl Core {
             return index;
         }
         let mut tasks = self.tasks.borrow_mut();
-        tasks.push(TaskSlot {
-            generation: 0,
-            name: Rc::from(""),
-            daemon: false,
-            live: false,
-            scheduled: false,
+        tasks.push(HotSlot {
             future: None,
-            waker: None,
+            armed: NOT_ARMED,
+            generation: 0,
+            flags: 0,
+        });
+        self.cold.borrow_mut().push(ColdSlot {
+            name: Rc::from(""),
             waiting: Waiting::Unknown,
             cause: Cause::External,
         });
@@ -326,7 +417,7 @@ impl Core {
                 return Ok(StepEnd::Finished);
             }
             if !self.fire_due_timers(limit) {
-                return Ok(if self.timers.borrow_mut().next_time().is_some() {
+                return Ok(if self.next_timer().is_some() {
                     self.now.set(limit.max(self.now()));
                     StepEnd::LimitReached
                 } else {
@@ -336,10 +427,18 @@ impl Core {
         }
     }
 
+    /// The time of the earliest timer not cancelled.
+    fn next_timer(&self) -> Option<SimTime> {
+        let tasks = self.tasks.borrow();
+        self.timers
+            .borrow_mut()
+            .next_time(|slot| tasks[slot as usize].armed)
+    }
+
     /// Advances the clock to the earliest timer (if not beyond `limit`) and
     /// fires every timer due then, in the order they were set.
     fn fire_due_timers(&self, limit: SimTime) -> bool {
-        let Some(time) = self.timers.borrow_mut().next_time() else {
+        let Some(time) = self.next_timer() else {
             return false;
         };
         if time > limit {
@@ -349,7 +448,8 @@ impl Core {
         loop {
             let due = self.timers.borrow_mut().pop_due(time);
             match due {
-                Some((target, sleep)) => {
+                Some(Due::Task { slot, seq }) => self.schedule_armed(slot, seq),
+                Some(Due::Target(target, sleep)) => {
                     if self.recording.get() && sleep != NO_LABEL {
                         self.waking.set(Cause::Timer(sleep));
                     }
@@ -362,7 +462,7 @@ impl Core {
     }
 
     fn poll_task(&self, id: TaskId) -> Result<(), SimError> {
-        let Some((mut future, waker)) = self.take_for_poll(id) else {
+        let Some(mut future) = self.take_for_poll(id) else {
             return Ok(());
         };
         self.fold_order(id);
@@ -370,15 +470,16 @@ impl Core {
             self.note_poll(id);
         }
         self.current.set(Some(id));
-        let borrowed = TaskWaker::borrowed_waker(&waker);
-        let mut cx = Context::from_waker(&borrowed);
-        let polled = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
+        let polled = catch_unwind(AssertUnwindSafe(|| {
+            future.as_mut().poll_task(&self.polling)
+        }));
         self.current.set(None);
+        self.polling.set(std::ptr::null());
         self.waking.set(Cause::External);
         let waiting = self.current_waiting.take();
         match polled {
             Ok(Poll::Pending) => {
-                self.put_back(id, future, waker, waiting);
+                self.put_back(id, future, waiting);
                 Ok(())
             }
             Ok(Poll::Ready(())) => {
@@ -396,28 +497,41 @@ impl Core {
         }
     }
 
-    fn take_for_poll(&self, id: TaskId) -> Option<(BoxedTask, Arc<TaskWaker>)> {
+    fn take_for_poll(&self, id: TaskId) -> Option<BoxedTask> {
         let mut tasks = self.tasks.borrow_mut();
         let slot = &mut tasks[id.index as usize];
-        if slot.generation != id.generation || !slot.live {
+        if slot.generation != id.generation || slot.flags & LIVE == 0 {
             return None;
         }
-        slot.scheduled = false;
-        Some((slot.future.take()?, slot.waker.take()?))
+        slot.flags &= !SCHEDULED;
+        slot.future.take()
     }
 
-    fn put_back(&self, id: TaskId, future: BoxedTask, waker: Arc<TaskWaker>, waiting: Waiting) {
-        let mut tasks = self.tasks.borrow_mut();
-        let slot = &mut tasks[id.index as usize];
-        slot.future = Some(future);
-        slot.waker = Some(waker);
-        slot.waiting = waiting;
+    /// Puts a pending task's future back and records what it waits on,
+    /// touching the cold record only when that changed kind or names a
+    /// primitive.
+    fn put_back(&self, id: TaskId, future: BoxedTask, waiting: Waiting) {
+        let kind = wait_kind(&waiting);
+        {
+            let mut tasks = self.tasks.borrow_mut();
+            let slot = &mut tasks[id.index as usize];
+            slot.future = Some(future);
+            if kind != WAIT_ON && slot.flags & WAIT_KIND == kind {
+                return;
+            }
+            slot.flags = (slot.flags & !WAIT_KIND) | kind;
+        }
+        let old = std::mem::replace(
+            &mut self.cold.borrow_mut()[id.index as usize].waiting,
+            waiting,
+        );
+        drop(old);
     }
 
     /// Logs the poll of `id` starting now and makes it the cause of the
     /// wakes it makes.
     fn note_poll(&self, id: TaskId) {
-        let cause = self.tasks.borrow()[id.index as usize].cause;
+        let cause = self.cold.borrow()[id.index as usize].cause;
         let poll = self
             .causal
             .borrow_mut()
@@ -453,19 +567,23 @@ impl Core {
         Ok(())
     }
 
-    /// Frees a finished task's slot for reuse under a new generation.
+    /// Frees a finished task's slot for reuse under a new generation; its
+    /// task-keyed timer, if any, is disarmed.
     fn retire(&self, id: TaskId) {
-        let mut tasks = self.tasks.borrow_mut();
-        let slot = &mut tasks[id.index as usize];
-        slot.live = false;
-        slot.scheduled = false;
-        slot.generation = slot.generation.wrapping_add(1);
-        slot.waker = None;
-        slot.waiting = Waiting::Unknown;
-        if !slot.daemon {
+        let daemon = {
+            let mut tasks = self.tasks.borrow_mut();
+            let slot = &mut tasks[id.index as usize];
+            let daemon = slot.flags & DAEMON != 0;
+            slot.flags = 0;
+            slot.armed = NOT_ARMED;
+            slot.generation = slot.generation.wrapping_add(1);
+            daemon
+        };
+        let old = std::mem::take(&mut self.cold.borrow_mut()[id.index as usize].waiting);
+        drop(old);
+        if !daemon {
             self.live_non_daemons.set(self.live_non_daemons.get() - 1);
         }
-        drop(tasks);
         self.free_slots.borrow_mut().push(id.index);
     }
 
@@ -476,7 +594,7 @@ impl Core {
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "non-string panic payload".to_owned());
         SimError::TaskPanicked {
-            task: self.tasks.borrow()[id.index as usize].name.to_string(),
+            task: self.cold.borrow()[id.index as usize].name.to_string(),
             time: self.now(),
             message,
         }
@@ -506,7 +624,7 @@ impl Core {
     fn live_task_ids(&self) -> Vec<TaskId> {
         let tasks = self.tasks.borrow();
         (0..tasks.len())
-            .filter(|&i| tasks[i].live)
+            .filter(|&i| tasks[i].flags & LIVE != 0)
             .map(|i| TaskId {
                 index: i as u32,
                 generation: tasks[i].generation,
@@ -515,21 +633,22 @@ impl Core {
     }
 
     fn blocked_tasks(&self) -> Vec<BlockedTask> {
-        let tasks = self.tasks.borrow();
+        let (tasks, cold) = (self.tasks.borrow(), self.cold.borrow());
         tasks
             .iter()
-            .filter(|slot| slot.live)
-            .map(|slot| BlockedTask::new(&slot.name, &slot.waiting, slot.daemon))
+            .zip(cold.iter())
+            .filter(|(hot, _)| hot.flags & LIVE != 0)
+            .map(|(hot, cold)| BlockedTask::new(&cold.name, &cold.waiting, hot.flags & DAEMON != 0))
             .collect()
     }
 
     /// Whether a stalled run may still be woken from outside: some
     /// non-daemon task waits on a foreign future.
     fn waits_on_foreign_future(&self) -> bool {
-        self.tasks
-            .borrow()
-            .iter()
-            .any(|slot| slot.live && !slot.daemon && matches!(slot.waiting, Waiting::Unknown))
+        let (tasks, cold) = (self.tasks.borrow(), self.cold.borrow());
+        tasks.iter().zip(cold.iter()).any(|(hot, cold)| {
+            hot.flags & (LIVE | DAEMON) == LIVE && matches!(cold.waiting, Waiting::Unknown)
+        })
     }
 
     fn deadlock(&self) -> SimError {
@@ -888,6 +1007,120 @@ mod tests {
         };
         assert_eq!(blocked.len(), 2);
         assert!(blocked[0].daemon && !blocked[1].daemon);
+    }
+
+    /// The hot part of a task's state fits two slots to a cache line, and a
+    /// pending timer's key adds 8 bytes to a future that sleeps (ADR-0052).
+    #[test]
+    fn a_task_slot_is_32_bytes_and_a_timer_key_8() {
+        assert_eq!(std::mem::size_of::<HotSlot>(), 32);
+        assert_eq!(std::mem::size_of::<Option<TimerKey>>(), 8);
+    }
+
+    /// `select` of a long and a short sleep, then another sleep: the long
+    /// one, keyed by the task (polled first), is cancelled when the short
+    /// one wins; its stale heap entry neither moves the clock nor wakes the
+    /// task while it sleeps again. Three polls: the first, after 1 ns, and
+    /// after the last 10 us.
+    #[test]
+    fn a_cancelled_task_timer_never_wakes_its_task() {
+        let mut simulation = Simulation::new();
+        simulation.spawn("racer", async {
+            {
+                let long = sleep(SimDuration::from_us(5));
+                let short = sleep(SimDuration::from_ns(1));
+                futures::pin_mut!(long, short);
+                futures::future::select(long, short).await;
+            } // the long sleep is dropped here, not at the task's end
+            sleep(SimDuration::from_us(10)).await;
+        });
+        let stats = simulation.run().unwrap();
+        assert_eq!(stats.now, SimTime::from_ps(1_000 + 10_000_000));
+        assert_eq!((stats.polls, stats.events), (3, 2));
+    }
+
+    /// A task that ends with a cancelled timer pending frees its slot; the
+    /// next task spawned reuses it and sleeps past the stale entry's time:
+    /// that entry wakes no one.
+    #[test]
+    fn a_stale_timer_does_not_wake_the_task_that_reuses_its_slot() {
+        let mut simulation = Simulation::new();
+        let log = Log::default();
+        let first_log = log.clone();
+        simulation.spawn("first", async move {
+            let long = sleep(SimDuration::from_us(5));
+            let short = sleep(SimDuration::from_ns(1));
+            futures::pin_mut!(long, short);
+            futures::future::select(long, short).await;
+            let log = first_log.clone();
+            spawn("second", async move {
+                sleep(SimDuration::from_us(10)).await;
+                record(&log, "second");
+            });
+            record(&first_log, "first");
+        });
+        let stats = simulation.run().unwrap();
+        assert_eq!(*log.borrow(), [("first", 1_000), ("second", 10_001_000)]);
+        // first: 2 polls; second: its first poll and its wake-up.
+        assert_eq!(stats.polls, 4);
+    }
+
+    /// Two timers of one task pending at once (only the first is keyed by
+    /// the task, the second goes to the slab): both fire, in time order.
+    #[test]
+    fn a_task_with_two_pending_timers_is_woken_by_each() {
+        let mut simulation = Simulation::new();
+        let done = simulation.spawn("joiner", async {
+            let late = sleep(SimDuration::from_ns(5));
+            let early = sleep(SimDuration::from_ns(2));
+            futures::join!(late, early);
+            now()
+        });
+        let stats = simulation.run().unwrap();
+        assert_eq!(done.output().unwrap(), SimTime::from_ns(5));
+        assert_eq!(stats.events, 2);
+    }
+
+    /// What a task waits on is recorded at the end of every poll, also
+    /// when it changes from a timer to a primitive and to something
+    /// outside the simulation: the deadlock report names the last.
+    #[test]
+    fn the_wait_record_follows_each_change() {
+        let mut simulation = Simulation::new();
+        let started = crate::sim::Event::new("started");
+        let never = crate::sim::Event::new("never");
+        let set = started.clone();
+        simulation.spawn("setter", async move {
+            sleep(SimDuration::from_ns(1)).await;
+            set.set();
+        });
+        simulation.spawn("event_then_timer_then_foreign", async move {
+            started.wait().await;
+            sleep(SimDuration::from_ns(1)).await;
+            std::future::pending::<()>().await;
+        });
+        simulation.spawn("timer_then_event", async move {
+            sleep(SimDuration::from_ns(3)).await;
+            never.wait().await;
+        });
+        let SimError::Deadlock { blocked, time } = simulation.run().unwrap_err() else {
+            panic!("expected a deadlock")
+        };
+        assert_eq!(time, SimTime::from_ns(3));
+        let waits: Vec<_> = blocked
+            .iter()
+            .map(|b| (b.name.as_str(), b.waiting_on.as_str()))
+            .collect();
+        assert_eq!(
+            waits,
+            [
+                (
+                    "event_then_timer_then_foreign",
+                    "something outside the simulation (not a kernbench primitive)"
+                ),
+                ("timer_then_event", "wait on event \"never\" (not set)")
+            ]
+        );
     }
 
     #[test]

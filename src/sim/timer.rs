@@ -2,13 +2,20 @@
 //!
 //! Timers are kept in a binary min-heap ordered by (time, sequence), so
 //! timers due at the same instant fire in the order they were set. Heap
-//! entries are packed 16-byte keys; what to wake sits in a side slab and is
-//! a bare task id in the common case. A timer dropped before it fires is
-//! cancelled in the slab, so it can never move the clock.
+//! entries are packed 16-byte keys whose low bits (the tag) say whom to
+//! wake. A task's first pending timer is keyed by the task itself: the tag
+//! is the task's slot, and the executor's slot holds the timer's sequence
+//! number while it is armed (ADR-0052); a fired or stale entry whose
+//! sequence number is no longer armed there is skipped. Any other timer
+//! (a second one of the same task, a foreign waker's, or any timer while
+//! the causal log is kept) has its target in a side slab. A timer dropped
+//! before it fires is cancelled (disarmed, or marked in the slab), so it
+//! can never move the clock.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::future::Future;
+use std::num::NonZeroU64;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
@@ -18,18 +25,44 @@ use super::executor::{Core, current_core};
 use super::time::{SimDuration, SimTime};
 use super::waker::{TaskId, WakeTarget};
 
-/// Identifies a set timer so it can be re-targeted or cancelled.
+/// Identifies a set timer so it can be re-targeted or cancelled: the low
+/// 64 bits of its heap key (`seq << 24 | tag`; sequence numbers start at
+/// 1, so an `Option<TimerKey>` is 8 bytes in every future that sleeps).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct TimerKey {
-    time: SimTime,
-    seq: u64,
-    slot: u32,
+pub(crate) struct TimerKey(NonZeroU64);
+
+impl TimerKey {
+    fn new(seq: u64, tag: u32) -> Self {
+        TimerKey(
+            NonZeroU64::new(seq << TAG_BITS | u64::from(tag)).expect("sequence numbers start at 1"),
+        )
+    }
+
+    fn tag(self) -> u32 {
+        (self.0.get() as u32) & ((1 << TAG_BITS) - 1)
+    }
+
+    /// The task slot of a task-keyed timer; `None` for a slab timer.
+    pub fn task_slot(self) -> Option<u32> {
+        let tag = self.tag();
+        (tag & TASK_TIMER != 0).then_some(tag & !TASK_TIMER)
+    }
+
+    /// The timer's sequence number (unique within its simulation).
+    pub fn seq(self) -> u64 {
+        self.0.get() >> TAG_BITS
+    }
 }
 
-/// Bits of a heap key holding the target slot; the rest (above the time)
-/// hold the sequence number.
-const SLOT_BITS: u32 = 24;
-const MAX_SEQ: u64 = (1 << (64 - SLOT_BITS)) - 1;
+/// Bits of a heap key holding the tag; the rest (above the time) hold the
+/// sequence number.
+const TAG_BITS: u32 = 24;
+const MAX_SEQ: u64 = (1 << (64 - TAG_BITS)) - 1;
+/// The tag bit of a task-keyed timer; the tag's other bits are the slot.
+const TASK_TIMER: u32 = 1 << (TAG_BITS - 1);
+
+/// A task slot's armed sequence number when it has no task-keyed timer.
+pub(crate) const NOT_ARMED: u64 = u64::MAX;
 
 enum SlotTarget {
     Free,
@@ -45,12 +78,21 @@ struct Slot {
     sleep: u32,
 }
 
+/// A timer due now, as [`TimerQueue::pop_due`] hands it over.
+pub(crate) enum Due {
+    /// A task-keyed timer: wake the task in `slot` if its armed sequence
+    /// number is still `seq` (otherwise the timer was cancelled).
+    Task { slot: u32, seq: u64 },
+    /// A slab timer's target and causal record (`NO_LABEL` when none).
+    Target(WakeTarget, u32),
+}
+
 /// Pending timers of one simulation.
 ///
-/// The heap holds packed 16-byte keys `time << 64 | seq << 24 | slot`, so a
+/// The heap holds packed 16-byte keys `time << 64 | seq << 24 | tag`, so a
 /// comparison is one `u128` compare and four keys share a cache line; the
-/// slot indexes the target (a task id or a foreign waker) in a reused slab.
-#[derive(Default)]
+/// tag is a task slot (task-keyed timers) or indexes the target (a task id
+/// or a foreign waker) in a reused slab.
 pub(crate) struct TimerQueue {
     heap: BinaryHeap<Reverse<u128>>,
     next_seq: u64,
@@ -58,32 +100,70 @@ pub(crate) struct TimerQueue {
     free_slots: Vec<u32>,
 }
 
-fn pack(time: SimTime, seq: u64, slot: u32) -> u128 {
-    (u128::from(time.as_ps()) << 64) | u128::from(seq << SLOT_BITS) | u128::from(slot)
+impl Default for TimerQueue {
+    fn default() -> Self {
+        TimerQueue {
+            heap: BinaryHeap::new(),
+            next_seq: 1,
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+        }
+    }
+}
+
+fn pack(time: SimTime, seq: u64, tag: u32) -> u128 {
+    (u128::from(time.as_ps()) << 64) | u128::from(seq << TAG_BITS) | u128::from(tag)
 }
 
 fn unpack_time(key: u128) -> SimTime {
     SimTime::from_ps((key >> 64) as u64)
 }
 
-fn unpack_slot(key: u128) -> u32 {
-    (key as u32) & ((1 << SLOT_BITS) - 1)
+fn unpack_seq(key: u128) -> u64 {
+    (key as u64) >> TAG_BITS
+}
+
+fn unpack_tag(key: u128) -> u32 {
+    (key as u32) & ((1 << TAG_BITS) - 1)
 }
 
 impl TimerQueue {
-    /// Sets a timer for `time` that wakes `target`; `sleep` is its causal
-    /// record (`NO_LABEL` when none is kept), handed back when it fires.
-    pub fn add(&mut self, time: SimTime, target: WakeTarget, sleep: u32) -> TimerKey {
+    /// Whether a task in slot `slot` can have a task-keyed timer (the tag
+    /// holds slots below 2^23; tasks beyond use the slab).
+    pub fn keys_task(slot: u32) -> bool {
+        slot < TASK_TIMER
+    }
+
+    fn take_seq(&mut self) -> u64 {
         let seq = self.next_seq;
         assert!(seq < MAX_SEQ, "more than 2^40 timers set in one simulation");
         self.next_seq += 1;
+        seq
+    }
+
+    /// Sets a timer for `time` keyed by task slot `slot` (see
+    /// [`keys_task`](Self::keys_task)); the caller arms the slot with the
+    /// key's sequence number.
+    #[inline]
+    pub fn add_for_task(&mut self, time: SimTime, slot: u32) -> TimerKey {
+        debug_assert!(Self::keys_task(slot));
+        let seq = self.take_seq();
+        let tag = slot | TASK_TIMER;
+        self.heap.push(Reverse(pack(time, seq, tag)));
+        TimerKey::new(seq, tag)
+    }
+
+    /// Sets a timer for `time` that wakes `target`; `sleep` is its causal
+    /// record (`NO_LABEL` when none is kept), handed back when it fires.
+    pub fn add(&mut self, time: SimTime, target: WakeTarget, sleep: u32) -> TimerKey {
+        let seq = self.take_seq();
         let target = match target {
             WakeTarget::Task(id) => SlotTarget::Task(id),
             WakeTarget::Waker(w) => SlotTarget::Waker(w),
         };
-        let slot = self.store(Slot { seq, target, sleep });
-        self.heap.push(Reverse(pack(time, seq, slot)));
-        TimerKey { time, seq, slot }
+        let tag = self.store(Slot { seq, target, sleep });
+        self.heap.push(Reverse(pack(time, seq, tag)));
+        TimerKey::new(seq, tag)
     }
 
     fn store(&mut self, entry: Slot) -> u32 {
@@ -93,22 +173,27 @@ impl TimerQueue {
         }
         let slot = self.slots.len() as u32;
         assert!(
-            slot < 1 << SLOT_BITS,
-            "more than 2^24 timers pending at once"
+            slot < TASK_TIMER,
+            "more than 2^23 slab timers pending at once"
         );
         self.slots.push(entry);
         slot
     }
 
-    fn slot_of(&mut self, key: &TimerKey) -> Option<&mut Slot> {
+    /// The slab entry of a pending slab timer (a fired one's entry was
+    /// released or holds another sequence number).
+    fn slot_of(&mut self, key: TimerKey) -> Option<&mut Slot> {
+        if key.task_slot().is_some() {
+            return None;
+        }
         self.slots
-            .get_mut(key.slot as usize)
-            .filter(|slot| slot.seq == key.seq)
+            .get_mut(key.tag() as usize)
+            .filter(|slot| slot.seq == key.seq())
     }
 
-    /// Points a pending timer at a new foreign waker (a combinator re-polled
-    /// the sleep with a different context).
-    pub fn retarget(&mut self, key: &TimerKey, waker: &Waker) {
+    /// Points a pending slab timer at a new foreign waker (a combinator
+    /// re-polled the sleep with a different context).
+    pub fn retarget(&mut self, key: TimerKey, waker: &Waker) {
         if let Some(Slot {
             target: SlotTarget::Waker(stored),
             ..
@@ -119,42 +204,52 @@ impl TimerQueue {
         }
     }
 
-    /// Cancels a timer that has not fired by `now`; it will never move the
-    /// clock.
-    pub fn cancel(&mut self, key: TimerKey, now: SimTime) {
-        if key.time > now
-            && let Some(slot) = self.slot_of(&key)
-        {
+    /// Cancels a slab timer that has not fired; it will never move the
+    /// clock. (A task-keyed timer is cancelled by disarming its slot.)
+    pub fn cancel(&mut self, key: TimerKey) {
+        if let Some(slot) = self.slot_of(key) {
             slot.target = SlotTarget::Cancelled;
         }
     }
 
-    /// The time of the earliest live timer, dropping cancelled ones on top.
-    pub fn next_time(&mut self) -> Option<SimTime> {
+    /// The time of the earliest live timer, dropping cancelled ones on top;
+    /// `armed(slot)` is the sequence number task slot `slot` is armed with.
+    pub fn next_time(&mut self, armed: impl Fn(u32) -> u64) -> Option<SimTime> {
         while let Some(&Reverse(key)) = self.heap.peek() {
-            let slot = unpack_slot(key);
-            if !matches!(self.slots[slot as usize].target, SlotTarget::Cancelled) {
+            let tag = unpack_tag(key);
+            if tag & TASK_TIMER != 0 {
+                if armed(tag & !TASK_TIMER) == unpack_seq(key) {
+                    return Some(unpack_time(key));
+                }
+                self.heap.pop();
+                continue;
+            }
+            if !matches!(self.slots[tag as usize].target, SlotTarget::Cancelled) {
                 return Some(unpack_time(key));
             }
             self.heap.pop();
-            self.release(slot);
+            self.release(tag);
         }
         None
     }
 
-    /// Pops the next live timer due exactly at `time`, with its causal
-    /// record.
-    pub fn pop_due(&mut self, time: SimTime) -> Option<(WakeTarget, u32)> {
+    /// Pops the next timer due exactly at `time`: a task-keyed one as it is
+    /// (the caller checks it is still armed), a slab one only if live.
+    pub fn pop_due(&mut self, time: SimTime) -> Option<Due> {
         while let Some(&Reverse(key)) = self.heap.peek() {
             if unpack_time(key) != time {
                 return None;
             }
             self.heap.pop();
-            let slot = unpack_slot(key);
-            let sleep = self.slots[slot as usize].sleep;
-            match self.release(slot) {
-                SlotTarget::Task(id) => return Some((WakeTarget::Task(id), sleep)),
-                SlotTarget::Waker(w) => return Some((WakeTarget::Waker(w), sleep)),
+            let tag = unpack_tag(key);
+            if tag & TASK_TIMER != 0 {
+                let (slot, seq) = (tag & !TASK_TIMER, unpack_seq(key));
+                return Some(Due::Task { slot, seq });
+            }
+            let sleep = self.slots[tag as usize].sleep;
+            match self.release(tag) {
+                SlotTarget::Task(id) => return Some(Due::Target(WakeTarget::Task(id), sleep)),
+                SlotTarget::Waker(w) => return Some(Due::Target(WakeTarget::Waker(w), sleep)),
                 SlotTarget::Cancelled | SlotTarget::Free => {}
             }
         }
@@ -222,9 +317,9 @@ impl Deadline {
                 let target = WakeTarget::from_cx(cx, core);
                 self.key = Some(core.add_timer(self.at, target, self.label));
             }
-            Some(key) => core.retarget_timer(key, cx.waker()),
+            Some(key) => core.retarget_timer(*key, cx.waker()),
         }
-        core.set_waiting(Waiting::Timer(self.at));
+        core.set_waiting(Waiting::Timer);
         Poll::Pending
     }
 }

@@ -131,9 +131,14 @@ unsafe fn drop_raw(data: *const ()) {
 }
 
 /// The task id behind `waker` if it is a task waker of the simulation `core`.
+/// The waker of the task being polled (the common case) is recognised by
+/// its pointer, without reading the `TaskWaker` behind it.
 fn own_task(waker: &Waker, core: &Core) -> Option<TaskId> {
     if !std::ptr::eq(waker.vtable(), &VTABLE) {
         return None;
+    }
+    if let Some(id) = core.polling_task(waker.data()) {
+        return Some(id);
     }
     // SAFETY: the vtable identifies the data as a live `TaskWaker`.
     let task = unsafe { &*waker.data().cast::<TaskWaker>() };
