@@ -30,16 +30,8 @@ use kernbench::topology::{Machine, TopologySpec};
 use kernbench::workloads;
 use ndarray::{Array2, Ix2};
 
-const ALGORITHMS: [&str; 8] = [
-    "ring_allreduce",
-    "intercube_allreduce",
-    "lrab_hierarchical_allreduce",
-    "tree_allreduce",
-    "rd_allreduce",
-    "rhd_allreduce",
-    "ring_rsag_allreduce",
-    "mesh_allreduce",
-];
+mod catalogue_common;
+use catalogue_common::ALLREDUCE_ALGORITHMS as ALGORITHMS;
 
 /// The acceptance machines, as `--set` arguments.
 const MACHINES: [&[&str]; 6] = [

@@ -18,16 +18,8 @@ use kernbench::sim::{self, SimDuration, SimTime, Simulation};
 use kernbench::topology::{Machine, TopologySpec};
 use kernbench::workloads::{self, Options, Report, Value};
 
-const ALGORITHMS: [&str; 8] = [
-    "ring_allreduce",
-    "intercube_allreduce",
-    "lrab_hierarchical_allreduce",
-    "tree_allreduce",
-    "rd_allreduce",
-    "rhd_allreduce",
-    "ring_rsag_allreduce",
-    "mesh_allreduce",
-];
+mod catalogue_common;
+use catalogue_common::ALLREDUCE_ALGORITHMS as ALGORITHMS;
 
 fn machine(sets: &[&str]) -> Arc<Machine> {
     let overrides = Overrides::parse(sets).unwrap();
