@@ -133,7 +133,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(&args) {
+    let ccl = match checked_ccl(&args) {
+        Ok(ccl) => ccl,
+        Err(usage) => {
+            eprintln!("error: {usage}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&args, ccl) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {
             eprintln!("error: a check failed (see the #wrong column)");
@@ -146,7 +153,23 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: &Args) -> Result<bool, Box<dyn Error>> {
+/// The embedded ccl.yaml, refusing an `--algorithm` it does not name
+/// before any size runs.
+fn checked_ccl(args: &Args) -> Result<CclConfig, String> {
+    let ccl = CclConfig::load(&CclConfig::default_source(), &[]).map_err(|e| e.to_string())?;
+    match &args.algorithm {
+        Some(name) if ccl.algorithm(name).is_none() => {
+            let known: Vec<&str> = ccl.algorithm_names().collect();
+            Err(format!(
+                "--algorithm {name}: ccl.yaml has no such algorithm (one of {})",
+                known.join(", ")
+            ))
+        }
+        _ => Ok(ccl),
+    }
+}
+
+fn run(args: &Args, ccl: CclConfig) -> Result<bool, Box<dyn Error>> {
     let guard = match &args.trace {
         Some(path) => {
             let (layer, guard) = ChromeTraceLayer::to_file(path)
@@ -160,7 +183,6 @@ fn run(args: &Args) -> Result<bool, Box<dyn Error>> {
     let overrides = Overrides::parse(&[fidelity])?;
     let spec = TopologySpec::load(&TopologySpec::default_source(), &overrides.topology)?;
     let machine = Arc::new(Machine::build(&spec)?);
-    let ccl = CclConfig::load(&CclConfig::default_source(), &[])?;
     let algorithm = args
         .algorithm
         .clone()
