@@ -38,7 +38,9 @@ use crate::mem::{
     StoreError,
 };
 use crate::sim::{self, SimDuration, SimTime};
-use crate::topology::{AddressError, Machine, MemSpace, NodeId, RouteError, TopologySpec};
+use crate::topology::{
+    AddressError, Fidelity, Machine, MemSpace, NodeId, RouteError, TopologySpec,
+};
 
 /// Allocation granule of every device memory: one 64-byte line.
 pub const GRANULE: u64 = 64;
@@ -242,6 +244,48 @@ impl Device {
         self.copy(engine, initiator, CopyJob { src, dst, len }, Some(signal))
     }
 
+    /// Flow mode: a signalled copy of one packet of `signal`'s route
+    /// from a memory that books nothing to one that books nothing (an
+    /// IPCQ message from a TCM into a TCM slot), booked whole now with no
+    /// future of its own (ADR-0048, ADR-0057): issue, read, data booked
+    /// from the read's end, write, and the signal's uncontended crossing.
+    /// `None`, with nothing booked or applied, when the copy is not of
+    /// that kind or the engine has no free slot: the caller awaits
+    /// [`dma_copy_then_signal`](Self::dma_copy_then_signal) instead. The
+    /// caller sleeps until [`SignalledCopy::landed`] and then calls
+    /// [`SignalledCopy::finish`].
+    pub fn signalled_copy_now(
+        &self,
+        engine: &DmaEngine,
+        initiator: NodeId,
+        (src, dst, len): (u64, u64, u64),
+        signal: &Route,
+    ) -> Result<Option<SignalledCopy>, DeviceError> {
+        let f = &self.fabric;
+        if f.fidelity() != Fidelity::Flow || !f.is_one_packet(signal, len) {
+            return Ok(None);
+        }
+        let plan = self.plan(initiator, src, dst)?;
+        if !(f.flow_reads_unbooked(plan.src) && f.flow_reads_unbooked(plan.dst)) {
+            return Ok(None);
+        }
+        let Some(slot) = engine.start_now()? else {
+            return Ok(None);
+        };
+        let id = self.apply(engine.name(), Op::Copy { src, dst, len })?;
+        let routes = &plan.routes;
+        let read = f.flow_read_done(&routes.request, plan.src, len, slot.started);
+        let read = read.expect("a flow-mode read from a TCM is worked out ahead")?;
+        let unit = f.flow_write_then_signal(&routes.data, (len, read), plan.dst, (signal, true));
+        let (written, landed) = unit.expect("a flow-mode write to a TCM is worked out ahead")?;
+        Ok(Some(SignalledCopy {
+            _slot: slot,
+            id,
+            written,
+            landed,
+        }))
+    }
+
     // Values worked out before an `await` are bound in statements of
     // their own: a temporary (or an `if let` binding) whose scope spans
     // the `await` is kept in the future, which every caller then carries
@@ -384,6 +428,26 @@ impl Device {
         });
         self.copy_routes.borrow_mut().insert(key, routes.clone());
         Ok(routes)
+    }
+}
+
+/// A copy booked whole by [`Device::signalled_copy_now`]: it holds its
+/// DMA slot until [`finish`](Self::finish)ed at [`landed`](Self::landed).
+#[must_use = "a booked copy holds its DMA slot until finished"]
+pub struct SignalledCopy {
+    _slot: DmaSlot,
+    id: crate::mem::OpId,
+    written: SimTime,
+    /// When the signal lands.
+    pub landed: SimTime,
+}
+
+impl SignalledCopy {
+    /// Marks the copy's op complete at its last byte's write and frees
+    /// its DMA slot (call it at [`landed`](Self::landed)).
+    pub fn finish(self, device: &Device) -> Result<(), DeviceError> {
+        device.oplog.borrow_mut().complete(self.id, self.written)?;
+        Ok(())
     }
 }
 

@@ -9,6 +9,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
+use crate::hw::explain;
 use crate::mem::DType;
 use crate::sim::{self, SimDuration};
 use crate::tl::handle::checked_bytes;
@@ -100,6 +101,9 @@ impl Tl {
         let ring = self.ring(dir, "send")?;
         self.check_send(&args)?;
         let segments = Message::segments(args.nbytes, ring.slot_bytes);
+        if segments == 1 {
+            return self.send_one(&ring, &args).await;
+        }
         let mut in_flight = Vec::new();
         for segment in 0..segments {
             let seq = self.claim(&ring).await?;
@@ -119,15 +123,43 @@ impl Tl {
                     .is_one_packet(&ring.doorbell, len),
             );
             let copy = self.copy_segment(ring.clone(), seq, args.src_addr + offset, len);
-            if segments == 1 {
-                return copy.await;
-            }
             in_flight.push(sim::spawn("ipcq segment", copy));
         }
         for copy in in_flight {
             copy.await
                 .map_err(|e| KernelError::failed(format!("send segment: {e}")))??;
         }
+        Ok(())
+    }
+
+    /// A message of one segment. In flow mode, one packet from a TCM into
+    /// a TCM slot is booked whole at once and the send sleeps once, with
+    /// no future between it and the booking (ADR-0048, ADR-0057); any
+    /// other message goes through [`copy_segment`](Self::copy_segment).
+    async fn send_one(&self, ring: &Rc<Ring>, args: &SendArgs) -> Result<(), KernelError> {
+        let seq = match ring.try_claim() {
+            Some(claimed) => claimed?,
+            None => self.claim(ring).await?,
+        };
+        let len = args.nbytes;
+        tracing::debug!(
+            target: "kernbench::ccl",
+            "[ccl t={} send] {} dir={} nbytes={} seq={}",
+            ns_one_decimal(sim::now()), self.program.coord, ring.spec.send_dir, len, seq
+        );
+        ring.set_message(seq, message(args, 0, 1));
+        let p = &self.program;
+        ring.set_unit(seq, p.device.fabric().is_one_packet(&ring.doorbell, len));
+        let copy = (args.src_addr, ring.slot(seq), len);
+        let booked = p
+            .device
+            .signalled_copy_now(&p.dma, p.node, copy, &ring.doorbell)?;
+        let Some(booked) = booked else {
+            return self.copy_segment(ring.clone(), seq, copy.0, len).await;
+        };
+        explain::sleep_until(booked.landed).await;
+        booked.finish(&p.device)?;
+        ring.doorbell_landed(seq);
         Ok(())
     }
 
@@ -308,7 +340,10 @@ impl Tl {
         shape: &[usize],
         dtype: DType,
     ) -> Result<TensorHandle, KernelError> {
-        let sent = ring.delivered(ticket).await;
+        let sent = match ring.try_delivered(ticket) {
+            Some(sent) => sent,
+            None => ring.delivered(ticket).await,
+        };
         self.port("recv")?
             .held
             .borrow_mut()
@@ -376,7 +411,7 @@ impl Tl {
         self.program
             .ipcq
             .as_ref()
-            .ok_or(IpcqError::NoNetwork { op, pe })
+            .ok_or_else(|| IpcqError::NoNetwork { op, pe })
     }
 
     fn network(&self, op: &'static str) -> Result<&IpcqNetwork, IpcqError> {

@@ -298,13 +298,19 @@ impl Ring {
         ticket < self.pointers.borrow().peer_tail_cache
     }
 
+    /// Receiver: `ticket`'s message if it has landed (as
+    /// [`delivered`](Self::delivered), without a future).
+    pub fn try_delivered(&self, ticket: u64) -> Option<Message> {
+        self.has_landed(ticket).then(|| self.message(ticket))
+    }
+
     /// Receiver: waits until `ticket` has landed; returns its message.
     pub async fn delivered(self: &Rc<Self>, ticket: u64) -> Message {
         let ring = self.clone();
         let what: Rc<dyn Describe> = self.clone();
         let arrivals = self.arrivals.clone();
         wait_until("recv", what, arrivals, move || {
-            ring.has_landed(ticket).then(|| ring.message(ticket))
+            ring.try_delivered(ticket)
         })
         .await
     }
