@@ -95,7 +95,7 @@ pub struct Device {
 }
 
 /// A copy's routes by initiator, source memory and destination memory.
-type CopyRoutes = FxHashMap<(NodeId, MemSpace, MemSpace), Rc<RoutePair>>;
+type CopyRoutes = FxHashMap<RouteKey, Rc<RoutePair>>;
 
 /// A copy's read-request route and data route.
 struct RoutePair {
@@ -259,13 +259,13 @@ impl Device {
         engine: &DmaEngine,
         initiator: NodeId,
         (src, dst, len): (u64, u64, u64),
-        signal: &Route,
+        (signal, memo): (&Route, &RouteMemo),
     ) -> Result<Option<SignalledCopy>, DeviceError> {
         let f = &self.fabric;
         if f.fidelity() != Fidelity::Flow || !f.is_one_packet(signal, len) {
             return Ok(None);
         }
-        let plan = self.plan(initiator, src, dst)?;
+        let plan = self.plan_remembered(initiator, src, dst, memo)?;
         if !(f.flow_reads_unbooked(plan.src) && f.flow_reads_unbooked(plan.dst)) {
             return Ok(None);
         }
@@ -406,6 +406,30 @@ impl Device {
         })
     }
 
+    /// [`plan`](Self::plan), with the routes taken from `memo` when its
+    /// copy was between the same memories, by the same initiator.
+    fn plan_remembered(
+        &self,
+        initiator: NodeId,
+        src: u64,
+        dst: u64,
+        memo: &RouteMemo,
+    ) -> Result<CopyPlan, DeviceError> {
+        let map = self.fabric.machine().address_map();
+        let (src, dst) = (map.decode(src)?, map.decode(dst)?);
+        let key = (initiator, src.0, dst.0);
+        let remembered = memo.0.borrow().as_ref().map(|(at, routes)| (*at, routes.clone()));
+        let routes = match remembered {
+            Some((at, routes)) if at == key => routes,
+            _ => {
+                let routes = self.routes(initiator, src.0, dst.0)?;
+                *memo.0.borrow_mut() = Some((key, routes.clone()));
+                routes
+            }
+        };
+        Ok(CopyPlan { routes, src, dst })
+    }
+
     /// The routes of a copy by `initiator` from `src` to `dst`: its read
     /// request's and its data's (remembered: a kernel copies between the
     /// same memories again and again).
@@ -430,6 +454,16 @@ impl Device {
         Ok(routes)
     }
 }
+
+/// The routes of the last copy one caller made, kept by it (an IPCQ
+/// ring, whose sends copy between the same memories again and again:
+/// ADR-0057), so that its next copy between the same memories skips the
+/// device's route table.
+#[derive(Default)]
+pub struct RouteMemo(RefCell<Option<(RouteKey, Rc<RoutePair>)>>);
+
+/// A copy's initiator, source memory and destination memory.
+type RouteKey = (NodeId, MemSpace, MemSpace);
 
 /// A copy booked whole by [`Device::signalled_copy_now`]: it holds its
 /// DMA slot until [`finish`](Self::finish)ed at [`landed`](Self::landed).

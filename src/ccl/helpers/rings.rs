@@ -130,15 +130,17 @@ where
 {
     let dtype = acc.dtype();
     let (outs, ins) = (
-        messages(out, how.max_message, dtype),
-        messages(into, how.max_message, dtype),
+        message_count(out, how.max_message, dtype),
+        message_count(into, how.max_message, dtype),
     );
-    for i in 0..outs.len().max(ins.len()) {
-        if let Some(message) = outs.get(i) {
-            tl.send(how.send, &slice(tl, acc, message)?).await?;
+    for i in 0..outs.max(ins) {
+        if i < outs {
+            let message = out.part(outs, i, dtype);
+            tl.send(how.send, &slice(tl, acc, &message)?).await?;
         }
-        if let Some(message) = ins.get(i) {
-            let part = slice(tl, acc, message)?;
+        if i < ins {
+            let message = into.part(ins, i, dtype);
+            let part = slice(tl, acc, &message)?;
             let received = tl.recv(how.recv, part.shape(), part.dtype()).await?;
             merge(part, received.clone()).await?;
             tl.release(&received)?;

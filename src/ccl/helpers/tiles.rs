@@ -42,23 +42,21 @@ impl TileView {
     /// `array_split`), so the views always cover it exactly. None when
     /// `parts` is zero.
     pub fn split(&self, parts: u64, dtype: DType) -> Vec<TileView> {
-        if parts == 0 {
-            return Vec::new();
-        }
+        (0..parts).map(|i| self.part(parts, i, dtype)).collect()
+    }
+
+    /// View `i` of [`split`](Self::split)`(parts, dtype)`, made alone
+    /// (`i < parts`): the first `n_elem % parts` views hold one element
+    /// more.
+    pub fn part(&self, parts: u64, i: u64, dtype: DType) -> TileView {
         let (base, extra) = (self.n_elem / parts, self.n_elem % parts);
-        let mut offset = self.offset;
-        (0..parts)
-            .map(|i| {
-                let n_elem = base + u64::from(i < extra);
-                let view = TileView {
-                    offset,
-                    n_elem,
-                    nbytes: n_elem * dtype.size(),
-                };
-                offset = offset + TileOffset(view.nbytes);
-                view
-            })
-            .collect()
+        let n_elem = base + u64::from(i < extra);
+        let before = i * base + i.min(extra);
+        TileView {
+            offset: self.offset + TileOffset(before * dtype.size()),
+            n_elem,
+            nbytes: n_elem * dtype.size(),
+        }
     }
 }
 
@@ -134,11 +132,16 @@ pub fn slice(tl: &Tl, acc: &TensorHandle, view: &TileView) -> Result<TensorHandl
 /// element each, a whole number of elements; uneven as [`split_tile`] cuts):
 /// none for an empty part.
 pub fn messages(part: TileView, max_message: u64, dtype: DType) -> Vec<TileView> {
-    if part.n_elem == 0 {
-        return Vec::new();
-    }
-    let count = chunk_count(part.n_elem, dtype, Some(max_message));
+    let count = message_count(part, max_message, dtype);
     part.split(count, dtype)
+}
+
+/// How many [`messages`] `part` is cut into (none for an empty part).
+pub fn message_count(part: TileView, max_message: u64, dtype: DType) -> u64 {
+    match part.n_elem {
+        0 => 0,
+        n_elem => chunk_count(n_elem, dtype, Some(max_message)),
+    }
 }
 
 /// This program's tile (loaded whole when it fits in half the TCM,
@@ -213,6 +216,29 @@ mod tests {
         assert_eq!(uneven[2].offset, TileOffset(28));
         assert_eq!(span(&uneven, 1..3).offset, TileOffset(16));
         assert!(split_tile(0, 10, DType::F32).is_empty());
+    }
+
+    #[test]
+    fn a_part_made_alone_follows_the_one_before_it() {
+        // Part i starts where part i - 1 ends, and the parts end where
+        // the view does: no part is computed from the others.
+        for n_elem in 0..40 {
+            let whole = TileView {
+                offset: TileOffset(0x40),
+                n_elem,
+                nbytes: n_elem * 2,
+            };
+            for parts in 1..9 {
+                let mut next = whole.offset;
+                for i in 0..parts {
+                    let part = whole.part(parts, i, DType::F16);
+                    assert_eq!(part.offset, next, "{n_elem} / {parts}, part {i}");
+                    assert!(part.n_elem.abs_diff(n_elem / parts) <= 1);
+                    next = next + TileOffset(part.nbytes);
+                }
+                assert_eq!(next, whole.offset + TileOffset(whole.nbytes));
+            }
+        }
     }
 
     #[test]

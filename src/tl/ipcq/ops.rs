@@ -153,7 +153,7 @@ impl Tl {
         let copy = (args.src_addr, ring.slot(seq), len);
         let booked = p
             .device
-            .signalled_copy_now(&p.dma, p.node, copy, &ring.doorbell)?;
+            .signalled_copy_now(&p.dma, p.node, copy, (&ring.doorbell, &ring.copy_routes))?;
         let Some(booked) = booked else {
             return self.copy_segment(ring.clone(), seq, copy.0, len).await;
         };

@@ -9,7 +9,7 @@ use std::task::{Poll, Waker};
 
 use smallvec::SmallVec;
 
-use crate::device::{Device, DeviceError};
+use crate::device::{Device, DeviceError, RouteMemo};
 use crate::hw::explain::{self, Class, TermKind};
 use crate::hw::{Fabric, Route};
 use crate::mem::DType;
@@ -143,6 +143,8 @@ pub(super) struct Ring {
     slots: Vec<u64>,
     pub slot_bytes: u64,
     pub doorbell: Route,
+    /// The routes of the sender's last copy into a slot (ADR-0057).
+    pub copy_routes: RouteMemo,
     credit: Route,
     pointers: RefCell<Pointers>,
     messages: RefCell<Vec<Option<Message>>>,
@@ -178,6 +180,7 @@ impl Ring {
                 .collect(),
             slot_bytes: params.slot_bytes,
             doorbell: route(sender_node, receiver_node)?,
+            copy_routes: RouteMemo::default(),
             credit: route(receiver_node, sender_node)?,
             pointers: RefCell::default(),
             messages: RefCell::new(vec![None; params.slots]),
