@@ -244,29 +244,35 @@ impl Device {
         self.copy(engine, initiator, CopyJob { src, dst, len }, Some(signal))
     }
 
-    /// Flow mode: a signalled copy of one packet of `signal`'s route
-    /// from a memory that books nothing to one that books nothing (an
-    /// IPCQ message from a TCM into a TCM slot), booked whole now with no
-    /// future of its own (ADR-0048, ADR-0057): issue, read, data booked
-    /// from the read's end, write, and the signal's uncontended crossing.
-    /// `None`, with nothing booked or applied, when the copy is not of
-    /// that kind or the engine has no free slot: the caller awaits
+    /// Flow mode: a copy from a memory that books nothing (a TCM) booked
+    /// whole now, with no future of its own (ADR-0048, ADR-0057): issue,
+    /// read, data, write and, with `signal`, the signal. Two kinds are:
+    /// a signalled copy of one packet of the signal's route into a memory
+    /// that books nothing (an IPCQ message from a TCM into a TCM slot; its
+    /// data booked from the read's end, the signal its route's uncontended
+    /// crossing), and a copy without a signal whose data crosses no link
+    /// (within one TCM). `None`, with nothing booked or applied, for any
+    /// other copy or when the engine has no free slot: the caller awaits
+    /// [`dma_copy`](Self::dma_copy) or
     /// [`dma_copy_then_signal`](Self::dma_copy_then_signal) instead. The
-    /// caller sleeps until [`SignalledCopy::landed`] and then calls
-    /// [`SignalledCopy::finish`].
-    pub fn signalled_copy_now(
+    /// caller sleeps until [`BookedCopy::done`] and then calls
+    /// [`BookedCopy::finish`]. `memo` keeps the copy's routes for the
+    /// caller's next copy.
+    pub fn copy_now(
         &self,
         engine: &DmaEngine,
         initiator: NodeId,
         (src, dst, len): (u64, u64, u64),
-        (signal, memo): (&Route, &RouteMemo),
-    ) -> Result<Option<SignalledCopy>, DeviceError> {
+        (signal, memo): (Option<&Route>, &RouteMemo),
+    ) -> Result<Option<BookedCopy>, DeviceError> {
         let f = &self.fabric;
-        if f.fidelity() != Fidelity::Flow || !f.is_one_packet(signal, len) {
+        if f.fidelity() != Fidelity::Flow || signal.is_some_and(|s| !f.is_one_packet(s, len)) {
             return Ok(None);
         }
         let plan = self.plan_remembered(initiator, src, dst, memo)?;
-        if !(f.flow_reads_unbooked(plan.src) && f.flow_reads_unbooked(plan.dst)) {
+        let crosses = !plan.routes.data.path().edges().is_empty();
+        let unbooked = f.flow_reads_unbooked(plan.src) && f.flow_reads_unbooked(plan.dst);
+        if !unbooked || (signal.is_none() && crosses) {
             return Ok(None);
         }
         let Some(slot) = engine.start_now()? else {
@@ -276,13 +282,23 @@ impl Device {
         let routes = &plan.routes;
         let read = f.flow_read_done(&routes.request, plan.src, len, slot.started);
         let read = read.expect("a flow-mode read from a TCM is worked out ahead")?;
-        let unit = f.flow_write_then_signal(&routes.data, (len, read), plan.dst, (signal, true));
-        let (written, landed) = unit.expect("a flow-mode write to a TCM is worked out ahead")?;
-        Ok(Some(SignalledCopy {
+        let (written, done) = match signal {
+            Some(signal) => {
+                let unit =
+                    f.flow_write_then_signal(&routes.data, (len, read), plan.dst, (signal, true));
+                unit.expect("a flow-mode write to a TCM is worked out ahead")?
+            }
+            None => {
+                let write = f.flow_unbooked_write(&routes.data, plan.dst, len, read);
+                let written = write.expect("a flow-mode write within a TCM is worked out ahead")?;
+                (written, written)
+            }
+        };
+        Ok(Some(BookedCopy {
             _slot: slot,
             id,
             written,
-            landed,
+            done,
         }))
     }
 
@@ -418,7 +434,11 @@ impl Device {
         let map = self.fabric.machine().address_map();
         let (src, dst) = (map.decode(src)?, map.decode(dst)?);
         let key = (initiator, src.0, dst.0);
-        let remembered = memo.0.borrow().as_ref().map(|(at, routes)| (*at, routes.clone()));
+        let remembered = memo
+            .0
+            .borrow()
+            .as_ref()
+            .map(|(at, routes)| (*at, routes.clone()));
         let routes = match remembered {
             Some((at, routes)) if at == key => routes,
             _ => {
@@ -465,20 +485,20 @@ pub struct RouteMemo(RefCell<Option<(RouteKey, Rc<RoutePair>)>>);
 /// A copy's initiator, source memory and destination memory.
 type RouteKey = (NodeId, MemSpace, MemSpace);
 
-/// A copy booked whole by [`Device::signalled_copy_now`]: it holds its
-/// DMA slot until [`finish`](Self::finish)ed at [`landed`](Self::landed).
+/// A copy booked whole by [`Device::copy_now`]: it holds its DMA slot
+/// until [`finish`](Self::finish)ed at [`done`](Self::done).
 #[must_use = "a booked copy holds its DMA slot until finished"]
-pub struct SignalledCopy {
+pub struct BookedCopy {
     _slot: DmaSlot,
     id: crate::mem::OpId,
     written: SimTime,
-    /// When the signal lands.
-    pub landed: SimTime,
+    /// When the copy is done: its last byte written, or its signal landed.
+    pub done: SimTime,
 }
 
-impl SignalledCopy {
+impl BookedCopy {
     /// Marks the copy's op complete at its last byte's write and frees
-    /// its DMA slot (call it at [`landed`](Self::landed)).
+    /// its DMA slot (call it at [`done`](Self::done)).
     pub fn finish(self, device: &Device) -> Result<(), DeviceError> {
         device.oplog.borrow_mut().complete(self.id, self.written)?;
         Ok(())
@@ -748,6 +768,56 @@ mod tests {
         let first_free = first.iter().map(|t| t.end).min().unwrap();
         assert!(first.iter().all(|t| t.started < first_free));
         assert_eq!(last.started, first_free);
+    }
+
+    /// `copy_now` of 4 KiB by PE 0 of cube 0 from its TCM to `to`, no
+    /// signal, at time zero: (when it is done, if booked; the formula; ops
+    /// applied).
+    fn copy_now_to(fidelity: Fidelity, to: MemSpace) -> (Option<SimTime>, SimDuration, usize) {
+        let device = timing_device(fidelity);
+        let len = 4 << 10;
+        let (src, dst) = (
+            device.alloc(TCM0, len).unwrap(),
+            device.alloc(to, len).unwrap(),
+        );
+        let pe = device.fabric().machine().pe(0, 0, 0).unwrap();
+        let issue = device.fabric().machine().spec().pe().dma.issue_overhead;
+        let formula = device.dma_copy_formula(issue, pe, src, dst, len).unwrap();
+        let ops = device.oplog().len();
+        let mut simulation = Simulation::new();
+        let d = device.clone();
+        let booked = simulation.spawn("pe0", async move {
+            let engine = d.fabric().pe_dma(0, 0, 0).clone();
+            let memo = RouteMemo::default();
+            let booked = d.copy_now(&engine, pe, (src, dst, len), (None, &memo));
+            let done = booked.unwrap().map(|copy| {
+                let done = copy.done;
+                copy.finish(&d).unwrap();
+                done
+            });
+            (done, d.oplog().len())
+        });
+        simulation.run().unwrap();
+        let (done, after) = booked.output().unwrap();
+        (done, formula, after - ops)
+    }
+
+    #[test]
+    fn copy_now_books_a_copy_within_a_tcm_whole_and_nothing_else() {
+        // ADR-0057: within one TCM in flow mode, booked at once and done
+        // at its formula; across a link or in packet mode, nothing booked
+        // and nothing applied.
+        let (done, formula, ops) = copy_now_to(Fidelity::Flow, TCM0);
+        assert_eq!((done, ops), (Some(SimTime::ZERO + formula), 1));
+        let far = MemSpace::Tcm {
+            sip: 0,
+            cube: 5,
+            pe: 3,
+        };
+        assert_eq!(copy_now_to(Fidelity::Flow, far).0, None);
+        assert_eq!(copy_now_to(Fidelity::Flow, far).2, 0);
+        assert_eq!(copy_now_to(Fidelity::Packet, TCM0).0, None);
+        assert_eq!(copy_now_to(Fidelity::Packet, TCM0).2, 0);
     }
 
     #[test]

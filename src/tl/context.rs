@@ -6,8 +6,8 @@ use std::fmt;
 use std::future::Future;
 use std::rc::Rc;
 
-use crate::device::Device;
-use crate::hw::{DmaEngine, GemmEngine, MathEngine};
+use crate::device::{Device, RouteMemo};
+use crate::hw::{DmaEngine, GemmEngine, MathEngine, explain};
 use crate::mem::DType;
 use crate::sim::Event;
 use crate::topology::{MemSpace, NodeId, naming};
@@ -82,6 +82,8 @@ pub(super) struct Program {
     pub(super) cancel: Event,
     /// The IPCQ network the program was launched with, and its slots.
     pub(super) ipcq: Option<IpcqPort>,
+    /// The routes of this program's last local copy (ADR-0057).
+    copy_routes: RouteMemo,
 }
 
 impl Tl {
@@ -108,6 +110,7 @@ impl Tl {
             jobs: RefCell::new(Vec::new()),
             cancel,
             ipcq: ipcq.map(|network| IpcqPort::new(network, coord)),
+            copy_routes: RouteMemo::default(),
             device,
         };
         Some(Tl {
@@ -216,9 +219,18 @@ impl Tl {
         self.copy(value.addr(), dst.address(), value.bytes()).await
     }
 
+    /// A copy within a TCM is booked at once and slept for once (flow
+    /// mode, `Device::copy_now`, ADR-0057); any other awaits the device's
+    /// staged copy.
     async fn copy(&self, src: u64, dst: u64, len: u64) -> Result<(), KernelError> {
         let p = &self.program;
-        p.device.dma_copy(&p.dma, p.node, src, dst, len).await?;
+        let local = (None, &p.copy_routes);
+        let Some(booked) = p.device.copy_now(&p.dma, p.node, (src, dst, len), local)? else {
+            p.device.dma_copy(&p.dma, p.node, src, dst, len).await?;
+            return Ok(());
+        };
+        explain::sleep_until(booked.done).await;
+        booked.finish(&p.device)?;
         Ok(())
     }
 

@@ -151,13 +151,12 @@ impl Tl {
         let p = &self.program;
         ring.set_unit(seq, p.device.fabric().is_one_packet(&ring.doorbell, len));
         let copy = (args.src_addr, ring.slot(seq), len);
-        let booked = p
-            .device
-            .signalled_copy_now(&p.dma, p.node, copy, (&ring.doorbell, &ring.copy_routes))?;
+        let signal = (Some(&ring.doorbell), &ring.copy_routes);
+        let booked = p.device.copy_now(&p.dma, p.node, copy, signal)?;
         let Some(booked) = booked else {
             return self.copy_segment(ring.clone(), seq, copy.0, len).await;
         };
-        explain::sleep_until(booked.landed).await;
+        explain::sleep_until(booked.done).await;
         booked.finish(&p.device)?;
         ring.doorbell_landed(seq);
         Ok(())

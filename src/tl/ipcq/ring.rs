@@ -312,10 +312,7 @@ impl Ring {
         let ring = self.clone();
         let what: Rc<dyn Describe> = self.clone();
         let arrivals = self.arrivals.clone();
-        wait_until("recv", what, arrivals, move || {
-            ring.try_delivered(ticket)
-        })
-        .await
+        wait_until("recv", what, arrivals, move || ring.try_delivered(ticket)).await
     }
 
     /// The message of slot `seq`, taken out: each landed slot is received
