@@ -407,10 +407,12 @@ impl Tl {
 
     fn port(&self, op: &'static str) -> Result<&IpcqPort, IpcqError> {
         let pe = self.program.coord;
-        self.program
-            .ipcq
-            .as_ref()
-            .ok_or_else(|| IpcqError::NoNetwork { op, pe })
+        // A match, not `ok_or`: the error is built (and dropped) only
+        // when there is no network.
+        match &self.program.ipcq {
+            Some(port) => Ok(port),
+            None => Err(IpcqError::NoNetwork { op, pe }),
+        }
     }
 
     fn network(&self, op: &'static str) -> Result<&IpcqNetwork, IpcqError> {
