@@ -1,0 +1,324 @@
+//! Multi-packet flows that overlap on a hop, served as packet mode serves
+//! their packets (ADR-0056).
+//!
+//! Flow mode books a flow's whole occupancy on each hop first come, first
+//! served (ADR-0012 D3/D4): of two flows arriving at a hop together, the
+//! one booked first ends a whole occupancy before the other. Packet mode
+//! serves *packets* first come, first served, so the two interleave and
+//! end together. Here each hop keeps the multi-packet flows still in
+//! service on it (a side table of the fabric's links, keyed by link
+//! index), each with its arrival profile there (first and last packet,
+//! fluid in between: at the source, a flow's packets arrive at the first
+//! hop's own pace, as packet mode injects them) and its work. A flow
+//! booking a hop where others are still in service works out, as a fluid
+//! FIFO queue over their arrival profiles, when each one's last packet
+//! leaves: every earlier flow whose last packet now leaves later is
+//! *pushed* (its end at that hop and, hop by hop, at its later hops: a flow
+//! that reaches its next hop at a reduced rate is not delayed again
+//! there), and the booking flow takes the earlier of its FIFO booking's
+//! ends and the fluid one. The calendars (`free_at`, idle gaps, busy time)
+//! do not change: only who ends when.
+//!
+//! A pushed flow's landing moves; its waiter ([`Pushed::settle`]) wakes at
+//! the landing it was told, finds it moved and sleeps again. A flow can be
+//! pushed only by a flow that arrives at a hop before its end there, so a
+//! landing reached is final. Uncontended no flow is in service on a hop
+//! when another books it: nothing moves, and flow mode stays exact.
+//! One-packet flows take none of this (ADR-0012 D5, ADR-0048).
+//!
+//! Knows links by index and instants; nothing of what the flows carry.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use rustc_hash::FxHashMap;
+
+use super::explain;
+use crate::sim::{SimDuration, SimTime};
+
+/// How many of the flows in service on a hop a booking shares it with
+/// (the latest booked): a put of hundreds of pieces issued at once must
+/// not cost the square of their number at every hop.
+const WINDOW: usize = 8;
+
+/// One multi-packet flow as served: its hops and how much later than
+/// booked it lands.
+pub(crate) struct SharedFlow {
+    /// The landing its booking gave (the last packet at the destination).
+    landing: Cell<u64>,
+    /// How much later than `landing` it lands now (pushes), in ps.
+    shift: Cell<u64>,
+    /// `--explain`: the component of the hop that pushed it first.
+    pushed_at: Cell<Option<u32>>,
+    hops: RefCell<Vec<HopShare>>,
+}
+
+/// A flow on one hop: its arrival profile, work and service, in ps.
+#[derive(Debug, Clone, Copy)]
+struct HopShare {
+    /// The link it arrives from (`u32::MAX`: its source), and this one.
+    from: u32,
+    link: u32,
+    /// Its first packet has arrived.
+    first: u64,
+    /// Its last packet has arrived (fluid arrivals from `first`).
+    last: u64,
+    /// Its occupancy of the hop in all, and its last packet's.
+    work: u64,
+    tail: u64,
+    latency: u64,
+    /// Its first packet is served.
+    start: u64,
+    /// Its last packet leaves.
+    end: u64,
+}
+
+impl HopShare {
+    /// Its work arrived by `t` (linear from `first` to `last`).
+    fn arrived_by(&self, t: u64) -> u64 {
+        if t <= self.first {
+            0
+        } else if t >= self.last {
+            self.work
+        } else {
+            let span = u128::from(self.last - self.first);
+            (u128::from(self.work) * u128::from(t - self.first) / span) as u64
+        }
+    }
+}
+
+/// A flow in service on a hop: the flow and the hop's index in its path.
+type InService = (Rc<SharedFlow>, u32);
+
+/// The flows still in service on each hop that carried a multi-packet
+/// flow, by link index. Looked up, never iterated.
+#[derive(Default)]
+pub(crate) struct FlowTable {
+    hops: RefCell<FxHashMap<u32, Vec<InService>>>,
+}
+
+/// A flow's landing that flows booked after it may move ([`Pushed::settle`]).
+/// Empty for a flow that nothing can push (one packet, a header).
+#[derive(Default)]
+pub struct Pushed(Option<Rc<SharedFlow>>);
+
+impl Pushed {
+    /// How much later than booked the flow lands, as known now.
+    pub fn shift(&self) -> SimDuration {
+        SimDuration::from_ps(self.0.as_ref().map_or(0, |f| f.shift.get()))
+    }
+
+    /// Called at `due` (the instant the caller slept until for the
+    /// booked landing and what follows it): sleeps again while the
+    /// flow's landing has moved, and returns how much later it landed.
+    pub async fn settle(&self, due: SimTime) -> SimDuration {
+        let Some(flow) = &self.0 else {
+            return SimDuration::ZERO;
+        };
+        let mut slept = 0;
+        loop {
+            let shift = flow.shift.get();
+            if shift <= slept {
+                return SimDuration::from_ps(slept);
+            }
+            if let Some(component) = flow.pushed_at.get() {
+                explain::push(component, explain::TermKind::Queue, shift - slept);
+            }
+            slept = shift;
+            explain::sleep_until(due + SimDuration::from_ps(slept)).await;
+        }
+    }
+}
+
+/// What [`FlowTable::share`] is told of a flow's hop.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HopIn {
+    /// The hop's index in the flow's path and its link's index.
+    pub hop: usize,
+    pub link: u32,
+    /// When its first and last packets arrive.
+    pub first: SimTime,
+    pub last: SimTime,
+    /// Its occupancy in all and its last packet's.
+    pub work: SimDuration,
+    pub tail: SimDuration,
+    pub latency: SimDuration,
+    /// Its FIFO booking: first packet served, last packet leaves.
+    pub start: SimTime,
+    pub end: SimTime,
+}
+
+/// What sharing makes of a hop: when the flow's first packet is served
+/// and its last leaves (each at most what its booking gave).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HopOut {
+    pub start: SimTime,
+    pub end: SimTime,
+}
+
+impl FlowTable {
+    /// A new multi-packet flow of `hops` hops, not yet on any.
+    pub(crate) fn begin(&self, hops: usize) -> Rc<SharedFlow> {
+        Rc::new(SharedFlow {
+            landing: Cell::new(0),
+            shift: Cell::new(0),
+            pushed_at: Cell::new(None),
+            hops: RefCell::new(Vec::with_capacity(hops)),
+        })
+    }
+
+    /// `flow` books hop `hop` at `now`: pushes the flows still in service
+    /// there (module docs) and tells when its own first packet is served
+    /// and its last leaves. `component` names a link for `--explain`.
+    pub(crate) fn share(
+        &self,
+        flow: &Rc<SharedFlow>,
+        hop: HopIn,
+        now: SimTime,
+        component: impl Fn(u32) -> Option<u32>,
+    ) -> HopOut {
+        let ps = |t: SimTime| t.as_ps();
+        let from = match hop.hop {
+            0 => u32::MAX,
+            _ => flow.hops.borrow().last().map_or(u32::MAX, |h| h.link),
+        };
+        let mut me = HopShare {
+            from,
+            link: hop.link,
+            first: ps(hop.first),
+            last: ps(hop.last),
+            work: hop.work.as_ps(),
+            tail: hop.tail.as_ps(),
+            latency: hop.latency.as_ps(),
+            start: ps(hop.start),
+            end: ps(hop.end),
+        };
+        if hop.hop == 0 {
+            // At the source the packets are injected one at a time, each
+            // when the one before has left the first hop (module docs).
+            me.last = me.last.max(me.first + me.work.saturating_sub(me.tail));
+        }
+        let mut table = self.hops.borrow_mut();
+        let list = table.entry(hop.link).or_default();
+        list.retain(|(other, at)| other.hops.borrow()[*at as usize].end > now.as_ps());
+        // The latest booked of them, at most `WINDOW` (module docs).
+        let mut active: Vec<(usize, HopShare)> = list
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(i, (other, at))| (i, other.hops.borrow()[*at as usize]))
+            .filter(|(_, other)| other.end > me.first)
+            .take(WINDOW)
+            .collect();
+        active.reverse();
+        if !active.is_empty() {
+            let mut all: Vec<HopShare> = active.iter().map(|&(_, h)| h).collect();
+            all.push(me);
+            let fifo = Fluid::new(&all);
+            // The hop serves the set's work by the latest end booked: the
+            // flow whose last packet arrives last leaves then (FIFO).
+            let busy_until = all.iter().map(|f| f.end).max().unwrap_or(me.end);
+            let latest = all
+                .iter()
+                .enumerate()
+                .max_by_key(|&(i, f)| (f.last, i))
+                .map_or(all.len() - 1, |(i, _)| i);
+            for (k, &(i, other)) in active.iter().enumerate() {
+                let mut end = fifo
+                    .departs(other.last, other.from)
+                    .max(other.last + other.tail);
+                if k == latest {
+                    end = end.max(busy_until);
+                }
+                if end > other.end {
+                    let (pushed, at) = &list[i];
+                    pushed.push(*at as usize, end, || component(hop.link));
+                }
+            }
+            let start = fifo.departs(me.first, me.from);
+            let mut end = fifo.departs(me.last, me.from).max(me.last + me.tail);
+            if latest == active.len() {
+                end = end.max(busy_until);
+            }
+            me.start = me.start.min(start.max(me.first));
+            me.end = me.end.min(end).max(me.start + me.tail);
+        }
+        let at = flow.hops.borrow().len() as u32;
+        flow.hops.borrow_mut().push(me);
+        list.push((flow.clone(), at));
+        HopOut {
+            start: SimTime::from_ps(me.start),
+            end: SimTime::from_ps(me.end),
+        }
+    }
+}
+
+impl SharedFlow {
+    /// Its booking is done: it lands at `landing`.
+    pub(crate) fn finish(self: Rc<Self>, landing: SimTime) -> Pushed {
+        self.landing.set(landing.as_ps());
+        Pushed(Some(self))
+    }
+
+    /// Its last packet leaves hop `at` at `end` now (later than it did):
+    /// carried to its later hops, and to its landing.
+    fn push(&self, at: usize, end: u64, component: impl FnOnce() -> Option<u32>) {
+        if self.pushed_at.get().is_none() && explain::recording() {
+            self.pushed_at.set(component());
+        }
+        let mut hops = self.hops.borrow_mut();
+        hops[at].end = end;
+        let mut prev = hops[at];
+        for next in hops.iter_mut().skip(at + 1) {
+            let arrives = prev.end + prev.latency;
+            if arrives <= next.last {
+                return;
+            }
+            next.last = arrives;
+            let end = next.end.max(arrives + next.tail);
+            if end == next.end {
+                return;
+            }
+            next.end = end;
+            prev = *next;
+        }
+        let landing = prev.end + prev.latency;
+        let shift = landing.saturating_sub(self.landing.get());
+        self.shift.set(self.shift.get().max(shift));
+    }
+}
+
+/// A FIFO fluid queue over flows' arrival profiles: when the work that
+/// arrived by an instant has been served.
+struct Fluid<'a> {
+    flows: &'a [HopShare],
+    /// The earliest service start among them: from then on the hop is
+    /// taken to serve their work.
+    from: u64,
+}
+
+impl<'a> Fluid<'a> {
+    fn new(flows: &'a [HopShare]) -> Self {
+        let from = flows.iter().map(|f| f.start).min().unwrap_or(0);
+        Fluid { flows, from }
+    }
+
+    fn arrived(&self, t: u64) -> u64 {
+        self.flows.iter().map(|f| f.arrived_by(t)).sum()
+    }
+
+    /// When the work arrived by `t` has been served: the latest of `t`,
+    /// `from` plus all of it, and each later first arrival `a` plus the
+    /// work arrived in `(a, t]` (the queue's busy periods start there).
+    fn departs(&self, t: u64, via: u32) -> u64 {
+        let by_t = self.arrived(t);
+        let mut departs = t.max(self.from + by_t);
+        for flow in self.flows {
+            let a = flow.first;
+            if a > self.from && a <= t && (flow.from != via || via == u32::MAX) {
+                departs = departs.max(a + by_t - self.arrived(a));
+            }
+        }
+        departs
+    }
+}
