@@ -54,7 +54,7 @@ pub(crate) struct SharedFlow {
 }
 
 /// A flow on one hop: its arrival profile, work and service, in ps.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct HopShare {
     /// The link it arrives from (`u32::MAX`: its source), and this one.
     from: u32,
@@ -87,14 +87,20 @@ impl HopShare {
     }
 }
 
-/// A flow in service on a hop: the flow and the hop's index in its path.
-type InService = (Rc<SharedFlow>, u32);
+/// A flow in service on a hop: the flow, the hop's index in its path
+/// and when its last packet leaves there (kept here, so that a booking
+/// reads only the list until it finds the flows it shares the hop with).
+struct Entry {
+    flow: Rc<SharedFlow>,
+    hop: u32,
+    end: u64,
+}
 
 /// The flows still in service on each hop that carried a multi-packet
 /// flow, by link index. Looked up, never iterated.
 #[derive(Default)]
 pub(crate) struct FlowTable {
-    hops: RefCell<FxHashMap<u32, Vec<InService>>>,
+    hops: RefCell<FxHashMap<u32, Vec<Entry>>>,
 }
 
 /// A flow's landing that flows booked after it may move ([`Pushed::settle`]).
@@ -200,21 +206,30 @@ impl FlowTable {
         }
         let mut table = self.hops.borrow_mut();
         let list = table.entry(hop.link).or_default();
-        list.retain(|(other, at)| other.hops.borrow()[*at as usize].end > now.as_ps());
-        // The latest booked of them, at most `WINDOW` (module docs).
-        let mut active: Vec<(usize, HopShare)> = list
-            .iter()
-            .enumerate()
-            .rev()
-            .map(|(i, (other, at))| (i, other.hops.borrow()[*at as usize]))
-            .filter(|(_, other)| other.end > me.first)
-            .take(WINDOW)
-            .collect();
-        active.reverse();
-        if !active.is_empty() {
-            let mut all: Vec<HopShare> = active.iter().map(|&(_, h)| h).collect();
-            all.push(me);
-            let fifo = Fluid::new(&all);
+        list.retain(|entry| entry.end > now.as_ps());
+        // The latest booked of them, at most `WINDOW` (`WINDOW`'s docs),
+        // oldest first, the booking flow last.
+        let mut picked = [0usize; WINDOW];
+        let mut n = 0;
+        for (i, entry) in list.iter().enumerate().rev() {
+            if entry.end > me.first {
+                picked[n] = i;
+                n += 1;
+                if n == WINDOW {
+                    break;
+                }
+            }
+        }
+        picked[..n].reverse();
+        let mut moved = Vec::new();
+        if n > 0 {
+            let mut all = [HopShare::default(); WINDOW + 1];
+            for (slot, &i) in all.iter_mut().zip(&picked[..n]) {
+                *slot = list[i].flow.hops.borrow()[list[i].hop as usize];
+            }
+            all[n] = me;
+            let all = &all[..=n];
+            let fifo = Fluid::new(all);
             // The hop serves the set's work by the latest end booked: the
             // flow whose last packet arrives last leaves then (FIFO).
             let busy_until = all.iter().map(|f| f.end).max().unwrap_or(me.end);
@@ -222,8 +237,8 @@ impl FlowTable {
                 .iter()
                 .enumerate()
                 .max_by_key(|&(i, f)| (f.last, i))
-                .map_or(all.len() - 1, |(i, _)| i);
-            for (k, &(i, other)) in active.iter().enumerate() {
+                .map_or(n, |(i, _)| i);
+            for (k, (&i, other)) in picked[..n].iter().zip(all).enumerate() {
                 let mut end = fifo
                     .departs(other.last, other.from)
                     .max(other.last + other.tail);
@@ -231,13 +246,15 @@ impl FlowTable {
                     end = end.max(busy_until);
                 }
                 if end > other.end {
-                    let (pushed, at) = &list[i];
-                    pushed.push(*at as usize, end, || component(hop.link));
+                    let entry = &mut list[i];
+                    entry.end = end;
+                    let at = entry.hop as usize;
+                    entry.flow.push(at, end, || component(hop.link), &mut moved);
                 }
             }
             let start = fifo.departs(me.first, me.from);
             let mut end = fifo.departs(me.last, me.from).max(me.last + me.tail);
-            if latest == active.len() {
+            if latest == n {
                 end = end.max(busy_until);
             }
             me.start = me.start.min(start.max(me.first));
@@ -245,7 +262,18 @@ impl FlowTable {
         }
         let at = flow.hops.borrow().len() as u32;
         flow.hops.borrow_mut().push(me);
-        list.push((flow.clone(), at));
+        list.push(Entry {
+            flow: flow.clone(),
+            hop: at,
+            end: me.end,
+        });
+        // The pushed flows' later hops: their entries there end later too.
+        for (link, pushed, end) in moved {
+            let entries = table.get_mut(&link).into_iter().flatten();
+            if let Some(entry) = entries.into_iter().find(|e| Rc::as_ptr(&e.flow) == pushed) {
+                entry.end = end;
+            }
+        }
         HopOut {
             start: SimTime::from_ps(me.start),
             end: SimTime::from_ps(me.end),
@@ -262,7 +290,15 @@ impl SharedFlow {
 
     /// Its last packet leaves hop `at` at `end` now (later than it did):
     /// carried to its later hops, and to its landing.
-    fn push(&self, at: usize, end: u64, component: impl FnOnce() -> Option<u32>) {
+    /// Tells `moved` each later hop whose end moved: its link, this
+    /// flow and the new end.
+    fn push(
+        &self,
+        at: usize,
+        end: u64,
+        component: impl FnOnce() -> Option<u32>,
+        moved: &mut Vec<(u32, *const SharedFlow, u64)>,
+    ) {
         if self.pushed_at.get().is_none() && explain::recording() {
             self.pushed_at.set(component());
         }
@@ -280,6 +316,7 @@ impl SharedFlow {
                 return;
             }
             next.end = end;
+            moved.push((next.link, self as *const SharedFlow, end));
             prev = *next;
         }
         let landing = prev.end + prev.latency;
