@@ -359,3 +359,103 @@ impl<'a> Fluid<'a> {
         departs
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(ps: u64) -> SimTime {
+        SimTime::from_ps(ps)
+    }
+
+    fn d(ps: u64) -> SimDuration {
+        SimDuration::from_ps(ps)
+    }
+
+    /// A hop `hop` of link `link` (not a source hop, so arrivals are as
+    /// given): packets arriving over `[first, last]`, `work` ps in all
+    /// (the last packet `tail`), booked `[start, end)`, latency 10 ps.
+    fn hop(link: u32, hop: usize, (first, last): (u64, u64), (start, end): (u64, u64)) -> HopIn {
+        HopIn {
+            hop,
+            link,
+            first: t(first),
+            last: t(last),
+            work: d(1_000),
+            tail: d(100),
+            latency: d(10),
+            start: t(start),
+            end: t(end),
+        }
+    }
+
+    /// Two flows of 1,000 ps of work whose packets arrive at one hop
+    /// over the same span `[0, 900]`: packet by packet FIFO they
+    /// alternate and both leave when the hop has served both, at 2,000.
+    /// FIFO booking ended the first at 1,000: it is pushed by 1,000 and
+    /// lands that much later; the second keeps its end.
+    #[test]
+    fn two_flows_arriving_together_end_together() {
+        let table = FlowTable::default();
+        let first = table.begin(1);
+        let out = table.share(&first, hop(7, 1, (0, 900), (0, 1_000)), t(0), |_| None);
+        assert_eq!(
+            out,
+            HopOut {
+                start: t(0),
+                end: t(1_000)
+            },
+            "alone: as booked"
+        );
+        let first = first.finish(t(1_010));
+        let second = table.begin(1);
+        let out = table.share(&second, hop(7, 1, (0, 900), (1_000, 2_000)), t(0), |_| None);
+        // Its first packet is served once the work that arrived before
+        // it has been (none): at 0, not after the whole first flow.
+        assert_eq!(
+            out,
+            HopOut {
+                start: t(0),
+                end: t(2_000)
+            }
+        );
+        assert_eq!(first.shift(), d(1_000));
+        assert_eq!(second.finish(t(2_010)).shift(), d(0));
+    }
+
+    /// A flow that arrives once the other has left shares nothing, and
+    /// a flow pushed at one hop is pushed at the next only as far as its
+    /// last packet now arrives there later: a hop with room absorbs it.
+    #[test]
+    fn a_push_carries_to_later_hops_until_one_absorbs_it() {
+        let table = FlowTable::default();
+        let early = table.begin(3);
+        table.share(&early, hop(1, 1, (0, 900), (0, 1_000)), t(0), |_| None);
+        // Hop 2 (a slower link): ends at 3,000, later than its last packet
+        // (1,010) plus its tail needs; hop 3 after it.
+        table.share(&early, hop(2, 2, (10, 1_010), (10, 3_000)), t(0), |_| None);
+        table.share(&early, hop(3, 3, (20, 3_010), (20, 3_110)), t(0), |_| None);
+        let early = early.finish(t(3_120));
+        let late = table.begin(1);
+        table.share(&late, hop(1, 1, (0, 900), (1_000, 2_000)), t(0), |_| None);
+        // Pushed to 2,000 on link 1: its last packet reaches link 2 at
+        // 2,010, which still ends at 3,000 (2,010 + 100 is earlier):
+        // absorbed, the landing does not move.
+        assert_eq!(early.shift(), d(0));
+        let again = table.begin(1);
+        // Arriving after every flow there has left: nothing shared.
+        let out = table.share(
+            &again,
+            hop(1, 1, (5_000, 5_900), (5_000, 6_000)),
+            t(4_000),
+            |_| None,
+        );
+        assert_eq!(
+            out,
+            HopOut {
+                start: t(5_000),
+                end: t(6_000)
+            }
+        );
+    }
+}
