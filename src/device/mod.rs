@@ -338,7 +338,8 @@ impl Device {
                         .map(|written| (written, written)),
                     Some(signal) if f.is_one_packet(signal, len) => f
                         .flow_write_then_signal(&routes.data, (len, read), plan.dst, (signal, true))
-                        .transpose()?,
+                        .transpose()?
+                        .map(|(written, done, _one_packet)| (written, done)),
                     Some(_) => None,
                 };
                 if let Some((written, done)) = ahead {
@@ -359,8 +360,11 @@ impl Device {
                 .transpose()?,
             None => None,
         };
-        if let Some((written, signalled)) = with_data {
+        if let Some((written, signalled, pushed)) = with_data {
             explain::sleep_until(signalled).await;
+            // Flows booked after this one may have pushed its landing
+            // (ADR-0056): the write and the signal move with it.
+            let written = written + pushed.settle(signalled).await;
             self.oplog.borrow_mut().complete(id, written)?;
             return Ok(timing(written));
         }

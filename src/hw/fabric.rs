@@ -28,6 +28,7 @@ use rustc_hash::FxHashMap;
 
 use super::explain;
 use super::flow_route::FlowRoute;
+use super::flow_share::Pushed;
 use super::{
     DmaEngine, GemmEngine, HbmController, HopParams, HwError, IoCpu, Link, LinkTable, MathEngine,
     Mcpu, MemoryPort, SerialServer, TransferReport, hbm_formula, memory_formula, transfer,
@@ -272,33 +273,36 @@ impl Fabric {
                 transfer(&self.path_links(path), bytes, self.max_payload(path)).await
             }
             Fidelity::Flow => {
-                let report = self.book_send(route, bytes)?;
+                let (mut report, pushed) = self.book_send(route, bytes)?;
                 explain::sleep_until(report.end).await;
+                report.end = report.end + pushed.settle(report.end).await;
                 Ok(report)
             }
         }
     }
 
     /// Flow mode: books `bytes` over `path` from now and tells when they
-    /// land, without waiting (a header books nothing: ADR-0022).
-    fn book_send(&self, route: &Route, bytes: u64) -> Result<TransferReport, HwError> {
+    /// land, without waiting (a header books nothing: ADR-0022), and what
+    /// may push the landing later (flows booked after it: ADR-0056).
+    fn book_send(&self, route: &Route, bytes: u64) -> Result<(TransferReport, Pushed), HwError> {
         if bytes > 0 {
             return self.with_flow(route, |flow| flow.book(&self.links, bytes));
         }
-        Ok(TransferReport {
+        let report = TransferReport {
             start: sim::now(),
-            end: self.flow_lands(route, bytes)?,
+            end: self.header_lands(route, sim::now())?,
             bytes: 0,
             packets: 1,
             bottleneck: None,
-        })
+        };
+        Ok((report, Pushed::default()))
     }
 
     /// [`book_send`](Self::book_send)'s landing instant alone (no
     /// bottleneck looked for): a header's crossing, or a flow's booking.
-    fn flow_lands(&self, route: &Route, bytes: u64) -> Result<SimTime, HwError> {
+    fn flow_lands(&self, route: &Route, bytes: u64) -> Result<(SimTime, Pushed), HwError> {
         match bytes {
-            0 => self.header_lands(route, sim::now()),
+            0 => Ok((self.header_lands(route, sim::now())?, Pushed::default())),
             _ => self.with_flow(route, |flow| flow.lands(&self.links, bytes)),
         }
     }
@@ -390,13 +394,14 @@ impl Fabric {
         if self.fidelity() == Fidelity::Flow
             && let Some(took) = self.unbooked_access(space, offset, len)
         {
-            let lands = self.flow_lands(route, bytes)?;
+            let (lands, pushed) = self.flow_lands(route, bytes)?;
             let took = took?;
             let accessed = super::later(lands, took, "memory access")?;
             if explain::recording() {
                 explain_unbooked(space, took);
             }
             explain::sleep_until(accessed).await;
+            pushed.settle(accessed).await;
             return Ok(());
         }
         // Boxed: the packet-mode stages' futures are large, and every
@@ -417,21 +422,23 @@ impl Fabric {
     /// when the last byte is written and when the signal lands (ADR-0024).
     /// The signal crosses its hops, or with `as_unit` takes its route's
     /// uncontended crossing ([`signal_lands`](Self::signal_lands)).
-    /// `None` otherwise: the caller runs the stages in turn.
+    /// `None` otherwise: the caller runs the stages in turn. With the
+    /// times, what may push them later (ADR-0056: the caller sleeps until
+    /// the signal lands, then [`Pushed::settle`]s).
     pub fn flow_write_then_signal(
         &self,
         route: &Route,
         (bytes, start): (u64, SimTime),
         (space, offset): (MemSpace, u64),
         (signal, as_unit): (&Route, bool),
-    ) -> Option<Result<(SimTime, SimTime), HwError>> {
+    ) -> Option<Result<(SimTime, SimTime, Pushed), HwError>> {
         if self.fidelity() != Fidelity::Flow {
             return None;
         }
         let took = self.unbooked_access(space, offset, bytes)?;
         let times = || {
-            let lands = match bytes {
-                0 => self.header_lands(route, start)?,
+            let (lands, pushed) = match bytes {
+                0 => (self.header_lands(route, start)?, Pushed::default()),
                 _ => self.with_flow(route, |flow| flow.lands_from(&self.links, bytes, start))?,
             };
             let took = took?;
@@ -441,7 +448,7 @@ impl Fabric {
                 true => self.signal_lands(signal, written)?,
                 false => self.header_lands(signal, written)?,
             };
-            Ok((written, signalled))
+            Ok((written, signalled, pushed))
         };
         Some(times())
     }
@@ -660,6 +667,51 @@ mod tests {
         let m = fabric.machine();
         let (from, to) = (m.pe(0, 0, 0).unwrap(), m.pe(0, 5, 0).unwrap());
         fabric.router().find_path(from, to).unwrap()
+    }
+
+    /// ADR-0056: two 64 KiB flows over one path, started together, share
+    /// its hops as their packets do. Packet mode (the reference) ends the
+    /// first about one packet before the second, both about one bottleneck
+    /// occupancy `B` after a lone flow; FIFO booking ended the first with
+    /// the lone flow's time. Flow mode now ends both within 1 % of packet
+    /// mode, and a flow started once both have landed is alone again: its
+    /// formula to the picosecond.
+    #[test]
+    fn flows_started_together_share_their_hops_and_end_as_their_packets_do() {
+        let bytes = 64 << 10;
+        let took = |fidelity: &str| {
+            let fabric = fabric_with(&[fidelity]);
+            let path = pe_to_pe(&fabric);
+            let alone = fabric.send_formula(&path, bytes).unwrap();
+            let pair = send_all(&fabric, &[(path.clone(), bytes), (path.clone(), bytes)]);
+            (pair, alone, fabric, path)
+        };
+        let (packet, alone, ..) = took("simulation.fidelity=packet");
+        let (flow, _, fabric, path) = took("simulation.fidelity=flow");
+        let ps = |d: SimDuration| d.as_ps() as f64;
+        for (i, (f, p)) in flow.iter().zip(&packet).enumerate() {
+            let off = (ps(*f) - ps(*p)).abs() / ps(*p);
+            assert!(off < 0.01, "flow {i}: flow {f:?}, packet {p:?}");
+        }
+        // The first flow waited for the second's work, as its packets did
+        // (FIFO booking: not at all).
+        let waited = |d: SimDuration| ps(d) - ps(alone);
+        assert!(
+            waited(flow[0]) > 0.9 * waited(packet[0]),
+            "{flow:?} {packet:?}"
+        );
+        assert!(
+            waited(packet[0]) > 0.4 * ps(alone),
+            "the pair shares a bottleneck"
+        );
+        let mut simulation = Simulation::new();
+        let f = fabric.clone();
+        let later = simulation.spawn("later", async move {
+            sim::sleep(SimDuration::from_ps(1_000_000_000)).await;
+            f.send(&f.route(&path)?, bytes).await
+        });
+        simulation.run().unwrap();
+        assert_eq!(later.output().unwrap().unwrap().duration(), alone);
     }
 
     #[test]

@@ -17,7 +17,8 @@ use std::cell::RefCell;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
-use super::transit::{HopTimes, Slowest, cross_hops};
+use super::flow_share::Pushed;
+use super::transit::{HopTimes, Sharing, Slowest, cross_hops};
 use super::{HwError, Link, LinkTable, PacketPlan, TransferReport, later_for};
 use crate::sim::{self, SimDuration, SimTime};
 use crate::topology::Path;
@@ -107,19 +108,28 @@ impl FlowRoute {
         &self.path
     }
 
-    /// Books `bytes` over the route from now ([`book_flow`](super::book_flow)).
-    pub(crate) fn book(&self, links: &LinkTable, bytes: u64) -> Result<TransferReport, HwError> {
+    /// Books `bytes` over the route from now ([`book_flow`](super::book_flow)),
+    /// and what may push its landing later (ADR-0056).
+    pub(crate) fn book(
+        &self,
+        links: &LinkTable,
+        bytes: u64,
+    ) -> Result<(TransferReport, Pushed), HwError> {
         let plan = PacketPlan::new(bytes, self.max_payload);
         let start = sim::now();
         let mut slowest = Slowest::default();
-        let end = self.cross(links, &plan, start, |hop, link, residency| {
+        let (end, pushed) = self.cross(links, &plan, start, |hop, link, residency| {
             slowest.note(hop, link, residency)
         })?;
-        Ok(slowest.report(start, end, &plan))
+        Ok((slowest.report(start, end, &plan), pushed))
     }
 
     /// [`book`](Self::book), telling only when the last byte lands.
-    pub(crate) fn lands(&self, links: &LinkTable, bytes: u64) -> Result<SimTime, HwError> {
+    pub(crate) fn lands(
+        &self,
+        links: &LinkTable,
+        bytes: u64,
+    ) -> Result<(SimTime, Pushed), HwError> {
         self.lands_from(links, bytes, sim::now())
     }
 
@@ -130,18 +140,20 @@ impl FlowRoute {
         links: &LinkTable,
         bytes: u64,
         start: SimTime,
-    ) -> Result<SimTime, HwError> {
+    ) -> Result<(SimTime, Pushed), HwError> {
         let plan = PacketPlan::new(bytes, self.max_payload);
         self.cross(links, &plan, start, |_, _, _| {})
     }
 
+    /// Books a flow of `plan` over the route; a flow of several packets
+    /// shares its hops with the others in service there (ADR-0056).
     fn cross<'a>(
         &self,
         links: &'a LinkTable,
         plan: &PacketPlan,
         start: SimTime,
         on_hop: impl FnMut(usize, &'a Link, SimDuration),
-    ) -> Result<SimTime, HwError> {
+    ) -> Result<(SimTime, Pushed), HwError> {
         self.remember_tails(links, plan.last)?;
         let tails = self.tails.borrow();
         let hops = self.hops.iter().zip(tails.1.iter()).map(|(hop, &tail)| {
@@ -149,10 +161,21 @@ impl FlowRoute {
                 full: hop.full,
                 tail,
                 latency: hop.latency,
+                link: hop.link as u32,
             };
             (&links[hop.link], times)
         });
-        cross_hops(hops, plan, start, on_hop, Some(&self.flow_explain))
+        let sharing = (plan.packets > 1).then(|| Sharing {
+            table: links.flows(),
+            flow: links.flows().begin(self.hops.len()),
+        });
+        let memo = Some(&self.flow_explain);
+        let end = cross_hops(hops, plan, start, on_hop, memo, sharing.as_ref())?;
+        let pushed = match sharing {
+            Some(sharing) => sharing.flow.finish(end),
+            None => Pushed::default(),
+        };
+        Ok((end, pushed))
     }
 
     /// Makes `tails` hold `S_h(last)` per hop.
@@ -336,7 +359,7 @@ mod tests {
                     explain::discard();
                 }
                 let start = sim::now();
-                let lands = route.lands(f.links(), bytes).unwrap();
+                let (lands, _) = route.lands(f.links(), bytes).unwrap();
                 explain::sleep_until(lands).await;
                 took.push(lands.saturating_since(start).as_ps());
             }
@@ -406,8 +429,8 @@ mod tests {
             let mut times = Vec::new();
             for (wait, route, bytes) in flows {
                 sim::sleep(SimDuration::from_ps(wait)).await;
-                let fast = routes_a[route].lands(fa.links(), bytes).unwrap();
-                let general = routes_b[route].book(fb.links(), bytes).unwrap().end;
+                let fast = routes_a[route].lands(fa.links(), bytes).unwrap().0;
+                let general = routes_b[route].book(fb.links(), bytes).unwrap().0.end;
                 times.push((fast, general));
             }
             times

@@ -32,6 +32,7 @@ pub mod dma;
 pub mod explain;
 pub mod fabric;
 mod flow_route;
+mod flow_share;
 pub mod hbm;
 pub mod io_cpu;
 pub mod link;
@@ -44,6 +45,7 @@ pub mod transit;
 
 pub use dma::{DmaCompletion, DmaEngine, DmaSlot};
 pub use fabric::{CubeUnits, Fabric, PeUnits, Route};
+pub use flow_share::Pushed;
 pub use hbm::{HbmController, hbm_formula, pc_shares};
 pub use io_cpu::{CubeFanout, IoCpu, LaunchReport};
 pub use link::{HopParams, Link, LinkClass};

@@ -45,6 +45,7 @@ use std::rc::Rc;
 
 use super::HwError;
 use super::explain::{self, TermKind};
+use super::flow_share::{FlowTable, HopIn, SharedFlow};
 use super::link::{HopParams, Link};
 use super::server::Reservation;
 use crate::sim::{self, SimDuration, SimTime, TimeError};
@@ -175,6 +176,7 @@ pub fn book_flow<'a>(
                 full: link.full_occupancy(plan.full)?,
                 tail: link.occupancy(plan.last)?,
                 latency: link.params().latency,
+                link: u32::MAX,
             };
             Ok((link, times))
         })
@@ -182,7 +184,7 @@ pub fn book_flow<'a>(
     let start = sim::now();
     let mut slowest = Slowest::default();
     let on_hop = |hop, link, residency| slowest.note(hop, link, residency);
-    let end = cross_hops(hops, &plan, start, on_hop, None)?;
+    let end = cross_hops(hops, &plan, start, on_hop, None, None)?;
     Ok(slowest.report(start, end, &plan))
 }
 
@@ -194,6 +196,9 @@ pub(crate) struct HopTimes {
     pub full: SimDuration,
     pub tail: SimDuration,
     pub latency: SimDuration,
+    /// The link's index in the fabric's table (for sharing, ADR-0056;
+    /// `u32::MAX` on a bare path, which shares nothing).
+    pub link: u32,
 }
 
 /// Books a flow of `plan` starting at `start` (now) over `hops`; tells
@@ -201,18 +206,30 @@ pub(crate) struct HopTimes {
 /// returns when the last byte arrives. While `--explain` records, also
 /// pushes the flow's critical path through the hops as terms; `memo`
 /// (the route's, if any) keeps its uncontended crossing as one run.
+///
+/// With `sharing` (a fabric's route), a flow of several packets is served
+/// on each hop as packet mode serves packets among the flows still in
+/// service there ([`flow_share`](super::flow_share), ADR-0056).
 pub(crate) fn cross_hops<'a>(
     hops: impl IntoIterator<Item = (&'a Link, HopTimes)>,
     plan: &PacketPlan,
     start: SimTime,
     on_hop: impl FnMut(usize, &'a Link, SimDuration),
     memo: Option<&explain::KeyedRunMemo>,
+    sharing: Option<&Sharing<'_>>,
 ) -> Result<SimTime, HwError> {
     if explain::recording() {
-        return cross_hops_explained(hops, plan, start, on_hop, memo);
+        return cross_hops_explained(hops, plan, start, on_hop, memo, sharing);
     }
     let mut hops = hops.into_iter().enumerate();
-    cross_front(&mut hops, plan, start, on_hop, |_, _, _, _| {})
+    cross_front(&mut hops, plan, start, on_hop, |_, _, _, _| {}, sharing)
+}
+
+/// A multi-packet flow's sharing of its hops (ADR-0056): the fabric's
+/// table of flows in service per hop and the flow's own record there.
+pub(crate) struct Sharing<'s> {
+    pub table: &'s FlowTable,
+    pub flow: Rc<SharedFlow>,
 }
 
 /// [`cross_hops`]' booking: tells `crossed` each hop's link, the flow's
@@ -223,6 +240,7 @@ fn cross_front<'a>(
     start: SimTime,
     mut on_hop: impl FnMut(usize, &'a Link, SimDuration),
     mut crossed: impl FnMut(&'a Link, (SimTime, SimTime, SimTime), Reservation, HopTimes),
+    sharing: Option<&Sharing<'_>>,
 ) -> Result<SimTime, HwError> {
     let mut front = FlowFront::at(start);
     if plan.packets == 1 && !trace::is_recording() {
@@ -251,9 +269,33 @@ fn cross_front<'a>(
             arrives = super::later_for(booked.end, times.latency, || link.name())?;
         }
     }
+    let now = sim::now();
     for (index, (link, times)) in hops {
         let before = (front.first, front.last_full, front.last);
-        let (residency, booked) = front.cross(link, plan, times)?;
+        let (residency, booked) = match sharing {
+            Some(sharing) if plan.packets > 1 => {
+                front.cross_shared(link, plan, times, |front, work, booked| {
+                    let hop = HopIn {
+                        hop: index,
+                        link: times.link,
+                        first: front.first,
+                        last: front.last,
+                        work,
+                        tail: times.tail,
+                        latency: times.latency,
+                        start: booked.start,
+                        end: booked.end,
+                    };
+                    let component = |_| explain::component(link.server());
+                    let out = sharing.table.share(&sharing.flow, hop, now, component);
+                    Reservation {
+                        start: out.start,
+                        end: out.end,
+                    }
+                })?
+            }
+            _ => front.cross(link, plan, times)?,
+        };
         on_hop(index, link, residency);
         crossed(link, before, booked, times);
     }
@@ -271,6 +313,7 @@ fn cross_hops_explained<'a>(
     start: SimTime,
     on_hop: impl FnMut(usize, &'a Link, SimDuration),
     memo: Option<&explain::KeyedRunMemo>,
+    sharing: Option<&Sharing<'_>>,
 ) -> Result<SimTime, HwError> {
     let mut crossed = Vec::new();
     let mut hops = hops.into_iter().enumerate();
@@ -282,6 +325,7 @@ fn cross_hops_explained<'a>(
         |link, before, booked, times| {
             crossed.push((link, FlowHop::new(before, booked, times, plan)));
         },
+        sharing,
     )?;
     let terms = || {
         let mut terms = Vec::new();
@@ -366,6 +410,7 @@ impl FlowHop {
             full,
             tail,
             latency,
+            ..
         } = self.times;
         let span = self.booked.end.saturating_since(self.booked.start);
         let less = |a: SimDuration, b: SimDuration| {
@@ -471,48 +516,84 @@ impl FlowFront {
         &mut self,
         link: &Link,
         plan: &PacketPlan,
+        times: HopTimes,
+    ) -> Result<(SimDuration, Reservation), HwError> {
+        self.cross_shared(link, plan, times, |_, _, booked| booked)
+    }
+
+    /// [`cross`](Self::cross), `share` told the flow's front at the hop
+    /// (before it), its whole occupancy, when its FIFO booking serves its
+    /// first packet and when its last packet leaves, and giving back when
+    /// they do once flows overlapping it there are served as packets are
+    /// (ADR-0056; never later; the booking itself, returned, is unchanged).
+    fn cross_shared(
+        &mut self,
+        link: &Link,
+        plan: &PacketPlan,
         HopTimes {
             full,
             tail,
             latency,
+            ..
         }: HopTimes,
+        share: impl FnOnce(&FlowFront, SimDuration, Reservation) -> Reservation,
     ) -> Result<(SimDuration, Reservation), HwError> {
         let after = |t: SimTime, d: SimDuration| super::later_for(t, d, || link.name());
         // `S_h(P)`: what a full packet holds the hop for. A flow of one
         // packet has none of its own, but waits for one (ADR-0012 D5).
-        let (first_size, booked) = if plan.packets == 1 {
+        let (first_size, booked, busy) = if plan.packets == 1 {
             let wait = SimDuration::from_ps(full.as_ps() / 2);
             let booked = link.book_packet(self.first, tail, plan.bytes(), wait)?;
-            (tail, booked)
+            (tail, booked, tail)
         } else {
             let busy = full
                 .checked_mul(plan.packets - 1)
                 .and_then(|fulls| fulls.checked_add(tail))
                 .map_err(HwError::time(link.name()))?;
-            (
-                full,
-                link.book(self.first, busy, plan.bytes(), plan.packets)?,
-            )
+            let booked = link.book(self.first, busy, plan.bytes(), plan.packets)?;
+            (full, booked, busy)
         };
         // The hop's service ends at `booked.end` (later than `start + busy`
         // when it was split around earlier bookings); the last packet's
         // share is its end.
         let span = booked.end.saturating_since(booked.start).as_ps();
         let served = booked.start + SimDuration::from_ps(span.saturating_sub(tail.as_ps()));
-        let last_full_leaves = if plan.packets == 1 {
+        let mut last_full_leaves = if plan.packets == 1 {
             served
         } else {
             after(self.last_full, full)?.max(served)
         };
-        let last_leaves = after(self.last.max(last_full_leaves), tail)?;
-        let first_leaves = after(booked.start, first_size)?;
+        let mut last_leaves = after(self.last.max(last_full_leaves), tail)?;
+        let mut first_served = booked.start;
+        let mut effective = booked;
+        if plan.packets > 1 {
+            let shared = share(
+                self,
+                busy,
+                Reservation {
+                    start: booked.start,
+                    end: last_leaves,
+                },
+            );
+            first_served = shared.start.min(first_served);
+            effective.start = first_served;
+            if shared.end < last_leaves {
+                effective.end = shared.end;
+                last_leaves = shared.end;
+                let less = shared.end.as_ps().saturating_sub(tail.as_ps());
+                last_full_leaves = last_full_leaves
+                    .min(SimTime::from_ps(less))
+                    .max(after(first_served, first_size)?);
+            }
+        }
+        let first_leaves = after(first_served, first_size)?;
         let residency = booked.end.saturating_since(self.first);
         *self = FlowFront {
             first: after(first_leaves, latency)?,
             last_full: after(last_full_leaves, latency)?,
             last: after(last_leaves, latency)?,
         };
-        Ok((residency, booked))
+        Ok((residency, effective))
     }
 }
 
