@@ -272,7 +272,10 @@ impl Device {
         let plan = self.plan_remembered(initiator, src, dst, memo)?;
         let crosses = !plan.routes.data.path().edges().is_empty();
         let unbooked = f.flow_reads_unbooked(plan.src) && f.flow_reads_unbooked(plan.dst);
-        if !unbooked || (signal.is_none() && crosses) {
+        // A flow of more than one packet may be pushed by a later one
+        // (ADR-0056), so its waiter must be able to sleep again.
+        let one_packet = f.is_one_packet(&plan.routes.data, len);
+        if !unbooked || (signal.is_none() && crosses) || (signal.is_some() && !one_packet) {
             return Ok(None);
         }
         let Some(slot) = engine.start_now()? else {
@@ -286,7 +289,10 @@ impl Device {
             Some(signal) => {
                 let unit =
                     f.flow_write_then_signal(&routes.data, (len, read), plan.dst, (signal, true));
-                unit.expect("a flow-mode write to a TCM is worked out ahead")?
+                // A one-packet flow is never pushed: its landing is final.
+                let (written, done, _unpushed) =
+                    unit.expect("a flow-mode write to a TCM is worked out ahead")?;
+                (written, done)
             }
             None => {
                 let write = f.flow_unbooked_write(&routes.data, plan.dst, len, read);
