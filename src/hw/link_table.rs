@@ -145,12 +145,15 @@ impl LinkTable {
 /// `T` (a route's per-hop constants), in the order given: what a route
 /// reads at every crossing, without the table's per-edge slot.
 pub(crate) struct HeldLinks<T> {
-    /// Keeps every link of `items` alive, and tells which table they
+    /// Keeps every link of `links` alive, and tells which table they
     /// are of.
     slots: Slots,
     /// Links of `slots` (made before being held, never unmade, boxed:
-    /// they do not move) and the caller's values.
-    items: Box<[(NonNull<Link>, T)]>,
+    /// they do not move).
+    links: Box<[NonNull<Link>]>,
+    /// The caller's value per link, apart: a pointer and a `u32` are 12
+    /// bytes, not the 16 of a pair.
+    values: Box<[T]>,
 }
 
 impl<T> HeldLinks<T> {
@@ -161,16 +164,17 @@ impl<T> HeldLinks<T> {
         edges: &[EdgeId],
         mut value: impl FnMut(&Link) -> Result<T, E>,
     ) -> Result<Self, E> {
-        let items = edges
-            .iter()
-            .map(|&edge| {
-                let link = table.get(edge);
-                Ok((NonNull::from(link), value(link)?))
-            })
-            .collect::<Result<_, E>>()?;
+        let mut links = Vec::with_capacity(edges.len());
+        let mut values = Vec::with_capacity(edges.len());
+        for &edge in edges {
+            let link = table.get(edge);
+            values.push(value(link)?);
+            links.push(NonNull::from(link));
+        }
         Ok(HeldLinks {
             slots: table.links.clone(),
-            items,
+            links: links.into(),
+            values: values.into(),
         })
     }
 
@@ -181,20 +185,30 @@ impl<T> HeldLinks<T> {
 
     /// How many links are held.
     pub(crate) fn len(&self) -> usize {
-        self.items.len()
+        self.links.len()
+    }
+
+    /// The link and value at `index` (panics past the end, as a slice).
+    pub(crate) fn get(&self, index: usize) -> (&Link, &T) {
+        (self.link(self.links[index]), &self.values[index])
     }
 
     /// The links and their values, in order.
     pub(crate) fn iter(&self) -> impl ExactSizeIterator<Item = (&Link, &T)> + Clone {
-        self.items.iter().map(|(link, value)| {
-            // SAFETY: `link` points at a boxed link of `self.slots` (made
-            // by `LinkTable::get` in `try_new`, the only place items are
-            // made). A slot's box is never replaced or dropped while the
-            // slots live: `OnceCell` is set once, and the slots are only
-            // ever shared (`Rc`), never borrowed mutably; `self` holds a
-            // share, so the link outlives the `&self` borrow returned.
-            (unsafe { link.as_ref() }, value)
-        })
+        let links = self.links.iter().map(|&link| self.link(link));
+        links.zip(self.values.iter())
+    }
+
+    /// The link at `link`, one of `self.links`.
+    fn link(&self, link: NonNull<Link>) -> &Link {
+        // SAFETY: every pointer of `self.links` is the address of a boxed
+        // link of `self.slots` (made by `LinkTable::get` in `try_new`, the
+        // only place they are made; callers pass only those). A slot's box
+        // is never replaced or dropped while the slots live: `OnceCell` is
+        // set once, and the slots are only ever shared (`Rc`), never
+        // borrowed mutably; `self` holds a share, so the link outlives the
+        // `&self` borrow returned.
+        unsafe { link.as_ref() }
     }
 }
 
