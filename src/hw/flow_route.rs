@@ -440,7 +440,7 @@ mod tests {
             assert_eq!(kind.latency, p.latency);
             let header = p.occupancy(0).unwrap() + p.latency;
             assert_eq!(kind.header_crossing, header);
-            signal = signal + header;
+            signal += header;
         }
         assert_eq!(route.signal, signal);
         route.remember_tails(100).unwrap();
