@@ -1,15 +1,18 @@
-//! [`FlowRoute`]: a path as flow mode crosses it, its per-hop constants
-//! laid out beside the link indices.
+//! [`FlowRoute`]: a path as flow mode crosses it, its links held by
+//! address beside the index of each hop's kind of constants.
 //!
 //! A flow-mode transfer or header reads, at every hop, the hop's occupancy
 //! for a full packet, its header occupancy and its latency, and the link's
-//! calendar. The constants depend only on the path, so they are computed
-//! once per path and kept here, contiguous: crossing a hop then touches the
-//! route (read in order) and one cache line of the link, its calendar. On
-//! a machine of thousands of links, how many lines a hop touches is what a
-//! message costs (docs/perf-log.md, session 11). A hop is 32 bytes, two
-//! to a cache line: what can be derived at the hop (`S_h(P) / 2`) is not
-//! kept (session 13: a quarter fewer last-level misses on the yardstick).
+//! calendar. The constants depend only on the path and the link's
+//! parameters, so they are computed once per route for each kind of hop
+//! (a route has a handful: NoC hop, attach, UCIe, inter-SIP, ...) and
+//! kept here: crossing a hop then touches the route (its links'
+//! addresses and kinds, read in order: 16 bytes a hop), the kinds (a line
+//! or two, shared by the hops) and one cache line of the link, its
+//! calendar. On a machine of thousands of links, how many lines a hop
+//! touches is what a message costs (docs/perf-log.md, session 11; at 256
+//! SIPs every line a round touches misses the last-level cache,
+//! ADR-0058). What can be derived at the hop (`S_h(P) / 2`) is not kept.
 //!
 //! Knows links and their parameters; nothing of what moves over them.
 
@@ -26,7 +29,7 @@ use crate::topology::Path;
 /// The flow-mode constants of the hops of a [`FlowRoute`] whose links
 /// have equal parameters (a route has a handful of kinds: NoC hops, the
 /// PE attach, UCIe, inter-SIP, ...). Each hop names its kind beside its
-/// link ([`HeldLinks`]), so that a hop is 12 bytes of the route, not 40
+/// link ([`HeldLinks`]), so that a hop is 16 bytes of the route, not 40
 /// (ADR-0058).
 #[derive(Debug, Clone, Copy)]
 struct HopKind {
@@ -261,7 +264,9 @@ impl FlowRoute {
         let mut t = start;
         // For `--explain`: the hops where the header waited, if any.
         let mut waited: Option<Vec<bool>> = None;
-        for (index, (link, hop)) in self.hops().enumerate() {
+        let kinds = &*self.kinds;
+        for (index, (link, &kind)) in self.hops.iter().enumerate() {
+            let hop = &kinds[kind as usize];
             if t < link.free_at() {
                 t = later_for(t, hop.half_full(), || link.name())?;
                 if recording && labelled {
