@@ -1,18 +1,17 @@
-//! [`FlowRoute`]: a path as flow mode crosses it, its links held by
-//! address beside the index of each hop's kind of constants.
+//! [`FlowRoute`]: a path as flow mode crosses it, its per-hop constants
+//! laid out beside the links' addresses.
 //!
 //! A flow-mode transfer or header reads, at every hop, the hop's occupancy
 //! for a full packet, its header occupancy and its latency, and the link's
-//! calendar. The constants depend only on the path and the link's
-//! parameters, so they are computed once per route for each kind of hop
-//! (a route has a handful: NoC hop, attach, UCIe, inter-SIP, ...) and
-//! kept here: crossing a hop then touches the route (its links'
-//! addresses and kinds, read in order: 16 bytes a hop), the kinds (a line
-//! or two, shared by the hops) and one cache line of the link, its
-//! calendar. On a machine of thousands of links, how many lines a hop
-//! touches is what a message costs (docs/perf-log.md, session 11; at 256
-//! SIPs every line a round touches misses the last-level cache,
-//! ADR-0058). What can be derived at the hop (`S_h(P) / 2`) is not kept.
+//! calendar. The constants depend only on the path, so they are computed
+//! once per path and kept here, contiguous: crossing a hop then touches the
+//! route (read in order) and one cache line of the link, its calendar. On
+//! a machine of thousands of links, how many lines a hop touches is what a
+//! message costs (docs/perf-log.md, session 11). A hop is 32 bytes, two
+//! to a cache line: what can be derived at the hop (`S_h(P) / 2`) is not
+//! kept (session 13: a quarter fewer last-level misses on the yardstick).
+//! The links are held by address ([`HeldLinks`]), so a hop does not read
+//! the table's per-edge slot (ADR-0058: at 256 SIPs a miss per hop).
 //!
 //! Knows links and their parameters; nothing of what moves over them.
 
@@ -26,45 +25,22 @@ use super::{HwError, Link, LinkTable, PacketPlan, TransferReport, later_for};
 use crate::sim::{self, SimDuration, SimTime};
 use crate::topology::Path;
 
-/// The flow-mode constants of the hops of a [`FlowRoute`] whose links
-/// have equal parameters (a route has a handful of kinds: NoC hops, the
-/// PE attach, UCIe, inter-SIP, ...). Each hop names its kind beside its
-/// link ([`HeldLinks`]), so that a hop is 16 bytes of the route, not 40
-/// (ADR-0058).
+/// One hop of a [`FlowRoute`], beside its link ([`HeldLinks`]).
 #[derive(Debug, Clone, Copy)]
-struct HopKind {
+struct FlowHop {
     /// `S_h(P)` for the path's maximum payload `P`.
     full: SimDuration,
     /// `L_h`.
     latency: SimDuration,
     /// `S_h(0) + L_h`: a header's crossing of the hop once it is served.
     header_crossing: SimDuration,
-    /// The first hop of this kind (its link names the kind in errors and
-    /// times its other payloads).
-    first: usize,
 }
 
-impl HopKind {
+impl FlowHop {
     /// `S_h(P) / 2` (rounded down): what a header waits at a busy hop
     /// (ADR-0022).
     fn half_full(&self) -> SimDuration {
         SimDuration::from_ps(self.full.as_ps() / 2)
-    }
-
-    /// The constants of the hop at `first`, over `link`, for paths of
-    /// maximum payload `max_payload`.
-    fn new(link: &Link, max_payload: u64, first: usize) -> Result<Self, HwError> {
-        let full = link.full_occupancy(max_payload)?;
-        let (header, latency) = (link.occupancy(0)?, link.params().latency);
-        let header_crossing = header
-            .checked_add(latency)
-            .map_err(HwError::time(link.name()))?;
-        Ok(HopKind {
-            full,
-            latency,
-            header_crossing,
-            first,
-        })
     }
 }
 
@@ -74,16 +50,13 @@ pub(crate) struct FlowRoute {
     /// route) is not reused while the route exists.
     path: Arc<Path>,
     max_payload: NonZeroU64,
-    /// The path's links, held by address (ADR-0058), each with the index
-    /// of its kind in `kinds`.
-    hops: HeldLinks<u32>,
-    /// The constants of the route's kinds of hop.
-    kinds: Box<[HopKind]>,
+    /// The path's links, held by address (ADR-0058), and their constants.
+    hops: HeldLinks<FlowHop>,
     /// A header's uncontended crossing, `Σ (S_h(0) + L_h)`: how long an
     /// IPCQ doorbell or credit takes (ADR-0048).
     signal: SimDuration,
-    /// The last-packet payload asked for last, and `S_h` of it per kind
-    /// (a route mostly carries one message size).
+    /// The last-packet payload asked for last, and `S_h` of it per hop (a
+    /// route mostly carries one message size).
     tails: RefCell<(u64, Box<[SimDuration]>)>,
     /// A header's uncontended crossing as an `--explain` run.
     explain: super::explain::RunMemo,
@@ -97,48 +70,34 @@ impl FlowRoute {
     /// edge). Errors: an occupancy that overflows, naming the link.
     pub(crate) fn new(path: Arc<Path>, links: &LinkTable) -> Result<Self, HwError> {
         let max_payload = NonZeroU64::new(path.max_payload()).unwrap_or(NonZeroU64::MIN);
-        // Each distinct set of link parameters is a kind, in order of
-        // first appearance; a path has fewer hops than u32 counts.
-        let (mut params, mut kinds) = (Vec::new(), Vec::new());
-        let mut hop = 0;
         let hops = HeldLinks::try_new(links, path.edges(), |link| {
-            let kind = match params.iter().position(|p| p == link.params()) {
-                Some(kind) => kind,
-                None => {
-                    kinds.push(HopKind::new(link, max_payload.get(), hop)?);
-                    params.push(*link.params());
-                    kinds.len() - 1
-                }
-            };
-            hop += 1;
-            Ok::<_, HwError>(kind as u32)
+            let full = link.full_occupancy(max_payload.get())?;
+            let (header, latency) = (link.occupancy(0)?, link.params().latency);
+            let header_crossing = header
+                .checked_add(latency)
+                .map_err(HwError::time(link.name()))?;
+            Ok::<_, HwError>(FlowHop {
+                full,
+                latency,
+                header_crossing,
+            })
         })?;
-        let kinds: Box<[HopKind]> = kinds.into();
-        let tails = kinds.iter().map(|kind| kind.full).collect();
+        let tails = hops.iter().map(|(_, hop)| hop.full).collect();
         let signal = hops
             .iter()
-            .try_fold(SimDuration::ZERO, |sum, (link, &kind)| {
-                sum.checked_add(kinds[kind as usize].header_crossing)
+            .try_fold(SimDuration::ZERO, |sum, (link, hop)| {
+                sum.checked_add(hop.header_crossing)
                     .map_err(HwError::time(link.name()))
             })?;
         Ok(FlowRoute {
             path,
             max_payload,
             hops,
-            kinds,
             signal,
             tails: RefCell::new((max_payload.get(), tails)),
             explain: Default::default(),
             flow_explain: Default::default(),
         })
-    }
-
-    /// The hops in order: each one's link and kind.
-    fn hops(&self) -> impl ExactSizeIterator<Item = (&Link, &HopKind)> + Clone {
-        let kinds = &self.kinds;
-        self.hops
-            .iter()
-            .map(move |(link, &kind)| (link, &kinds[kind as usize]))
     }
 
     /// The path this route crosses.
@@ -190,31 +149,32 @@ impl FlowRoute {
         debug_assert!(self.is_over(links));
         self.remember_tails(plan.last)?;
         let tails = self.tails.borrow();
-        let (kinds, tails) = (&self.kinds, &tails.1);
-        let hops = self.hops.iter().map(|(link, &kind)| {
-            let (hop, tail) = (&kinds[kind as usize], tails[kind as usize]);
-            let times = HopTimes {
-                full: hop.full,
-                tail,
-                latency: hop.latency,
-            };
-            (link, times)
-        });
+        let hops = self
+            .hops
+            .iter()
+            .zip(tails.1.iter())
+            .map(|((link, hop), &tail)| {
+                let times = HopTimes {
+                    full: hop.full,
+                    tail,
+                    latency: hop.latency,
+                };
+                (link, times)
+            });
         cross_hops(hops, plan, start, on_hop, Some(&self.flow_explain))
     }
 
-    /// Makes `tails` hold `S_h(last)` per kind of hop.
+    /// Makes `tails` hold `S_h(last)` per hop.
     fn remember_tails(&self, last: u64) -> Result<(), HwError> {
         let mut tails = self.tails.borrow_mut();
         if tails.0 == last {
             return Ok(());
         }
-        for (tail, kind) in tails.1.iter_mut().zip(&self.kinds) {
-            let link = || self.hops.get(kind.first).0;
+        for (tail, (link, hop)) in tails.1.iter_mut().zip(self.hops.iter()) {
             *tail = match last {
-                0 => link().occupancy(0)?,
-                _ if last == self.max_payload.get() => kind.full,
-                _ => link().occupancy(last)?,
+                0 => link.occupancy(0)?,
+                _ if last == self.max_payload.get() => hop.full,
+                _ => link.occupancy(last)?,
             };
         }
         tails.0 = last;
@@ -264,9 +224,7 @@ impl FlowRoute {
         let mut t = start;
         // For `--explain`: the hops where the header waited, if any.
         let mut waited: Option<Vec<bool>> = None;
-        let kinds = &*self.kinds;
-        for (index, (link, &kind)) in self.hops.iter().enumerate() {
-            let hop = &kinds[kind as usize];
+        for (index, (link, hop)) in self.hops.iter().enumerate() {
             if t < link.free_at() {
                 t = later_for(t, hop.half_full(), || link.name())?;
                 if recording && labelled {
@@ -291,7 +249,7 @@ impl FlowRoute {
         use super::explain::{Term, TermKind, component, push_run, push_terms};
         let terms = |waited: Option<&[bool]>| {
             let mut terms = Vec::with_capacity(3 * self.hops.len());
-            for (index, (link, hop)) in self.hops().enumerate() {
+            for (index, (link, hop)) in self.hops.iter().enumerate() {
                 let Some(id) = component(link.server()) else {
                     continue;
                 };
@@ -424,36 +382,6 @@ mod tests {
         assert!(a == b && b == f, "one size, uncontended: one label");
         assert!(c == d && c != a, "another size: its own label, also shared");
         assert!(e != a);
-    }
-
-    /// ADR-0058: a route keeps one set of constants per kind of hop; each
-    /// hop still gets its own link's (`S_h(P)`, `L_h`, `S_h(0) + L_h`, and
-    /// `S_h` of another last payload), and the signal is their sum.
-    #[test]
-    fn each_hop_has_its_own_links_constants_through_its_kind() {
-        let [(fabric, routes), _] = twins(&[((0, 0), (5, 0))]);
-        let route = &routes[0];
-        let path = route.path().clone();
-        let links = fabric.path_links(&path);
-        assert!(route.kinds.len() < links.len(), "hops share kinds");
-        let max = path.max_payload();
-        let mut signal = SimDuration::ZERO;
-        for ((link, kind), expected) in route.hops().zip(&links) {
-            assert!(std::ptr::eq(link, *expected));
-            let p = expected.params();
-            assert_eq!(kind.full, p.occupancy(max).unwrap());
-            assert_eq!(kind.latency, p.latency);
-            let header = p.occupancy(0).unwrap() + p.latency;
-            assert_eq!(kind.header_crossing, header);
-            signal += header;
-        }
-        assert_eq!(route.signal, signal);
-        route.remember_tails(100).unwrap();
-        let tails = route.tails.borrow();
-        for (i, ((_, &kind), expected)) in route.hops.iter().zip(&links).enumerate() {
-            let tail = tails.1[kind as usize];
-            assert_eq!(tail, expected.params().occupancy(100).unwrap(), "hop {i}");
-        }
     }
 
     /// `lands` gives every flow the time `book` gives it and leaves every

@@ -149,9 +149,7 @@ pub(crate) struct HeldLinks<T> {
     /// are of.
     slots: Slots,
     /// Links of `slots` (made before being held, never unmade, boxed:
-    /// they do not move), each with the caller's value: one array read
-    /// in order (two arrays of 8 and 4 bytes cost a hop's loop twice the
-    /// instructions, ADR-0058).
+    /// they do not move) and the caller's values.
     items: Box<[(NonNull<Link>, T)]>,
 }
 
@@ -186,29 +184,17 @@ impl<T> HeldLinks<T> {
         self.items.len()
     }
 
-    /// The link and value at `index` (panics past the end, as a slice).
-    pub(crate) fn get(&self, index: usize) -> (&Link, &T) {
-        let (link, value) = &self.items[index];
-        (self.link(*link), value)
-    }
-
     /// The links and their values, in order.
     pub(crate) fn iter(&self) -> impl ExactSizeIterator<Item = (&Link, &T)> + Clone {
-        self.items
-            .iter()
-            .map(|(link, value)| (self.link(*link), value))
-    }
-
-    /// The link at `link`, one of `self.items`' links.
-    fn link(&self, link: NonNull<Link>) -> &Link {
-        // SAFETY: every link of `self.items` is the address of a boxed
-        // link of `self.slots` (made by `LinkTable::get` in `try_new`, the
-        // only place they are made; callers pass only those). A slot's box
-        // is never replaced or dropped while the slots live: `OnceCell` is
-        // set once, and the slots are only ever shared (`Rc`), never
-        // borrowed mutably; `self` holds a share, so the link outlives the
-        // `&self` borrow returned.
-        unsafe { link.as_ref() }
+        self.items.iter().map(|(link, value)| {
+            // SAFETY: `link` points at a boxed link of `self.slots` (made
+            // by `LinkTable::get` in `try_new`, the only place items are
+            // made). A slot's box is never replaced or dropped while the
+            // slots live: `OnceCell` is set once, and the slots are only
+            // ever shared (`Rc`), never borrowed mutably; `self` holds a
+            // share, so the link outlives the `&self` borrow returned.
+            (unsafe { link.as_ref() }, value)
+        })
     }
 }
 
