@@ -319,7 +319,7 @@ impl Fabric {
     /// with no hop read (ADR-0048; a DMA read request still crosses its
     /// hops, [`header_lands`](Self::header_lands)).
     pub fn signal_lands(&self, route: &Route, start: SimTime) -> Result<SimTime, HwError> {
-        self.with_flow(route, |flow| flow.signal_lands(&self.links, start))
+        self.with_flow(route, |flow| flow.signal_lands(start))
     }
 
     /// When an IPCQ credit sent over `route` at `start` lands, in flow
@@ -356,15 +356,16 @@ impl Fabric {
     }
 
     /// `cross` over the flow-mode route of `route` (made when the route
-    /// was, unless it was made in packet mode).
+    /// was, unless it was made in packet mode or by another fabric: a
+    /// route holds its own fabric's links, ADR-0058).
     fn with_flow<T>(
         &self,
         route: &Route,
         cross: impl FnOnce(&FlowRoute) -> Result<T, HwError>,
     ) -> Result<T, HwError> {
         match &route.flow {
-            Some(flow) => cross(flow),
-            None => cross(&*self.flow_route(&route.path)?),
+            Some(flow) if flow.is_over(&self.links) => cross(flow),
+            _ => cross(&*self.flow_route(&route.path)?),
         }
     }
 
@@ -829,6 +830,44 @@ mod tests {
         // Two cache lines a link, whatever its parameters.
         assert_eq!(std::mem::size_of::<Link>(), 128);
         assert_eq!(std::mem::align_of::<Link>(), 64);
+    }
+
+    /// ADR-0058: a flow route holds its fabric's links by address; a
+    /// route made by one fabric and sent on another books the other's
+    /// links (the `Route` is valid for any fabric of the machine), and
+    /// the links it holds stay alive after their fabric is gone.
+    #[test]
+    fn a_route_books_the_links_of_the_fabric_it_is_sent_on() {
+        let (first, second) = (
+            fabric_with(&["simulation.fidelity=flow"]),
+            fabric_with(&["simulation.fidelity=flow"]),
+        );
+        let path = pe_to_pe(&first);
+        let route = first.route(&path).unwrap();
+        let mut simulation = Simulation::new();
+        let (f, r) = (second.clone(), route.clone());
+        let sent = simulation.spawn("send", async move { f.send(&r, 4096).await });
+        simulation.run().unwrap();
+        let end = sent.output().unwrap().unwrap().end;
+        assert_eq!(
+            end.saturating_since(SimTime::ZERO),
+            second.send_formula(&path, 4096).unwrap()
+        );
+        let jobs = |f: &Fabric| -> Vec<u64> {
+            f.path_links(&path)
+                .iter()
+                .map(|l| l.stats(end).jobs)
+                .collect()
+        };
+        assert!(jobs(&second).iter().all(|&n| n > 0), "{:?}", jobs(&second));
+        assert!(jobs(&first).iter().all(|&n| n == 0), "{:?}", jobs(&first));
+        // The first fabric gone, its route still reads its own links.
+        drop(first);
+        let flow = route.flow.as_ref().unwrap();
+        assert!(!flow.is_over(second.links()));
+        assert_eq!(flow.signal_crossing(SimTime::ZERO).unwrap().as_ps(), {
+            second.send_formula(&path, 0).unwrap().as_ps()
+        });
     }
 
     #[test]

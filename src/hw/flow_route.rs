@@ -1,5 +1,5 @@
 //! [`FlowRoute`]: a path as flow mode crosses it, its per-hop constants
-//! laid out beside the link indices.
+//! laid out beside the links' addresses.
 //!
 //! A flow-mode transfer or header reads, at every hop, the hop's occupancy
 //! for a full packet, its header occupancy and its latency, and the link's
@@ -10,6 +10,8 @@
 //! message costs (docs/perf-log.md, session 11). A hop is 32 bytes, two
 //! to a cache line: what can be derived at the hop (`S_h(P) / 2`) is not
 //! kept (session 13: a quarter fewer last-level misses on the yardstick).
+//! The links are held by address ([`HeldLinks`]), so a hop does not read
+//! the table's per-edge slot (ADR-0058: at 256 SIPs a miss per hop).
 //!
 //! Knows links and their parameters; nothing of what moves over them.
 
@@ -18,16 +20,18 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use super::flow_share::Pushed;
+use super::link_table::HeldLinks;
 use super::transit::{HopTimes, Sharing, Slowest, cross_hops};
 use super::{HwError, Link, LinkTable, PacketPlan, TransferReport, later_for};
 use crate::sim::{self, SimDuration, SimTime};
 use crate::topology::Path;
 
-/// One hop of a [`FlowRoute`].
+/// One hop of a [`FlowRoute`], beside its link ([`HeldLinks`]).
 #[derive(Debug, Clone, Copy)]
 struct FlowHop {
-    /// Index of the link in the fabric's table.
-    link: usize,
+    /// The link's index in the fabric's table (its edge's index): what
+    /// flows sharing it are kept by (ADR-0056).
+    link: u32,
     /// `S_h(P)` for the path's maximum payload `P`.
     full: SimDuration,
     /// `L_h`.
@@ -50,7 +54,8 @@ pub(crate) struct FlowRoute {
     /// route) is not reused while the route exists.
     path: Arc<Path>,
     max_payload: NonZeroU64,
-    hops: Box<[FlowHop]>,
+    /// The path's links, held by address (ADR-0058), and their constants.
+    hops: HeldLinks<FlowHop>,
     /// A header's uncontended crossing, `Σ (S_h(0) + L_h)`: how long an
     /// IPCQ doorbell or credit takes (ADR-0048).
     signal: SimDuration,
@@ -69,29 +74,26 @@ impl FlowRoute {
     /// edge). Errors: an occupancy that overflows, naming the link.
     pub(crate) fn new(path: Arc<Path>, links: &LinkTable) -> Result<Self, HwError> {
         let max_payload = NonZeroU64::new(path.max_payload()).unwrap_or(NonZeroU64::MIN);
-        let hops = path
-            .edges()
-            .iter()
-            .map(|edge| {
-                let link = &links[edge.index()];
-                let full = link.full_occupancy(max_payload.get())?;
-                let (header, latency) = (link.occupancy(0)?, link.params().latency);
-                let header_crossing = header
-                    .checked_add(latency)
-                    .map_err(HwError::time(link.name()))?;
-                Ok(FlowHop {
-                    link: edge.index(),
-                    full,
-                    latency,
-                    header_crossing,
-                })
+        let hops = HeldLinks::try_new(links, path.edges(), |edge, link| {
+            let full = link.full_occupancy(max_payload.get())?;
+            let (header, latency) = (link.occupancy(0)?, link.params().latency);
+            let header_crossing = header
+                .checked_add(latency)
+                .map_err(HwError::time(link.name()))?;
+            Ok::<_, HwError>(FlowHop {
+                link: edge.index() as u32,
+                full,
+                latency,
+                header_crossing,
             })
-            .collect::<Result<Box<[_]>, HwError>>()?;
-        let tails = hops.iter().map(|hop| hop.full).collect();
-        let signal = hops.iter().try_fold(SimDuration::ZERO, |sum, hop| {
-            sum.checked_add(hop.header_crossing)
-                .map_err(HwError::time(links[hop.link].name()))
         })?;
+        let tails = hops.iter().map(|(_, hop)| hop.full).collect();
+        let signal = hops
+            .iter()
+            .try_fold(SimDuration::ZERO, |sum, (link, hop)| {
+                sum.checked_add(hop.header_crossing)
+                    .map_err(HwError::time(link.name()))
+            })?;
         Ok(FlowRoute {
             path,
             max_payload,
@@ -106,6 +108,12 @@ impl FlowRoute {
     /// The path this route crosses.
     pub(crate) fn path(&self) -> &Arc<Path> {
         &self.path
+    }
+
+    /// Whether the route crosses the links of `links` (it was made over
+    /// that table): a route is used only with its own fabric's links.
+    pub(crate) fn is_over(&self, links: &LinkTable) -> bool {
+        self.hops.are_of(links)
     }
 
     /// Books `bytes` over the route from now ([`book_flow`](super::book_flow)),
@@ -148,23 +156,28 @@ impl FlowRoute {
     /// Books a flow of `plan` over the route; a flow of several packets
     /// shares its hops with the others in service there (ADR-0056).
     fn cross<'a>(
-        &self,
-        links: &'a LinkTable,
+        &'a self,
+        links: &LinkTable,
         plan: &PacketPlan,
         start: SimTime,
         on_hop: impl FnMut(usize, &'a Link, SimDuration),
     ) -> Result<(SimTime, Pushed), HwError> {
-        self.remember_tails(links, plan.last)?;
+        debug_assert!(self.is_over(links));
+        self.remember_tails(plan.last)?;
         let tails = self.tails.borrow();
-        let hops = self.hops.iter().zip(tails.1.iter()).map(|(hop, &tail)| {
-            let times = HopTimes {
-                full: hop.full,
-                tail,
-                latency: hop.latency,
-                link: hop.link as u32,
-            };
-            (&links[hop.link], times)
-        });
+        let hops = self
+            .hops
+            .iter()
+            .zip(tails.1.iter())
+            .map(|((link, hop), &tail)| {
+                let times = HopTimes {
+                    full: hop.full,
+                    tail,
+                    latency: hop.latency,
+                    link: hop.link,
+                };
+                (link, times)
+            });
         let sharing = (plan.packets > 1).then(|| Sharing {
             table: links.flows(),
             flow: links.flows().begin(self.hops.len()),
@@ -179,16 +192,16 @@ impl FlowRoute {
     }
 
     /// Makes `tails` hold `S_h(last)` per hop.
-    fn remember_tails(&self, links: &LinkTable, last: u64) -> Result<(), HwError> {
+    fn remember_tails(&self, last: u64) -> Result<(), HwError> {
         let mut tails = self.tails.borrow_mut();
         if tails.0 == last {
             return Ok(());
         }
-        for (tail, hop) in tails.1.iter_mut().zip(&self.hops) {
+        for (tail, (link, hop)) in tails.1.iter_mut().zip(self.hops.iter()) {
             *tail = match last {
-                0 => links[hop.link].occupancy(0)?,
+                0 => link.occupancy(0)?,
                 _ if last == self.max_payload.get() => hop.full,
-                _ => links[hop.link].occupancy(last)?,
+                _ => link.occupancy(last)?,
             };
         }
         tails.0 = last;
@@ -198,14 +211,10 @@ impl FlowRoute {
     /// When an IPCQ doorbell or credit sent at `start` lands (ADR-0048):
     /// its uncontended crossing, no hop read. While `--explain` records,
     /// each hop's service and latency are its terms.
-    pub(crate) fn signal_lands(
-        &self,
-        links: &LinkTable,
-        start: SimTime,
-    ) -> Result<SimTime, HwError> {
+    pub(crate) fn signal_lands(&self, start: SimTime) -> Result<SimTime, HwError> {
         if super::explain::recording() {
             // The uncontended header crossing's terms, as one run (ADR-0046).
-            self.explain_header(links, None);
+            self.explain_header(None);
         }
         self.signal_crossing(start)
     }
@@ -237,12 +246,12 @@ impl FlowRoute {
         start: SimTime,
         labelled: bool,
     ) -> Result<SimTime, HwError> {
+        debug_assert!(self.is_over(links));
         let recording = super::explain::recording();
         let mut t = start;
         // For `--explain`: the hops where the header waited, if any.
         let mut waited: Option<Vec<bool>> = None;
-        for (index, hop) in self.hops.iter().enumerate() {
-            let link = &links[hop.link];
+        for (index, (link, hop)) in self.hops.iter().enumerate() {
             if t < link.free_at() {
                 t = later_for(t, hop.half_full(), || link.name())?;
                 if recording && labelled {
@@ -254,7 +263,7 @@ impl FlowRoute {
             t = later_for(t, hop.header_crossing, || link.name())?;
         }
         if recording && labelled {
-            self.explain_header(links, waited.as_deref());
+            self.explain_header(waited.as_deref());
         }
         Ok(t)
     }
@@ -263,12 +272,12 @@ impl FlowRoute {
     /// full packet's queueing where it `waited`, its service and latency.
     /// Uncontended (`None`) it is a constant of the route, pushed as one
     /// run (ADR-0046).
-    fn explain_header(&self, links: &LinkTable, waited: Option<&[bool]>) {
+    fn explain_header(&self, waited: Option<&[bool]>) {
         use super::explain::{Term, TermKind, component, push_run, push_terms};
         let terms = |waited: Option<&[bool]>| {
             let mut terms = Vec::with_capacity(3 * self.hops.len());
-            for (index, hop) in self.hops.iter().enumerate() {
-                let Some(id) = component(links[hop.link].server()) else {
+            for (index, (link, hop)) in self.hops.iter().enumerate() {
+                let Some(id) = component(link.server()) else {
                     continue;
                 };
                 let term = |kind, ps| Term {

@@ -12,10 +12,16 @@
 //! once with its class from its edge's kind (ADR-0051): the recorder sees
 //! only the links a run makes.
 //!
+//! A route crosses its links at every flow: [`HeldLinks`] keeps their
+//! addresses beside whatever the route keeps per hop, and a share of the
+//! table, so that a hop reads its link without the per-edge slot
+//! (ADR-0058: at 256 SIPs that slot was a cache miss per hop).
+//!
 //! Knows the machine's edges and the link model; nothing of routes or time.
 
 use std::cell::{OnceCell, RefCell};
 use std::ops::Index;
+use std::ptr::NonNull;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -34,10 +40,16 @@ fn explain_class(kind: EdgeKind) -> Class {
     }
 }
 
+/// The slots of a table: one per edge, its link boxed when made, never
+/// unmade, shared with the [`HeldLinks`] that point into it.
+type Slots = Rc<[OnceCell<Box<Link>>]>;
+
 /// One lazily made [`Link`] per directed edge, indexed by edge index.
 pub struct LinkTable {
     machine: Arc<Machine>,
-    links: Box<[OnceCell<Box<Link>>]>,
+    /// Never borrowed mutably (no `Rc::get_mut`): a made link stays where
+    /// it is for as long as a share of the slots lives.
+    links: Slots,
     /// The classes made so far: a machine has a handful (one per distinct
     /// set of link parameters), so a linear search finds one.
     classes: RefCell<Vec<Rc<LinkClass>>>,
@@ -52,7 +64,7 @@ impl LinkTable {
     pub fn new(machine: Arc<Machine>) -> LinkTable {
         let links = (0..machine.edges().len())
             .map(|_| OnceCell::new())
-            .collect();
+            .collect::<Slots>();
         LinkTable {
             machine,
             links,
@@ -137,6 +149,63 @@ impl LinkTable {
         let class = LinkClass::new(params);
         classes.push(class.clone());
         class
+    }
+}
+
+/// Links of one [`LinkTable`] held by address, each with the caller's
+/// `T` (a route's per-hop constants), in the order given: what a route
+/// reads at every crossing, without the table's per-edge slot.
+pub(crate) struct HeldLinks<T> {
+    /// Keeps every link of `items` alive, and tells which table they
+    /// are of.
+    slots: Slots,
+    /// Links of `slots` (made before being held, never unmade, boxed:
+    /// they do not move) and the caller's values.
+    items: Box<[(NonNull<Link>, T)]>,
+}
+
+impl<T> HeldLinks<T> {
+    /// The links of `edges` in `table` (made now if nothing crossed them
+    /// before), each with what `value` makes of it.
+    pub(crate) fn try_new<E>(
+        table: &LinkTable,
+        edges: &[EdgeId],
+        mut value: impl FnMut(EdgeId, &Link) -> Result<T, E>,
+    ) -> Result<Self, E> {
+        let items = edges
+            .iter()
+            .map(|&edge| {
+                let link = table.get(edge);
+                Ok((NonNull::from(link), value(edge, link)?))
+            })
+            .collect::<Result<_, E>>()?;
+        Ok(HeldLinks {
+            slots: table.links.clone(),
+            items,
+        })
+    }
+
+    /// Whether these are links of `table`.
+    pub(crate) fn are_of(&self, table: &LinkTable) -> bool {
+        Rc::ptr_eq(&self.slots, &table.links)
+    }
+
+    /// How many links are held.
+    pub(crate) fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// The links and their values, in order.
+    pub(crate) fn iter(&self) -> impl ExactSizeIterator<Item = (&Link, &T)> + Clone {
+        self.items.iter().map(|(link, value)| {
+            // SAFETY: `link` points at a boxed link of `self.slots` (made
+            // by `LinkTable::get` in `try_new`, the only place items are
+            // made). A slot's box is never replaced or dropped while the
+            // slots live: `OnceCell` is set once, and the slots are only
+            // ever shared (`Rc`), never borrowed mutably; `self` holds a
+            // share, so the link outlives the `&self` borrow returned.
+            (unsafe { link.as_ref() }, value)
+        })
     }
 }
 
