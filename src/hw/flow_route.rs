@@ -19,7 +19,7 @@ use std::cell::RefCell;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
-use super::flow_share::Pushed;
+use super::flow_share::{Pushed, SharedFlow};
 use super::link_table::HeldLinks;
 use super::transit::{HopTimes, Sharing, Slowest, cross_hops};
 use super::{HwError, Link, LinkTable, PacketPlan, TransferReport, later_for};
@@ -179,8 +179,8 @@ impl FlowRoute {
                 (link, times)
             });
         let sharing = (plan.packets > 1).then(|| Sharing {
-            table: links.flows(),
-            flow: links.flows().begin(self.hops.len()),
+            links,
+            flow: SharedFlow::begin(self.hops.len()),
         });
         let memo = Some(&self.flow_explain);
         let end = cross_hops(hops, plan, start, on_hop, memo, sharing.as_ref())?;

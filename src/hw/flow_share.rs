@@ -6,8 +6,7 @@
 //! one booked first ends a whole occupancy before the other. Packet mode
 //! serves *packets* first come, first served, so the two interleave and
 //! end together. Here each hop keeps the multi-packet flows still in
-//! service on it (a side table of the fabric's links, keyed by link
-//! index), each with its arrival profile there (first and last packet,
+//! service on it (the link keeps them: [`HopFlows`]), each with its arrival profile there (first and last packet,
 //! fluid in between: at the source, a flow's packets arrive at the first
 //! hop's own pace, as packet mode injects them) and its work. A flow
 //! booking a hop where others are still in service works out, as a fluid
@@ -30,8 +29,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-
-use rustc_hash::FxHashMap;
 
 use super::explain;
 use crate::sim::{SimDuration, SimTime};
@@ -96,11 +93,21 @@ struct Entry {
     end: u64,
 }
 
-/// The flows still in service on each hop that carried a multi-packet
-/// flow, by link index. Looked up, never iterated.
+/// The multi-packet flows still in service on one link: a field of the
+/// link itself (in its second cache line's padding), so that a booking
+/// finds the list without a lookup; allocated when the link first
+/// carries a multi-packet flow.
 #[derive(Default)]
-pub(crate) struct FlowTable {
-    hops: RefCell<FxHashMap<u32, Vec<Entry>>>,
+pub(crate) struct HopFlows(Cell<Option<Box<Vec<Entry>>>>);
+
+impl HopFlows {
+    /// Runs `f` on the list (the allocation is kept for the next flow).
+    fn with<R>(&self, f: impl FnOnce(&mut Vec<Entry>) -> R) -> R {
+        let mut list = self.0.take().unwrap_or_default();
+        let out = f(&mut list);
+        self.0.set(Some(list));
+        out
+    }
 }
 
 /// A flow's landing that flows booked after it may move ([`Pushed::settle`]).
@@ -136,7 +143,7 @@ impl Pushed {
     }
 }
 
-/// What [`FlowTable::share`] is told of a flow's hop.
+/// What [`SharedFlow::share`] is told of a flow's hop.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HopIn {
     /// The hop's index in the flow's path and its link's index.
@@ -162,9 +169,9 @@ pub(crate) struct HopOut {
     pub end: SimTime,
 }
 
-impl FlowTable {
+impl SharedFlow {
     /// A new multi-packet flow of `hops` hops, not yet on any.
-    pub(crate) fn begin(&self, hops: usize) -> Rc<SharedFlow> {
+    pub(crate) fn begin(hops: usize) -> Rc<SharedFlow> {
         Rc::new(SharedFlow {
             landing: Cell::new(0),
             shift: Cell::new(0),
@@ -176,13 +183,16 @@ impl FlowTable {
     /// `flow` books hop `hop` at `now`: pushes the flows still in service
     /// there (module docs) and tells when its own first packet is served
     /// and its last leaves. `component` names a link for `--explain`.
-    pub(crate) fn share(
-        &self,
-        flow: &Rc<SharedFlow>,
-        hop: HopIn,
+    /// `here` is the hop's link's list; `lists` finds another link's by
+    /// its index (the pushed flows' later hops).
+    pub(crate) fn share<'l>(
+        self: &Rc<Self>,
+        (hop, here): (HopIn, &HopFlows),
+        lists: impl Fn(u32) -> &'l HopFlows,
         now: SimTime,
         component: impl Fn(u32) -> Option<u32>,
     ) -> HopOut {
+        let flow = self;
         let ps = |t: SimTime| t.as_ps();
         let from = match hop.hop {
             0 => u32::MAX,
@@ -204,8 +214,33 @@ impl FlowTable {
             // when the one before has left the first hop (module docs).
             me.last = me.last.max(me.first + me.work.saturating_sub(me.tail));
         }
-        let mut table = self.hops.borrow_mut();
-        let list = table.entry(hop.link).or_default();
+        let moved = here.with(|list| flow.share_list(list, hop, &mut me, now, component));
+        // The pushed flows' later hops: their entries there end later too.
+        for (link, pushed, end) in moved {
+            lists(link).with(|entries| {
+                if let Some(entry) = entries.iter_mut().find(|e| Rc::as_ptr(&e.flow) == pushed) {
+                    entry.end = end;
+                }
+            });
+        }
+        HopOut {
+            start: SimTime::from_ps(me.start),
+            end: SimTime::from_ps(me.end),
+        }
+    }
+
+    /// [`share`](Self::share) on the hop's `list`: pushes the flows in
+    /// service, settles `me` and joins the list; tells the pushed flows'
+    /// later hops whose end moved.
+    fn share_list(
+        self: &Rc<Self>,
+        list: &mut Vec<Entry>,
+        hop: HopIn,
+        me: &mut HopShare,
+        now: SimTime,
+        component: impl Fn(u32) -> Option<u32>,
+    ) -> Vec<(u32, *const SharedFlow, u64)> {
+        let flow = self;
         list.retain(|entry| entry.end > now.as_ps());
         // The latest booked of them, at most `WINDOW` (`WINDOW`'s docs),
         // oldest first, the booking flow last.
@@ -227,7 +262,7 @@ impl FlowTable {
             for (slot, &i) in all.iter_mut().zip(&picked[..n]) {
                 *slot = list[i].flow.hops.borrow()[list[i].hop as usize];
             }
-            all[n] = me;
+            all[n] = *me;
             let all = &all[..=n];
             let fifo = Fluid::new(all);
             // The hop serves the set's work by the latest end booked: the
@@ -261,27 +296,15 @@ impl FlowTable {
             me.end = me.end.min(end).max(me.start + me.tail);
         }
         let at = flow.hops.borrow().len() as u32;
-        flow.hops.borrow_mut().push(me);
+        flow.hops.borrow_mut().push(*me);
         list.push(Entry {
             flow: flow.clone(),
             hop: at,
             end: me.end,
         });
-        // The pushed flows' later hops: their entries there end later too.
-        for (link, pushed, end) in moved {
-            let entries = table.get_mut(&link).into_iter().flatten();
-            if let Some(entry) = entries.into_iter().find(|e| Rc::as_ptr(&e.flow) == pushed) {
-                entry.end = end;
-            }
-        }
-        HopOut {
-            start: SimTime::from_ps(me.start),
-            end: SimTime::from_ps(me.end),
-        }
+        moved
     }
-}
 
-impl SharedFlow {
     /// Its booking is done: it lands at `landing`.
     pub(crate) fn finish(self: Rc<Self>, landing: SimTime) -> Pushed {
         self.landing.set(landing.as_ps());
@@ -372,6 +395,20 @@ mod tests {
         SimDuration::from_ps(ps)
     }
 
+    /// The lists of links 0 to 7, as a fabric's links hold them.
+    struct Lists([HopFlows; 8]);
+
+    impl Lists {
+        fn new() -> Self {
+            Lists(Default::default())
+        }
+
+        fn share(&self, flow: &Rc<SharedFlow>, hop: HopIn, now: SimTime) -> HopOut {
+            let here = &self.0[hop.link as usize];
+            flow.share((hop, here), |link| &self.0[link as usize], now, |_| None)
+        }
+    }
+
     /// A hop `hop` of link `link` (not a source hop, so arrivals are as
     /// given): packets arriving over `[first, last]`, `work` ps in all
     /// (the last packet `tail`), booked `[start, end)`, latency 10 ps.
@@ -396,9 +433,9 @@ mod tests {
     /// lands that much later; the second keeps its end.
     #[test]
     fn two_flows_arriving_together_end_together() {
-        let table = FlowTable::default();
-        let first = table.begin(1);
-        let out = table.share(&first, hop(7, 1, (0, 900), (0, 1_000)), t(0), |_| None);
+        let lists = Lists::new();
+        let first = SharedFlow::begin(1);
+        let out = lists.share(&first, hop(7, 1, (0, 900), (0, 1_000)), t(0));
         assert_eq!(
             out,
             HopOut {
@@ -408,8 +445,8 @@ mod tests {
             "alone: as booked"
         );
         let first = first.finish(t(1_010));
-        let second = table.begin(1);
-        let out = table.share(&second, hop(7, 1, (0, 900), (1_000, 2_000)), t(0), |_| None);
+        let second = SharedFlow::begin(1);
+        let out = lists.share(&second, hop(7, 1, (0, 900), (1_000, 2_000)), t(0));
         // Its first packet is served once the work that arrived before
         // it has been (none): at 0, not after the whole first flow.
         assert_eq!(
@@ -428,28 +465,23 @@ mod tests {
     /// last packet now arrives there later: a hop with room absorbs it.
     #[test]
     fn a_push_carries_to_later_hops_until_one_absorbs_it() {
-        let table = FlowTable::default();
-        let early = table.begin(3);
-        table.share(&early, hop(1, 1, (0, 900), (0, 1_000)), t(0), |_| None);
+        let lists = Lists::new();
+        let early = SharedFlow::begin(3);
+        lists.share(&early, hop(1, 1, (0, 900), (0, 1_000)), t(0));
         // Hop 2 (a slower link): ends at 3,000, later than its last packet
         // (1,010) plus its tail needs; hop 3 after it.
-        table.share(&early, hop(2, 2, (10, 1_010), (10, 3_000)), t(0), |_| None);
-        table.share(&early, hop(3, 3, (20, 3_010), (20, 3_110)), t(0), |_| None);
+        lists.share(&early, hop(2, 2, (10, 1_010), (10, 3_000)), t(0));
+        lists.share(&early, hop(3, 3, (20, 3_010), (20, 3_110)), t(0));
         let early = early.finish(t(3_120));
-        let late = table.begin(1);
-        table.share(&late, hop(1, 1, (0, 900), (1_000, 2_000)), t(0), |_| None);
+        let late = SharedFlow::begin(1);
+        lists.share(&late, hop(1, 1, (0, 900), (1_000, 2_000)), t(0));
         // Pushed to 2,000 on link 1: its last packet reaches link 2 at
         // 2,010, which still ends at 3,000 (2,010 + 100 is earlier):
         // absorbed, the landing does not move.
         assert_eq!(early.shift(), d(0));
-        let again = table.begin(1);
+        let again = SharedFlow::begin(1);
         // Arriving after every flow there has left: nothing shared.
-        let out = table.share(
-            &again,
-            hop(1, 1, (5_000, 5_900), (5_000, 6_000)),
-            t(4_000),
-            |_| None,
-        );
+        let out = lists.share(&again, hop(1, 1, (5_000, 5_900), (5_000, 6_000)), t(4_000));
         assert_eq!(
             out,
             HopOut {

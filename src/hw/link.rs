@@ -21,6 +21,7 @@ use crate::sim::{SimDuration, SimTime, TimeError};
 use crate::topology::LinkSpec;
 
 use super::HwError;
+use super::flow_share::HopFlows;
 use super::server::{Activity, Reservation, SerialServer, ServerStats};
 
 /// The timing parameters of one hop (one link direction).
@@ -85,6 +86,9 @@ impl From<&LinkSpec> for HopParams {
 pub struct Link {
     server: SerialServer,
     class: Rc<LinkClass>,
+    /// Flow mode: the multi-packet flows in service on it (ADR-0056), in
+    /// the second line's padding.
+    flows: HopFlows,
 }
 
 /// What links with the same [`HopParams`] share: the parameters and the
@@ -142,7 +146,13 @@ impl Link {
         Link {
             server: SerialServer::new(name, Activity::Packet),
             class,
+            flows: HopFlows::default(),
         }
+    }
+
+    /// The multi-packet flows in service on it (flow mode, ADR-0056).
+    pub(crate) fn flows(&self) -> &HopFlows {
+        &self.flows
     }
 
     /// `S(payload)` of this link ([`HopParams::occupancy`]) for a packet's

@@ -26,7 +26,6 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::explain::{self, Class};
-use super::flow_share::FlowTable;
 use super::{HopParams, Link, LinkClass};
 use crate::topology::{EdgeId, EdgeKind, Machine};
 
@@ -53,10 +52,6 @@ pub struct LinkTable {
     /// The classes made so far: a machine has a handful (one per distinct
     /// set of link parameters), so a linear search finds one.
     classes: RefCell<Vec<Rc<LinkClass>>>,
-    /// Flow mode: the multi-packet flows in service on each link that
-    /// carried one, by link index (ADR-0056): a side table, so that a
-    /// link's lines do not grow.
-    flows: FlowTable,
 }
 
 impl LinkTable {
@@ -69,13 +64,7 @@ impl LinkTable {
             machine,
             links,
             classes: RefCell::default(),
-            flows: FlowTable::default(),
         }
-    }
-
-    /// The flows in service per link (flow mode, ADR-0056).
-    pub(crate) fn flows(&self) -> &FlowTable {
-        &self.flows
     }
 
     /// How many edges (made or not) the table has.

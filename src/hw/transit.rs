@@ -45,10 +45,12 @@ use std::rc::Rc;
 
 use super::HwError;
 use super::explain::{self, TermKind};
-use super::flow_share::{FlowTable, HopIn, SharedFlow};
+use super::flow_share::{HopIn, SharedFlow};
 use super::link::{HopParams, Link};
+use super::link_table::LinkTable;
 use super::server::Reservation;
 use crate::sim::{self, SimDuration, SimTime, TimeError};
+use crate::topology::EdgeId;
 use crate::trace;
 
 /// How a transfer is cut into packets.
@@ -226,9 +228,10 @@ pub(crate) fn cross_hops<'a>(
 }
 
 /// A multi-packet flow's sharing of its hops (ADR-0056): the fabric's
-/// table of flows in service per hop and the flow's own record there.
+/// links (each holds the flows in service on it) and the flow's own
+/// record there.
 pub(crate) struct Sharing<'s> {
-    pub table: &'s FlowTable,
+    pub links: &'s LinkTable,
     pub flow: Rc<SharedFlow>,
 }
 
@@ -287,7 +290,15 @@ fn cross_front<'a>(
                         end: booked.end,
                     };
                     let component = |_| explain::component(link.server());
-                    let out = sharing.table.share(&sharing.flow, hop, now, component);
+                    let lists = |index| {
+                        sharing
+                            .links
+                            .get(EdgeId::from_index(index as usize))
+                            .flows()
+                    };
+                    let out = sharing
+                        .flow
+                        .share((hop, link.flows()), lists, now, component);
                     Reservation {
                         start: out.start,
                         end: out.end,
