@@ -945,15 +945,19 @@ mod tests {
         assert_eq!(parent_end, SimTime::from_ns(3));
     }
 
+    /// `select` of a 5 us and a 1 ns sleep: the short one wins and the
+    /// long one is dropped.
+    async fn short_sleep_wins_a_race() {
+        let long = sleep(SimDuration::from_us(5));
+        let short = sleep(SimDuration::from_ns(1));
+        futures::pin_mut!(long, short);
+        futures::future::select(long, short).await;
+    }
+
     #[test]
     fn dropped_sleep_never_moves_the_clock() {
         let mut simulation = Simulation::new();
-        simulation.spawn("racer", async {
-            let long = sleep(SimDuration::from_us(5));
-            let short = sleep(SimDuration::from_ns(1));
-            futures::pin_mut!(long, short);
-            futures::future::select(long, short).await;
-        });
+        simulation.spawn("racer", short_sleep_wins_a_race());
         let stats = simulation.run().unwrap();
         assert_eq!(stats.now, SimTime::from_ns(1));
     }
@@ -1026,12 +1030,9 @@ mod tests {
     fn a_cancelled_task_timer_never_wakes_its_task() {
         let mut simulation = Simulation::new();
         simulation.spawn("racer", async {
-            {
-                let long = sleep(SimDuration::from_us(5));
-                let short = sleep(SimDuration::from_ns(1));
-                futures::pin_mut!(long, short);
-                futures::future::select(long, short).await;
-            } // the long sleep is dropped here, not at the task's end
+            // The long sleep is dropped when the race ends, not at the
+            // task's end.
+            short_sleep_wins_a_race().await;
             sleep(SimDuration::from_us(10)).await;
         });
         let stats = simulation.run().unwrap();
