@@ -282,24 +282,10 @@ impl Device {
             return Ok(None);
         };
         let id = self.apply(engine.name(), Op::Copy { src, dst, len })?;
-        let routes = &plan.routes;
-        let read = f.flow_read_done(&routes.request, plan.src, len, slot.started);
+        let read = f.flow_read_done(&plan.routes.request, plan.src, len, slot.started);
         let read = read.expect("a flow-mode read from a TCM is worked out ahead")?;
-        let (written, done) = match signal {
-            Some(signal) => {
-                let unit =
-                    f.flow_write_then_signal(&routes.data, (len, read), plan.dst, (signal, true));
-                // A one-packet flow is never pushed: its landing is final.
-                let (written, done, _unpushed) =
-                    unit.expect("a flow-mode write to a TCM is worked out ahead")?;
-                (written, done)
-            }
-            None => {
-                let write = f.flow_unbooked_write(&routes.data, plan.dst, len, read);
-                let written = write.expect("a flow-mode write within a TCM is worked out ahead")?;
-                (written, written)
-            }
-        };
+        let whole = self.book_whole(&plan, len, read, signal)?;
+        let (written, done) = whole.expect("a copy checked above is booked whole");
         Ok(Some(BookedCopy {
             _slot: slot,
             id,
@@ -333,22 +319,7 @@ impl Device {
             .transpose()?;
         match read {
             Some(read) => {
-                // A copy whose data crosses no link, or a signalled one
-                // of one packet (an IPCQ message as one unit), is booked
-                // whole now, from the instant its read ends: one sleep
-                // (ADR-0048).
-                let ahead = match signal {
-                    None => f
-                        .flow_unbooked_write(&routes.data, plan.dst, len, read)
-                        .transpose()?
-                        .map(|written| (written, written)),
-                    Some(signal) if f.is_one_packet(signal, len) => f
-                        .flow_write_then_signal(&routes.data, (len, read), plan.dst, (signal, true))
-                        .transpose()?
-                        .map(|(written, done, _one_packet)| (written, done)),
-                    Some(_) => None,
-                };
-                if let Some((written, done)) = ahead {
+                if let Some((written, done)) = self.book_whole(&plan, len, read, signal)? {
                     explain::sleep_until(done).await;
                     self.oplog.borrow_mut().complete(id, written)?;
                     return Ok(timing(written));
@@ -429,6 +400,35 @@ impl Device {
             routes: self.routes(initiator, src_space, dst_space)?,
             src: (src_space, src_offset),
             dst: (dst_space, dst_offset),
+        })
+    }
+
+    /// Flow mode: the write (and signal) of a copy whose read ends at
+    /// `read`, booked whole now, from that instant (one sleep: ADR-0048),
+    /// when it can be: a copy whose data crosses no link into a memory
+    /// that books nothing, or a signalled copy of one packet of its
+    /// signal's route and of its data's (an IPCQ message as one unit; a
+    /// longer flow may be pushed by a later one, ADR-0056, and its waiter
+    /// must be able to sleep again). `(written, done)`, or `None`.
+    fn book_whole(
+        &self,
+        plan: &CopyPlan,
+        len: u64,
+        read: SimTime,
+        signal: Option<&Route>,
+    ) -> Result<Option<(SimTime, SimTime)>, DeviceError> {
+        let (f, data) = (&self.fabric, &plan.routes.data);
+        Ok(match signal {
+            None => f
+                .flow_unbooked_write(data, plan.dst, len, read)
+                .transpose()?
+                .map(|written| (written, written)),
+            Some(signal) if f.is_one_packet(signal, len) && f.is_one_packet(data, len) => f
+                .flow_write_then_signal(data, (len, read), plan.dst, (signal, true))
+                .transpose()?
+                // One packet is never pushed: its landing is final.
+                .map(|(written, done, _unpushed)| (written, done)),
+            Some(_) => None,
         })
     }
 
