@@ -432,8 +432,10 @@ impl Device {
         })
     }
 
-    /// [`plan`](Self::plan), with the routes taken from `memo` when its
-    /// copy was between the same memories, by the same initiator.
+    /// [`plan`](Self::plan), taken from `memo` when its copy was between
+    /// the same memories, by the same initiator: each address is then
+    /// checked to fall inside the memory remembered (one subtraction and
+    /// one compare, the same answer as a decode), not decoded again.
     fn plan_remembered(
         &self,
         initiator: NodeId,
@@ -441,23 +443,33 @@ impl Device {
         dst: u64,
         memo: &RouteMemo,
     ) -> Result<CopyPlan, DeviceError> {
+        if let Some(remembered) = &*memo.0.borrow()
+            && remembered.initiator == initiator
+            && let Some(src) = remembered.src.locate(src)
+            && let Some(dst) = remembered.dst.locate(dst)
+        {
+            let routes = remembered.routes.clone();
+            return Ok(CopyPlan { routes, src, dst });
+        }
         let map = self.fabric.machine().address_map();
-        let (src, dst) = (map.decode(src)?, map.decode(dst)?);
-        let key = (initiator, src.0, dst.0);
-        let remembered = memo
-            .0
-            .borrow()
-            .as_ref()
-            .map(|(at, routes)| (*at, routes.clone()));
-        let routes = match remembered {
-            Some((at, routes)) if at == key => routes,
-            _ => {
-                let routes = self.routes(initiator, src.0, dst.0)?;
-                *memo.0.borrow_mut() = Some((key, routes.clone()));
-                routes
-            }
+        let (src, dst) = ((src, map.decode(src)?), (dst, map.decode(dst)?));
+        let routes = self.routes(initiator, src.1.0, dst.1.0)?;
+        let memory = |(addr, (space, offset)): (u64, (MemSpace, u64))| Memory {
+            base: addr - offset,
+            space,
+            capacity: map.capacity(space),
         };
-        Ok(CopyPlan { routes, src, dst })
+        *memo.0.borrow_mut() = Some(Remembered {
+            initiator,
+            src: memory(src),
+            dst: memory(dst),
+            routes: routes.clone(),
+        });
+        Ok(CopyPlan {
+            routes,
+            src: src.1,
+            dst: dst.1,
+        })
     }
 
     /// The routes of a copy by `initiator` from `src` to `dst`: its read
@@ -485,12 +497,38 @@ impl Device {
     }
 }
 
-/// The routes of the last copy one caller made, kept by it (an IPCQ
-/// ring, whose sends copy between the same memories again and again:
-/// ADR-0057), so that its next copy between the same memories skips the
-/// device's route table.
+/// The routes and memories of the last copy one caller made, kept by it
+/// (an IPCQ ring, whose sends copy between the same memories again and
+/// again: ADR-0057), so that its next copy between the same memories
+/// skips the device's route table and the addresses' decoding.
 #[derive(Default)]
-pub struct RouteMemo(RefCell<Option<(RouteKey, Rc<RoutePair>)>>);
+pub struct RouteMemo(RefCell<Option<Remembered>>);
+
+/// What a [`RouteMemo`] keeps of one copy.
+struct Remembered {
+    initiator: NodeId,
+    src: Memory,
+    dst: Memory,
+    routes: Rc<RoutePair>,
+}
+
+/// One memory as the address map lays it out: the addresses from `base`
+/// up to `capacity` bytes on are its offsets (an offset field is wide
+/// enough for the largest memory, so no other memory's address is in
+/// that range).
+struct Memory {
+    base: u64,
+    space: MemSpace,
+    capacity: u64,
+}
+
+impl Memory {
+    /// What decoding `addr` gives, if it falls in this memory.
+    fn locate(&self, addr: u64) -> Option<(MemSpace, u64)> {
+        let offset = addr.wrapping_sub(self.base);
+        (offset < self.capacity).then_some((self.space, offset))
+    }
+}
 
 /// A copy's initiator, source memory and destination memory.
 type RouteKey = (NodeId, MemSpace, MemSpace);

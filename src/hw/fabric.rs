@@ -41,10 +41,17 @@ use crate::topology::{
 
 /// Pushes, for `--explain`, an access to `space` that books nothing (a
 /// TCM's latency; the host's nothing).
+#[inline(always)]
 fn explain_unbooked(space: MemSpace, took: SimDuration) {
-    if !explain::recording() {
-        return;
+    if explain::recording() {
+        push_unbooked(space, took);
     }
+}
+
+/// [`explain_unbooked`] while `--explain` records (out of line: every
+/// flow-mode copy from a TCM passes here, and `--explain` seldom records).
+#[inline(never)]
+fn push_unbooked(space: MemSpace, took: SimDuration) {
     if let MemSpace::Tcm { sip, cube, pe } = space {
         explain::push_keyed(
             [sip, cube, pe],
@@ -59,6 +66,9 @@ fn explain_unbooked(space: MemSpace, took: SimDuration) {
 /// The instantiated hardware of one machine.
 pub struct Fabric {
     machine: Arc<Machine>,
+    /// The machine's `simulation.fidelity`, asked for at every stage of
+    /// every copy.
+    fidelity: Fidelity,
     router: PathRouter,
     /// One per directed edge, made when first crossed (ADR-0050).
     links: LinkTable,
@@ -157,6 +167,7 @@ impl Fabric {
             io_cpu: (0..machine.sip_count())
                 .map(|s| Rc::new(IoCpu::new(&naming::io_cpu(s), &spec.sip().io_cpu)))
                 .collect(),
+            fidelity: spec.simulation().fidelity,
             machine,
             flow_routes: RefCell::default(),
         }
@@ -258,7 +269,7 @@ impl Fabric {
 
     /// How transfers are simulated (`simulation.fidelity`).
     pub fn fidelity(&self) -> Fidelity {
-        self.machine.spec().simulation().fidelity
+        self.fidelity
     }
 
     /// Moves `bytes` over `path`: packet by packet ([`transfer`]) or as one

@@ -25,6 +25,16 @@ use super::transit::{HopTimes, Sharing, Slowest, cross_hops};
 use super::{HwError, Link, LinkTable, PacketPlan, TransferReport, later_for};
 use crate::sim::{self, SimDuration, SimTime};
 use crate::topology::Path;
+use crate::trace;
+
+/// How far [`FlowRoute::lands_idle`] took a one-packet flow.
+enum Crossed {
+    /// Over every hop: it lands then.
+    Landed(SimTime),
+    /// Up to hop `hop`, not idle from `arrives`, when the flow arrives
+    /// there: the general booking goes on from there.
+    Busy { hop: usize, arrives: SimTime },
+}
 
 /// One hop of a [`FlowRoute`], beside its link ([`HeldLinks`]).
 #[derive(Debug, Clone, Copy)]
@@ -126,7 +136,7 @@ impl FlowRoute {
         let plan = PacketPlan::new(bytes, self.max_payload);
         let start = sim::now();
         let mut slowest = Slowest::default();
-        let (end, pushed) = self.cross(links, &plan, start, |hop, link, residency| {
+        let (end, pushed) = self.cross(links, &plan, (0, start), |hop, link, residency| {
             slowest.note(hop, link, residency)
         })?;
         Ok((slowest.report(start, end, &plan), pushed))
@@ -142,7 +152,10 @@ impl FlowRoute {
     }
 
     /// [`lands`](Self::lands) for a flow that leaves at `start` (now or
-    /// later): booked now, from its arrival at each hop (ADR-0048).
+    /// later): booked now, from its arrival at each hop (ADR-0048). A
+    /// one-packet flow first crosses the hops that are idle from its
+    /// arrival on in one plain pass ([`lands_idle`](Self::lands_idle));
+    /// from the first that is not, the general booking.
     pub(crate) fn lands_from(
         &self,
         links: &LinkTable,
@@ -150,16 +163,47 @@ impl FlowRoute {
         start: SimTime,
     ) -> Result<(SimTime, Pushed), HwError> {
         let plan = PacketPlan::new(bytes, self.max_payload);
-        self.cross(links, &plan, start, |_, _, _| {})
+        let mut from = (0, start);
+        if plan.packets == 1 && !trace::is_recording() && !super::explain::recording() {
+            self.remember_tails(plan.last)?;
+            match self.lands_idle(plan.last, start)? {
+                Crossed::Landed(lands) => return Ok((lands, Pushed::default())),
+                Crossed::Busy { hop, arrives } => from = (hop, arrives),
+            }
+        }
+        self.cross(links, &plan, from, |_, _, _| {})
     }
 
-    /// Books a flow of `plan` over the route; a flow of several packets
-    /// shares its hops with the others in service there (ADR-0056).
+    /// A one-packet flow of `last` bytes (its tails remembered) leaving at
+    /// `start`, over the hops idle from its arrival on: each booked from
+    /// its arrival for `S_h` and left after `L_h`
+    /// ([`SerialServer::try_reserve_idle`](super::SerialServer::try_reserve_idle)),
+    /// what the general booking books and times there, up to the first
+    /// hop that is not idle (nothing booked there). While nothing is
+    /// traced or explained (the caller checks); `now` does not change
+    /// while the flow books.
+    fn lands_idle(&self, last: u64, start: SimTime) -> Result<Crossed, HwError> {
+        let tails = self.tails.borrow();
+        let now = sim::now();
+        let mut arrives = start;
+        for (hop, ((link, times), &tail)) in self.hops.iter().zip(tails.1.iter()).enumerate() {
+            let Some(end) = link.server().try_reserve_idle(arrives, tail, last, now) else {
+                return Ok(Crossed::Busy { hop, arrives });
+            };
+            arrives = later_for(end, times.latency, || link.name())?;
+        }
+        Ok(Crossed::Landed(arrives))
+    }
+
+    /// Books a flow of `plan` over the route from hop `from.0` on, where
+    /// it arrives at `from.1` (`on_hop` is told hop indices from there); a
+    /// flow of several packets shares its hops with the others in service
+    /// there (ADR-0056).
     fn cross<'a>(
         &'a self,
         links: &LinkTable,
         plan: &PacketPlan,
-        start: SimTime,
+        (from, start): (usize, SimTime),
         on_hop: impl FnMut(usize, &'a Link, SimDuration),
     ) -> Result<(SimTime, Pushed), HwError> {
         debug_assert!(self.is_over(links));
@@ -169,6 +213,7 @@ impl FlowRoute {
             .hops
             .iter()
             .zip(tails.1.iter())
+            .skip(from)
             .map(|((link, hop), &tail)| {
                 let times = HopTimes {
                     full: hop.full,

@@ -462,10 +462,11 @@ impl SerialServer {
     /// for flow mode's hop loop: a packet that arrives at or after
     /// `free_at`, on a calendar with no idle gap left after `now` (the
     /// gaps before it are forgotten here, as every booking does), while
-    /// nothing is traced
-    /// (the caller checks that, once per flow), `now` given by the caller.
-    /// The same booking as `reserve_between`; `None`, with nothing booked,
-    /// in every other case.
+    /// nothing is traced (the caller checks that, once per flow), `now`
+    /// given by the caller. The same booking as `reserve_between`, served
+    /// from `arrives` to the instant returned; `None`, with nothing
+    /// booked, in every other case (an end past u64 picoseconds too: the
+    /// general booking then says which link overflowed).
     #[inline(always)]
     pub(crate) fn try_reserve_idle(
         &self,
@@ -473,17 +474,30 @@ impl SerialServer {
         occupancy: SimDuration,
         bytes: u64,
         now: SimTime,
-    ) -> Option<Result<Reservation, HwError>> {
-        self.forget_gaps_before(now);
+    ) -> Option<SimTime> {
         let calendar = &self.calendar;
-        if calendar.has_gap() || arrives < calendar.free_at.get() {
+        let (_, gap_to) = calendar.first_gap.get();
+        if calendar.has_gap() {
+            if gap_to > now {
+                return None;
+            }
+            self.forget_gaps_before(now);
+            if calendar.has_gap() {
+                return None;
+            }
+        }
+        let free_at = calendar.free_at.get();
+        if arrives < free_at {
             return None;
         }
-        let booked = self.append_block(arrives, occupancy, now);
-        if booked.is_ok() {
-            calendar.count(occupancy, bytes, 1);
+        let end = SimTime::from_ps(arrives.as_ps().checked_add(occupancy.as_ps())?);
+        let idle_from = free_at.max(now);
+        if arrives > idle_from {
+            calendar.first_gap.set((idle_from, arrives));
         }
-        Some(booked)
+        calendar.free_at.set(end);
+        calendar.count(occupancy, bytes, 1);
+        Some(end)
     }
 
     /// [`reserve_between`](Self::reserve_between)'s service of a packet
@@ -726,7 +740,7 @@ mod tests {
                 match quick {
                     true => s
                         .try_reserve_idle(at, ns(10), 64, sim::now())
-                        .map(Result::unwrap),
+                        .map(|end| Reservation { start: at, end }),
                     false => Some(s.reserve_between(at, ns(10), 64, wait).unwrap()),
                 }
             })

@@ -259,14 +259,17 @@ fn cross_front<'a>(
                 return Ok(arrives);
             };
             let server = link.server();
-            let Some(booked) = server.try_reserve_idle(arrives, times.tail, plan.last, now) else {
+            let Some(end) = server.try_reserve_idle(arrives, times.tail, plan.last, now) else {
                 front = FlowFront::at(arrives);
                 let (residency, booked) = front.cross(link, plan, times)?;
                 on_hop(index, link, residency);
                 crossed(link, (arrives, arrives, arrives), booked, times);
                 break;
             };
-            let booked = booked?;
+            let booked = Reservation {
+                start: arrives,
+                end,
+            };
             on_hop(index, link, booked.end.saturating_since(booked.start));
             crossed(link, (arrives, arrives, arrives), booked, times);
             arrives = super::later_for(booked.end, times.latency, || link.name())?;
