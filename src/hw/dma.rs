@@ -146,7 +146,10 @@ impl DmaEngine {
             return Ok(None);
         };
         let requested = sim::now();
-        let issued = self.issue.reserve(self.issue_overhead, 0)?.end;
+        let issued = self
+            .issue
+            .reserve_at(requested, self.issue_overhead, 0)?
+            .end;
         Ok(Some(DmaSlot {
             requested,
             issued,

@@ -236,12 +236,19 @@ impl FlowRoute {
         Ok((end, pushed))
     }
 
-    /// Makes `tails` hold `S_h(last)` per hop.
+    /// Makes `tails` hold `S_h(last)` per hop (mostly they do already).
+    #[inline(always)]
     fn remember_tails(&self, last: u64) -> Result<(), HwError> {
-        let mut tails = self.tails.borrow_mut();
-        if tails.0 == last {
+        if self.tails.borrow().0 == last {
             return Ok(());
         }
+        self.recompute_tails(last)
+    }
+
+    /// [`remember_tails`](Self::remember_tails) for a new size.
+    #[inline(never)]
+    fn recompute_tails(&self, last: u64) -> Result<(), HwError> {
+        let mut tails = self.tails.borrow_mut();
         for (tail, (link, hop)) in tails.1.iter_mut().zip(self.hops.iter()) {
             *tail = match last {
                 0 => link.occupancy(0)?,
@@ -292,23 +299,48 @@ impl FlowRoute {
         labelled: bool,
     ) -> Result<SimTime, HwError> {
         debug_assert!(self.is_over(links));
-        let recording = super::explain::recording();
-        let mut t = start;
-        // For `--explain`: the hops where the header waited, if any.
+        match super::explain::recording() {
+            false => self.cross_header(start, |_, _, _| {}),
+            true => self.header_crossing_explained(start, labelled),
+        }
+    }
+
+    /// [`header_crossing`](Self::header_crossing) while `--explain`
+    /// records (out of line: seldom).
+    #[inline(never)]
+    fn header_crossing_explained(
+        &self,
+        start: SimTime,
+        labelled: bool,
+    ) -> Result<SimTime, HwError> {
+        // The hops where the header waited, if any.
         let mut waited: Option<Vec<bool>> = None;
+        let t = self.cross_header(start, |index, link, hop| match labelled {
+            true => waited.get_or_insert_with(|| vec![false; self.hops.len()])[index] = true,
+            false => super::explain::count_queue(link.server(), hop.half_full().as_ps()),
+        })?;
+        if labelled {
+            self.explain_header(waited.as_deref());
+        }
+        Ok(t)
+    }
+
+    /// A header's crossing from `start` (ADR-0022): at each hop, half a
+    /// full packet's occupancy if the link is booked beyond the header's
+    /// arrival (told to `waited`), then its occupancy and latency.
+    #[inline(always)]
+    fn cross_header(
+        &self,
+        start: SimTime,
+        mut waited: impl FnMut(usize, &Link, &FlowHop),
+    ) -> Result<SimTime, HwError> {
+        let mut t = start;
         for (index, (link, hop)) in self.hops.iter().enumerate() {
             if t < link.free_at() {
                 t = later_for(t, hop.half_full(), || link.name())?;
-                if recording && labelled {
-                    waited.get_or_insert_with(|| vec![false; self.hops.len()])[index] = true;
-                } else if recording {
-                    super::explain::count_queue(link.server(), hop.half_full().as_ps());
-                }
+                waited(index, link, hop);
             }
             t = later_for(t, hop.header_crossing, || link.name())?;
-        }
-        if recording && labelled {
-            self.explain_header(waited.as_deref());
         }
         Ok(t)
     }

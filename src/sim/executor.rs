@@ -320,7 +320,7 @@ impl Core {
         self.make_runnable(hot, id);
     }
 
-    #[inline]
+    #[inline(always)]
     fn make_runnable(&self, slot: &mut HotSlot, id: TaskId) {
         if self.recording.get() {
             self.cold.borrow_mut()[id.index as usize].cause = self.waking.get();
