@@ -868,6 +868,37 @@ mod tests {
         assert_eq!(copy_now_to(Fidelity::Packet, TCM0).2, 0);
     }
 
+    /// ADR-0059: a memo answers for addresses inside the memories it
+    /// remembers, as a decode would, and leaves any other to the decode:
+    /// another memory is found, an address past a TCM's end refused.
+    #[test]
+    fn a_route_memo_locates_its_memories_and_decodes_the_rest() {
+        let device = timing_device(Fidelity::Flow);
+        let len = 256;
+        let tcm1 = MemSpace::Tcm {
+            sip: 0,
+            cube: 0,
+            pe: 1,
+        };
+        let (a, b, c) = (
+            device.alloc(TCM0, len).unwrap(),
+            device.alloc(TCM0, len).unwrap(),
+            device.alloc(tcm1, len).unwrap(),
+        );
+        let map = device.fabric().machine().address_map().clone();
+        let past_end = map.encode(TCM0, 0).unwrap() + map.capacity(TCM0);
+        let pe = device.fabric().machine().pe(0, 0, 0).unwrap();
+        let memo = RouteMemo::default();
+        let plan = |src, dst| device.plan_remembered(pe, src, dst, &memo);
+        let spaces = |src, dst| plan(src, dst).map(|p| (p.src, p.dst)).unwrap();
+        let decoded = |addr| map.decode(addr).unwrap();
+        assert_eq!(spaces(a, b), (decoded(a), decoded(b)));
+        assert_eq!(spaces(b + 8, a + 16), (decoded(b + 8), decoded(a + 16)));
+        assert_eq!(spaces(a, c), (decoded(a), decoded(c)));
+        assert!(plan(past_end, c).is_err());
+        assert!(plan(c, past_end).is_err());
+    }
+
     #[test]
     fn copies_from_unmapped_addresses_are_errors() {
         let device = device(DataMode::On);
