@@ -232,7 +232,7 @@ impl Extents {
     }
 
     /// The extents of the memory `addr` is in.
-    #[inline]
+    #[inline(always)]
     fn of(&self, map: &AddressMap, addr: u64) -> &[(u64, u64)] {
         let Some((cube, memory)) = map.memory_slot(addr) else {
             return &[];
@@ -242,7 +242,7 @@ impl Extents {
     }
 
     /// The extent that starts last at or before `addr`, in its memory.
-    #[inline]
+    #[inline(always)]
     fn at_or_before(&self, map: &AddressMap, addr: u64) -> Option<(u64, u64)> {
         let extents = self.of(map, addr);
         // A memory holds a few regions (a kernel's tensors, an IPCQ's
