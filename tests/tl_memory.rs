@@ -8,7 +8,7 @@ use kernbench::mem::{DType, DataMode};
 use kernbench::runtime::launch::LaunchError;
 use kernbench::sim::{self, SimDuration};
 use kernbench::tl::{Kernel, KernelError, Tl};
-use kernbench::topology::MemSpace;
+use kernbench::topology::{AddressMap, MemSpace};
 use tl_common::*;
 
 const LEN: usize = 4096;
@@ -211,4 +211,33 @@ fn loads_can_be_joined_and_overlap_on_pe_dma() {
         "the two loads overlapped"
     );
     assert_eq!(device.read_untimed(dst, len).unwrap(), pattern);
+}
+
+#[test]
+fn a_view_is_placed_anew_past_the_memory_of_the_last_one() {
+    let spec = spec(&[]);
+    let device = device(&spec, DataMode::On);
+    let map = device.fabric().machine().address_map().clone();
+    let hbm_at = map
+        .encode(MemSpace::Hbm { sip: 1, cube: 2 }, 0x100)
+        .unwrap();
+    let kernel = Kernel::new("views", move |tl: Tl, _: ()| {
+        let map = map.clone();
+        async move { views(tl, &map, hbm_at).await }
+    });
+    run(&device, kernel, ONE, ()).unwrap();
+}
+
+/// Views in this PE's TCM, past its end, in an HBM, and back.
+async fn views(tl: Tl, map: &AddressMap, hbm_at: u64) -> Result<(), KernelError> {
+    let tcm = map.encode(tl.tcm(), 0).unwrap();
+    let capacity = map.capacity(tl.tcm());
+    let space = |addr: u64| tl.view(addr, &[4], DType::F32).map(|h| h.space());
+    assert_eq!(space(tcm + 64)?, tl.tcm());
+    assert_eq!(space(tcm + capacity - 16)?, tl.tcm());
+    let past = space(tcm + capacity).unwrap_err().to_string();
+    assert!(past.contains("past the end"), "{past}");
+    assert_eq!(space(hbm_at)?, MemSpace::Hbm { sip: 1, cube: 2 });
+    assert_eq!(space(tcm)?, tl.tcm());
+    Ok(())
 }

@@ -17,8 +17,8 @@
 //! This module knows nothing of latency models, routing, links, kernels or
 //! torch: callers decide *when* an op happens and which unit runs it; this
 //! module only says what it does to memory. Everything is deterministic
-//! (`BTreeMap`s where anything is iterated, no clocks; the store's
-//! per-memory extents are a hash map that is only looked up).
+//! (`BTreeMap`s where anything is iterated, no clocks; the store finds an
+//! address's memory by the address's fields, never by a hash).
 
 mod alloc;
 mod compute;

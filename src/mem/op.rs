@@ -595,6 +595,9 @@ fn elementwise(
     [lhs, rhs, out]: [u64; 3],
     len: u64,
 ) -> Result<(), StoreError> {
+    if store.mode() == DataMode::Off {
+        return store.check_each(&[out, lhs, rhs], len);
+    }
     store.check(out, len)?;
     let (Some(a), Some(b)) = (store.bytes(lhs, len)?, store.bytes(rhs, len)?) else {
         return Ok(());
@@ -750,6 +753,35 @@ mod tests {
             op.apply(&mut store),
             Err(StoreError::Straddles { .. })
         ));
+    }
+
+    #[test]
+    fn every_operand_is_checked_with_data_off_and_an_in_place_one_once() {
+        let (store, base) = store();
+        let mut timing = MemoryStore::timing_only(store.address_map().clone());
+        timing.map(base, 64).unwrap();
+        let add = |lhs, rhs, out| Op::Elementwise {
+            func: BinaryFn::Add,
+            dtype: DType::F32,
+            lhs,
+            rhs,
+            out,
+            elems: 4,
+        };
+        let outside = base + 64;
+        assert!(add(base, base + 16, base).apply(&mut timing).is_ok());
+        for op in [
+            add(outside, base, base),
+            add(base, outside, base),
+            add(base, base, outside),
+            add(outside, base, outside),
+        ] {
+            let err = op.apply(&mut timing).unwrap_err();
+            assert!(matches!(err, StoreError::Unmapped { addr, .. } if addr == outside));
+        }
+        timing.unmap(base).unwrap();
+        let err = add(base, base, base).apply(&mut timing).unwrap_err();
+        assert!(matches!(err, StoreError::Unmapped { .. }), "{err}");
     }
 
     #[test]

@@ -285,24 +285,26 @@ impl OpLog {
                 last,
             });
         }
-        let op = op.for_mode(store.mode());
+        // A host write's bytes do nothing to a store without data: it
+        // applies the same whether they are kept or not.
         op.apply(store)?;
-        if let Some(counted) = &mut self.counted {
-            counted.ops += 1;
-            counted.last_start = start;
-            let id = OpId(counted.ops - 1);
-            if let Some(shadow) = self.shadow.as_deref_mut().filter(|s| s.failed.is_none()) {
-                shadow.failed = op.apply(&mut shadow.store).err().map(|source| ReplayError {
-                    id,
-                    name: op.name(),
-                    node: node.into(),
-                    source,
-                });
-            }
-            return Ok(id);
+        let Some(counted) = &mut self.counted else {
+            let op = op.for_mode(store.mode());
+            self.records.push(OpRecord::new(node.into(), start, op));
+            return Ok(OpId(self.records.len() - 1));
+        };
+        counted.ops += 1;
+        counted.last_start = start;
+        let id = OpId(counted.ops - 1);
+        if let Some(shadow) = self.shadow.as_deref_mut().filter(|s| s.failed.is_none()) {
+            shadow.failed = op.apply(&mut shadow.store).err().map(|source| ReplayError {
+                id,
+                name: op.name(),
+                node: node.into(),
+                source,
+            });
         }
-        self.records.push(OpRecord::new(node.into(), start, op));
-        Ok(OpId(self.records.len() - 1))
+        Ok(id)
     }
 
     /// Marks op `id` complete at `end`.

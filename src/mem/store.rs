@@ -23,8 +23,6 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use rustc_hash::FxHashMap;
-
 use super::pages::Pages;
 use crate::topology::{AddressError, AddressMap, MemSpace};
 
@@ -209,62 +207,82 @@ pub struct MemoryStore {
 }
 
 /// The extents `(start, len)` of the mapped regions, by the memory they
-/// are in ([`AddressMap::memory_key`]; a region never spans two), each
-/// memory's sorted by start. An access looks up its memory, then searches
-/// that memory's few regions: a tenth of a binary search over every
-/// region of the machine. Looked up, never iterated (Debug prints the
-/// memories in order).
+/// are in (a region never spans two), each memory's sorted by start. An
+/// access finds its memory by its address's fields
+/// ([`AddressMap::memory_slot`]: a cube's memories, allocated when the
+/// cube's first region is mapped), then searches that memory's few
+/// regions.
 #[derive(Clone, PartialEq, Eq)]
 struct Extents {
-    /// Where an address's memory key starts (the map's offset width).
-    key_shift: u32,
-    memories: FxHashMap<u64, Vec<(u64, u64)>>,
+    /// By [`AddressMap::memory_slot`]: the cube, then the memory.
+    cubes: Vec<Option<CubeExtents>>,
+    /// Memories per cube.
+    memories: usize,
 }
+
+/// The extents in each memory of one cube, by memory.
+type CubeExtents = Box<[Vec<(u64, u64)>]>;
 
 impl Extents {
     fn new(map: &AddressMap) -> Self {
         Extents {
-            key_shift: map.bits().offset,
-            memories: FxHashMap::default(),
+            cubes: vec![None; map.cube_slots()],
+            memories: map.memory_slots(),
         }
     }
 
-    /// [`AddressMap::memory_key`] of `addr`.
-    fn key(&self, addr: u64) -> u64 {
-        addr >> self.key_shift
-    }
-
     /// The extents of the memory `addr` is in.
-    fn of(&self, addr: u64) -> &[(u64, u64)] {
-        let found = self.memories.get(&self.key(addr));
-        found.map_or(&[], Vec::as_slice)
+    #[inline(always)]
+    fn of(&self, map: &AddressMap, addr: u64) -> &[(u64, u64)] {
+        let Some((cube, memory)) = map.memory_slot(addr) else {
+            return &[];
+        };
+        let memories = self.cubes[cube].as_deref().unwrap_or_default();
+        memories.get(memory).map_or(&[], Vec::as_slice)
     }
 
     /// The extent that starts last at or before `addr`, in its memory.
-    fn at_or_before(&self, addr: u64) -> Option<(u64, u64)> {
-        let extents = self.of(addr);
+    #[inline(always)]
+    fn at_or_before(&self, map: &AddressMap, addr: u64) -> Option<(u64, u64)> {
+        let extents = self.of(map, addr);
+        // A memory holds a few regions (a kernel's tensors, an IPCQ's
+        // slots): a scan from the top beats a binary search over them.
+        if extents.len() <= 4 {
+            return extents
+                .iter()
+                .rev()
+                .find(|&&(start, _)| start <= addr)
+                .copied();
+        }
         let after = extents.partition_point(|&(start, _)| start <= addr);
         after.checked_sub(1).map(|index| extents[index])
     }
 
     /// The extent that starts last before `end`, in the memory of `addr`
     /// (`addr < end`, both in one memory).
-    fn last_before(&self, addr: u64, end: u64) -> Option<(u64, u64)> {
-        let extents = self.of(addr);
+    fn last_before(&self, map: &AddressMap, addr: u64, end: u64) -> Option<(u64, u64)> {
+        let extents = self.of(map, addr);
         let below_end = extents.partition_point(|&(start, _)| start < end);
         below_end.checked_sub(1).map(|index| extents[index])
     }
 
-    fn insert(&mut self, addr: u64, len: u64) {
-        let key = self.key(addr);
-        let extents = self.memories.entry(key).or_default();
+    /// Adds the extent of a region of a memory of the machine (checked by
+    /// [`MemoryStore::map`]).
+    fn insert(&mut self, map: &AddressMap, addr: u64, len: u64) {
+        let (cube, memory) = map.memory_slot(addr).expect("mapped in a memory");
+        let memories = self.cubes[cube]
+            .get_or_insert_with(|| vec![Vec::new(); self.memories].into_boxed_slice());
+        let extents = &mut memories[memory];
         let at = extents.partition_point(|&(start, _)| start < addr);
         extents.insert(at, (addr, len));
     }
 
-    fn remove(&mut self, addr: u64) {
-        let key = self.key(addr);
-        if let Some(extents) = self.memories.get_mut(&key) {
+    fn remove(&mut self, map: &AddressMap, addr: u64) {
+        let Some((cube, memory)) = map.memory_slot(addr) else {
+            return;
+        };
+        if let Some(memories) = self.cubes[cube].as_deref_mut() {
+            let extents = &mut memories[memory];
             let at = extents.partition_point(|&(start, _)| start < addr);
             extents.remove(at);
         }
@@ -273,9 +291,15 @@ impl Extents {
 
 impl fmt::Debug for Extents {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut memories: Vec<_> = self.memories.iter().collect();
-        memories.sort_unstable_by_key(|&(key, _)| *key);
-        f.debug_map().entries(memories).finish()
+        let slots = self.cubes.iter().enumerate();
+        let memories = slots.filter_map(|(cube, m)| Some((cube, m.as_deref()?)));
+        let extents = memories.flat_map(|(cube, memories)| {
+            let memories = memories.iter().enumerate();
+            memories
+                .filter(|(_, e)| !e.is_empty())
+                .map(move |(m, e)| ((cube, m), e))
+        });
+        f.debug_map().entries(extents).finish()
     }
 }
 
@@ -338,7 +362,7 @@ impl MemoryStore {
             return Err(StoreError::ZeroLength { addr });
         }
         self.check_inside_memory(addr, len)?;
-        if let Some((region, region_len)) = self.extents.last_before(addr, addr + len)
+        if let Some((region, region_len)) = self.extents.last_before(&self.map, addr, addr + len)
             && region + region_len > addr
         {
             return Err(StoreError::Overlaps {
@@ -353,7 +377,7 @@ impl MemoryStore {
             DataMode::Off => Pages::zeroed(0),
         };
         self.regions.insert(addr, Region { len, bytes });
-        self.extents.insert(addr, len);
+        self.extents.insert(&self.map, addr, len);
         Ok(())
     }
 
@@ -363,7 +387,7 @@ impl MemoryStore {
             .regions
             .remove(&addr)
             .ok_or(StoreError::NotARegion { addr })?;
-        self.extents.remove(addr);
+        self.extents.remove(&self.map, addr);
         Ok(region.len)
     }
 
@@ -400,12 +424,28 @@ impl MemoryStore {
     /// memories. Overlapping ranges behave as if the source were read
     /// whole first.
     pub fn copy(&mut self, src: u64, dst: u64, len: u64) -> Result<(), StoreError> {
-        let data = self.bytes(src, len)?.map(Cow::into_owned);
-        self.locate(dst, len)?;
-        let Some(data) = data else {
+        let (from, from_at) = self.locate(src, len)?;
+        let (to, to_at) = self.locate(dst, len)?;
+        if self.mode == DataMode::Off || len == 0 {
             return Ok(());
-        };
-        self.write(dst, &data)
+        }
+        let data = self.regions[&from].bytes.read(from_at, buffer_len(len));
+        let data = data.into_owned();
+        let region = self.regions.get_mut(&to).expect("located regions exist");
+        region.bytes.write(to_at, &data);
+        Ok(())
+    }
+
+    /// [`check`](Self::check) of `len` bytes at each of `addrs`, in
+    /// order; an address given twice (an in-place op's operand and
+    /// result) is checked once.
+    pub(super) fn check_each(&self, addrs: &[u64], len: u64) -> Result<(), StoreError> {
+        for (index, &addr) in addrs.iter().enumerate() {
+            if !addrs[..index].contains(&addr) {
+                self.check(addr, len)?;
+            }
+        }
+        Ok(())
     }
 
     /// The first difference from `other`: regions (addresses and lengths)
@@ -455,31 +495,41 @@ impl MemoryStore {
     }
 
     /// The region holding `[addr, addr + len)` and `addr`'s index in it.
+    #[inline(always)]
     fn locate(&self, addr: u64, len: u64) -> Result<(u64, usize), StoreError> {
-        if len == 0 {
-            return Ok((addr, 0));
+        match self.extents.at_or_before(&self.map, addr) {
+            Some((region, region_len))
+                if addr - region < region_len && len <= region_len - (addr - region) =>
+            {
+                Ok((region, buffer_len(addr - region)))
+            }
+            _ if len == 0 => Ok((addr, 0)),
+            found => Err(self.locate_error(addr, len, found)),
         }
-        let found = self.extents.at_or_before(addr);
-        let Some((region, region_len)) = found.filter(|&(start, len)| addr - start < len) else {
-            let (space, offset) = self.map.decode(addr)?;
-            return Err(StoreError::Unmapped {
-                addr,
-                space,
-                offset,
-            });
+    }
+
+    /// Why `[addr, addr + len)` is not in one region, `found` being the
+    /// region that starts last at or before `addr`.
+    #[cold]
+    fn locate_error(&self, addr: u64, len: u64, found: Option<(u64, u64)>) -> StoreError {
+        let (space, offset) = match self.map.decode(addr) {
+            Ok(decoded) => decoded,
+            Err(error) => return error.into(),
         };
-        let at = addr - region;
-        if len > region_len - at {
-            let (space, _) = self.map.decode(addr)?;
-            return Err(StoreError::Straddles {
+        match found.filter(|&(start, region_len)| addr - start < region_len) {
+            Some((region, region_len)) => StoreError::Straddles {
                 addr,
                 len,
                 space,
                 region,
                 region_len,
-            });
+            },
+            None => StoreError::Unmapped {
+                addr,
+                space,
+                offset,
+            },
         }
-        Ok((region, buffer_len(at)))
     }
 
     fn check_inside_memory(&self, addr: u64, len: u64) -> Result<(), StoreError> {
@@ -653,6 +703,32 @@ mod tests {
         // Overlaps are looked for in the region's own memory.
         assert!(store.map(at(TCM, 0x80), 0x100).is_err());
         assert!(store.map(at(HBM, 0x80), 0x100).is_ok());
+    }
+
+    #[test]
+    fn a_freed_or_remapped_region_is_checked_anew() {
+        let mut store = MemoryStore::timing_only(map());
+        let hbm = at(HBM, 0x1000);
+        store.map(hbm, 0x100).unwrap();
+        store.copy(hbm, hbm + 0x80, 0x80).unwrap();
+        store.unmap(hbm).unwrap();
+        assert!(matches!(
+            store.copy(hbm, hbm + 0x80, 0x80),
+            Err(StoreError::Unmapped { .. })
+        ));
+        store.map(hbm, 0x80).unwrap();
+        assert!(matches!(
+            store.check(hbm + 0x40, 0x80),
+            Err(StoreError::Straddles { .. })
+        ));
+        let host = map().encode(MemSpace::Host, 0x40).unwrap();
+        assert!(store.check(host, 8).is_err());
+        store.map(host, 8).unwrap();
+        store.check(host, 8).unwrap();
+        assert!(matches!(
+            store.check(0x0001_0800_0000_0000, 1),
+            Err(StoreError::Address(_))
+        ));
     }
 
     #[test]

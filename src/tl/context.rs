@@ -1,7 +1,7 @@
 //! [`Tl`]: one program's view of its PE — who it is in the grid, and the
 //! PE's units (PE_DMA, PE_GEMM, PE_MATH, its TCM) it drives.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::future::Future;
 use std::rc::Rc;
@@ -84,6 +84,8 @@ pub(super) struct Program {
     pub(super) ipcq: Option<IpcqPort>,
     /// The routes of this program's last local copy (ADR-0057).
     copy_routes: RouteMemo,
+    /// [`Tl::space_of`]'s last memory: its first address, size and name.
+    last_space: Cell<(u64, u64, MemSpace)>,
 }
 
 impl Tl {
@@ -111,6 +113,7 @@ impl Tl {
             cancel,
             ipcq: ipcq.map(|network| IpcqPort::new(network, coord)),
             copy_routes: RouteMemo::default(),
+            last_space: Cell::new((0, 0, MemSpace::Host)),
             device,
         };
         Some(Tl {
@@ -169,9 +172,18 @@ impl Tl {
     }
 
     /// The memory `addr` is in; an error if it is not on the machine.
+    /// The last memory found is remembered (a kernel's addresses are
+    /// mostly in its own TCM): an address inside it is in it, with no
+    /// decoding (the address map never changes; ADR-0061).
     pub(crate) fn space_of(&self, addr: u64) -> Result<MemSpace, KernelError> {
+        let (base, len, space) = self.program.last_space.get();
+        if addr.wrapping_sub(base) < len {
+            return Ok(space);
+        }
         let map = self.program.device.fabric().machine().address_map();
-        let (space, _) = map.decode(addr).map_err(crate::device::DeviceError::from)?;
+        let (space, offset) = map.decode(addr).map_err(crate::device::DeviceError::from)?;
+        let remembered = (addr - offset, map.capacity(space), space);
+        self.program.last_space.set(remembered);
         Ok(space)
     }
 

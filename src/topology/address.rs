@@ -275,9 +275,13 @@ pub struct AddressMap {
     /// `bits.offset`).
     cube_shift: u32,
     sip_shift: u32,
+    /// Each field's mask, worked out once: decoding is on every access.
+    masks: Fields,
 }
 
-/// Fields of an address, unchecked.
+/// Fields of an address, unchecked (or, as [`AddressMap`]'s `masks`,
+/// each field's mask).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Fields {
     sip: u64,
     cube: u64,
@@ -301,6 +305,12 @@ impl AddressMap {
             tcm: spec.pe().tcm.capacity.get().bytes(),
             cube_shift,
             sip_shift: cube_shift + bits.cube,
+            masks: Fields {
+                sip: mask(bits.sip),
+                cube: mask(bits.cube),
+                region: mask(bits.region),
+                offset: mask(bits.offset),
+            },
         })
     }
 
@@ -311,13 +321,13 @@ impl AddressMap {
 
     /// The SIP field's value that names the host: all ones.
     fn host_sip(&self) -> u64 {
-        mask(self.bits.sip)
+        self.masks.sip
     }
 
     /// Bytes in `space` (host DRAM: the whole window an offset can span).
     pub fn capacity(&self, space: MemSpace) -> u64 {
         match space {
-            MemSpace::Host => mask(self.bits.offset) + 1,
+            MemSpace::Host => self.masks.offset + 1,
             MemSpace::Hbm { .. } => self.hbm,
             MemSpace::Sram { .. } => self.sram,
             MemSpace::Tcm { .. } => self.tcm,
@@ -355,14 +365,62 @@ impl AddressMap {
         addr >> self.bits.offset
     }
 
+    /// Where `addr`'s memory is in a dense two-level numbering of the
+    /// machine's memories, `(cube, memory)`: `cube` counts the cubes SIP
+    /// by SIP, the host after the last (below
+    /// [`cube_slots`](Self::cube_slots)); `memory` is HBM 0, SRAM 1, PE
+    /// `p`'s TCM `2 + p` (the host's DRAM 0), below
+    /// [`memory_slots`](Self::memory_slots). `None` when the fields name
+    /// no memory of the machine; the offset is not checked. A few shifts
+    /// and compares, for lookups on every access.
+    #[inline]
+    pub fn memory_slot(&self, addr: u64) -> Option<(usize, usize)> {
+        let Fields {
+            sip, cube, region, ..
+        } = self.fields(addr);
+        if sip == self.host_sip() {
+            return (cube == 0 && region == 0).then_some((self.host_slot(), 0));
+        }
+        if sip >= u64::from(self.sips) || cube >= u64::from(self.cubes_per_sip) {
+            return None;
+        }
+        let memory = match region {
+            REGION_HBM | REGION_SRAM => region,
+            r if r >= REGION_TCM && r - REGION_TCM < u64::from(self.pes_per_cube) => {
+                r - REGION_TCM + 2
+            }
+            _ => return None,
+        };
+        let cube = sip * u64::from(self.cubes_per_sip) + cube;
+        Some((cube as usize, memory as usize))
+    }
+
+    /// The number of first-level slots of [`memory_slot`](Self::memory_slot):
+    /// the machine's cubes and the host.
+    pub fn cube_slots(&self) -> usize {
+        self.host_slot() + 1
+    }
+
+    /// The number of second-level slots of
+    /// [`memory_slot`](Self::memory_slot): the memories of a cube.
+    pub fn memory_slots(&self) -> usize {
+        self.pes_per_cube as usize + 2
+    }
+
+    /// The host's first-level slot: after the last cube's.
+    fn host_slot(&self) -> usize {
+        self.sips as usize * self.cubes_per_sip as usize
+    }
+
     #[inline]
     fn fields(&self, addr: u64) -> Fields {
-        let field = |shift: u32, width: u32| (addr >> shift) & mask(width);
+        let field = |shift: u32, mask: u64| (addr >> shift) & mask;
+        let masks = &self.masks;
         Fields {
-            sip: field(self.sip_shift, self.bits.sip),
-            cube: field(self.cube_shift, self.bits.cube),
-            region: field(self.bits.offset, self.bits.region),
-            offset: addr & mask(self.bits.offset),
+            sip: field(self.sip_shift, masks.sip),
+            cube: field(self.cube_shift, masks.cube),
+            region: field(self.bits.offset, masks.region),
+            offset: addr & masks.offset,
         }
     }
 
@@ -605,6 +663,34 @@ mod tests {
         ] {
             let addr = map.encode(space, 4096).unwrap();
             assert_eq!(map.decode(addr).unwrap(), (space, 4096));
+        }
+    }
+
+    #[test]
+    fn every_memory_has_its_own_slot_and_other_addresses_none() {
+        let map = map();
+        let (sips, cubes, pes) = (2, 16, 8);
+        let mut spaces = vec![MemSpace::Host];
+        for (sip, cube) in (0..sips).flat_map(|s| (0..cubes).map(move |c| (s, c))) {
+            spaces.push(MemSpace::Hbm { sip, cube });
+            spaces.push(MemSpace::Sram { sip, cube });
+            spaces.extend((0..pes).map(|pe| MemSpace::Tcm { sip, cube, pe }));
+        }
+        let mut slots = std::collections::BTreeSet::new();
+        for space in spaces {
+            let addr = map.encode(space, 64).unwrap();
+            let (cube, memory) = map.memory_slot(addr).unwrap();
+            assert!(cube < map.cube_slots() && memory < map.memory_slots());
+            assert!(slots.insert((cube, memory)), "{space} shares a slot");
+            assert_eq!(map.memory_slot(addr - 64), Some((cube, memory)));
+        }
+        assert_eq!(slots.len(), 1 + 2 * 16 * 10);
+        for addr in [
+            0x0200_0000_0000_0000,
+            0x0010_0000_0000_0000,
+            0x0001_0800_0000_0000,
+        ] {
+            assert_eq!(map.memory_slot(addr), None, "{addr:#x}");
         }
     }
 
