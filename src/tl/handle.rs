@@ -42,6 +42,27 @@ impl TensorHandle {
         })
     }
 
+    /// A handle whose size [`checked_bytes`] has already accepted.
+    pub(super) fn checked((addr, space): (u64, MemSpace), shape: &[usize], dtype: DType) -> Self {
+        TensorHandle {
+            addr,
+            space,
+            shape: Shape::from_slice(shape),
+            dtype,
+        }
+    }
+
+    /// The `n_elem` elements of this tensor's type at `addr`, if they lie
+    /// within it: then they are in its memory, whose decode is not
+    /// repeated. `None` for no elements or any byte outside.
+    pub(crate) fn within(&self, addr: u64, n_elem: usize) -> Option<TensorHandle> {
+        let bytes = (n_elem as u64).checked_mul(self.dtype.size())?;
+        let end = addr.checked_add(bytes)?;
+        let inside =
+            bytes > 0 && addr >= self.addr && end <= self.addr.saturating_add(self.bytes());
+        inside.then(|| Self::checked((addr, self.space), &[n_elem], self.dtype))
+    }
+
     /// Device address of the first element.
     pub fn addr(&self) -> u64 {
         self.addr

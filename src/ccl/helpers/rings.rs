@@ -142,8 +142,9 @@ where
             let message = into.part(ins, i, dtype);
             let part = slice(tl, acc, &message)?;
             let received = tl.recv(how.recv, part.shape(), part.dtype()).await?;
-            merge(part, received.clone()).await?;
-            tl.release(&received)?;
+            let slot = (received.addr(), received.space());
+            merge(part, received).await?;
+            tl.release_slot(slot)?;
         }
     }
     Ok(())

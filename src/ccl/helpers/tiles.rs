@@ -119,13 +119,15 @@ impl Tile {
     }
 }
 
-/// The part of `acc` that `view` (offsets into the tile) covers.
+/// The part of `acc` that `view` (offsets into the tile) covers. A part
+/// within `acc` is in its memory, which is not decoded again; any other
+/// is a [`Tl::view`].
 pub fn slice(tl: &Tl, acc: &TensorHandle, view: &TileView) -> Result<TensorHandle, KernelError> {
-    tl.view(
-        DevAddr::of(acc) + view.offset,
-        &[view.n_elem as usize],
-        acc.dtype(),
-    )
+    let (addr, n_elem) = (DevAddr::of(acc) + view.offset, view.n_elem as usize);
+    match acc.within(addr.0, n_elem) {
+        Some(part) => Ok(part),
+        None => tl.view(addr, &[n_elem], acc.dtype()),
+    }
 }
 
 /// `part` cut into messages of at most `max_message` bytes (at least one

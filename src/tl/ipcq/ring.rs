@@ -15,7 +15,7 @@ use crate::hw::{Fabric, Route};
 use crate::mem::DType;
 use crate::sim::SimTime;
 use crate::sim::{self, Describe};
-use crate::tl::{PeCoord, Shape};
+use crate::tl::PeCoord;
 use crate::topology::{Fidelity, NodeId};
 
 use super::{ConnectError, Dir, IpcqError, IpcqParams, RingSpec};
@@ -35,6 +35,9 @@ impl Wakers {
     }
 
     fn wake_all(&self) {
+        if self.0.borrow().is_empty() {
+            return;
+        }
         let wakers = std::mem::take(&mut *self.0.borrow_mut());
         wakers.into_iter().for_each(Waker::wake);
     }
@@ -62,8 +65,9 @@ pub(super) fn wait_until<T>(
 /// than a slot travels as several, in order).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Message {
-    /// The whole message's shape, dtype and size.
-    pub shape: Shape,
+    /// The whole message's shape (kept only under strict validation, the
+    /// one check that reads it), dtype and size.
+    pub shape: Option<Box<[usize]>>,
     pub dtype: DType,
     pub nbytes: u64,
     /// This segment's index and the message's segment count.
@@ -308,11 +312,11 @@ impl Ring {
     }
 
     /// Receiver: waits until `ticket` has landed; returns its message.
-    pub async fn delivered(self: &Rc<Self>, ticket: u64) -> Message {
+    pub fn delivered(self: &Rc<Self>, ticket: u64) -> impl Future<Output = Message> + use<> {
         let ring = self.clone();
         let what: Rc<dyn Describe> = self.clone();
         let arrivals = self.arrivals.clone();
-        wait_until("recv", what, arrivals, move || ring.try_delivered(ticket)).await
+        wait_until("recv", what, arrivals, move || ring.try_delivered(ticket))
     }
 
     /// The message of slot `seq`, taken out: each landed slot is received
