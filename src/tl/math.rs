@@ -239,6 +239,7 @@ impl Tl {
 }
 
 /// Errors unless `b` has `a`'s shape and element type.
+#[inline]
 pub(super) fn check_alike(
     op: &'static str,
     a: &TensorHandle,
@@ -251,6 +252,12 @@ pub(super) fn check_alike(
     if same_shape && a.dtype() == b.dtype() {
         return Ok(());
     }
+    Err(unalike(op, a, b))
+}
+
+/// The error of [`check_alike`], out of its inlined fast path.
+#[cold]
+fn unalike(op: &'static str, a: &TensorHandle, b: &TensorHandle) -> KernelError {
     let reason = format!(
         "operands differ: {:?} {:?} and {:?} {:?}",
         a.shape(),
@@ -258,5 +265,5 @@ pub(super) fn check_alike(
         b.shape(),
         b.dtype()
     );
-    Err(KernelError::operands(op, reason))
+    KernelError::operands(op, reason)
 }

@@ -89,11 +89,12 @@ impl Ring {
             recv: self.recv,
             max_message: self.max_message,
         };
-        for step in 0..self.len.saturating_sub(1) {
-            let (send, recv) = ring_step(at, step, self.len);
-            exchange(tl, acc, how, parts[send], parts[recv], &merge).await?;
-        }
-        Ok(())
+        let len = self.len;
+        let steps = (0..len.saturating_sub(1)).map(|step| {
+            let (send, recv) = ring_step(at, step, len);
+            (parts[send], parts[recv])
+        });
+        exchange_each(tl, acc, how, steps, merge).await
     }
 }
 
@@ -128,23 +129,41 @@ where
     F: Fn(TensorHandle, TensorHandle) -> Fut,
     Fut: Future<Output = Result<(), KernelError>>,
 {
+    exchange_each(tl, acc, how, [(out, into)], merge).await
+}
+
+/// [`exchange`] of each `(out, into)` pair in turn, as one future (a
+/// ring's steps build no future per step).
+async fn exchange_each<F, Fut>(
+    tl: &Tl,
+    acc: &TensorHandle,
+    how: Exchange,
+    pairs: impl IntoIterator<Item = (TileView, TileView)>,
+    merge: F,
+) -> Result<(), KernelError>
+where
+    F: Fn(TensorHandle, TensorHandle) -> Fut,
+    Fut: Future<Output = Result<(), KernelError>>,
+{
     let dtype = acc.dtype();
-    let (outs, ins) = (
-        message_count(out, how.max_message, dtype),
-        message_count(into, how.max_message, dtype),
-    );
-    for i in 0..outs.max(ins) {
-        if i < outs {
-            let message = out.part(outs, i, dtype);
-            tl.send(how.send, &slice(tl, acc, &message)?).await?;
-        }
-        if i < ins {
-            let message = into.part(ins, i, dtype);
-            let part = slice(tl, acc, &message)?;
-            let received = tl.recv(how.recv, part.shape(), part.dtype()).await?;
-            let slot = (received.addr(), received.space());
-            merge(part, received).await?;
-            tl.release_slot(slot)?;
+    for (out, into) in pairs {
+        let (outs, ins) = (
+            message_count(out, how.max_message, dtype),
+            message_count(into, how.max_message, dtype),
+        );
+        for i in 0..outs.max(ins) {
+            if i < outs {
+                let message = out.part(outs, i, dtype);
+                tl.send(how.send, &slice(tl, acc, &message)?).await?;
+            }
+            if i < ins {
+                let message = into.part(ins, i, dtype);
+                let part = slice(tl, acc, &message)?;
+                let received = tl.recv(how.recv, part.shape(), part.dtype()).await?;
+                let slot = (received.addr(), received.space());
+                merge(part, received).await?;
+                tl.release_slot(slot)?;
+            }
         }
     }
     Ok(())

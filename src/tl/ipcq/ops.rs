@@ -55,6 +55,8 @@ pub(crate) struct IpcqPort {
     sends: Vec<(Dir, Rc<Ring>)>,
     receives: Vec<(Dir, Rc<Ring>)>,
     held: RefCell<Vec<(Rc<Ring>, u64)>>,
+    /// The network's `strict_validation`, read at every message.
+    strict: bool,
 }
 
 impl IpcqPort {
@@ -67,6 +69,7 @@ impl IpcqPort {
         IpcqPort {
             sends: rings(|e| &e.sends),
             receives: rings(|e| &e.receives),
+            strict: network.params().strict_validation,
             network,
             held: RefCell::new(Vec::new()),
         }
@@ -125,8 +128,7 @@ impl Tl {
     /// What the slots of a message say of it. Its shape is kept only
     /// under strict validation, the one check that reads it.
     fn message(&self, shape: &[usize], dtype: DType, nbytes: u64) -> Message {
-        let port = self.program.ipcq.as_ref();
-        let strict = port.is_some_and(|port| port.network.params().strict_validation);
+        let strict = self.program.ipcq.as_ref().is_some_and(|port| port.strict);
         Message {
             shape: strict.then(|| shape.into()),
             dtype,
@@ -436,7 +438,7 @@ impl Tl {
         shape: &[usize],
         dtype: DType,
     ) -> Result<(), KernelError> {
-        let strict = self.network("recv")?.params().strict_validation;
+        let strict = self.port("recv")?.strict;
         if !strict || (sent.shape.as_deref() == Some(shape) && sent.dtype == dtype) {
             return Ok(());
         }
@@ -491,6 +493,7 @@ impl Tl {
 
     /// This PE's ring in `dir`: its send ring (`side` = `send`) or its
     /// receive ring labelled `dir`.
+    #[inline]
     fn ring(&self, dir: Dir, side: &'static str) -> Result<&Rc<Ring>, IpcqError> {
         let port = self.port(side)?;
         let rings = if side == "send" {

@@ -44,13 +44,14 @@ impl Wakers {
 }
 
 /// Waits until `check` gives a value, woken through `wakers`; while
-/// pending, a deadlock report shows `op` on `what`.
-pub(super) fn wait_until<T>(
+/// pending, a deadlock report shows `op` on `what`. Borrows both: nothing
+/// is shared until the wait is registered.
+pub(super) fn wait_until<'a, T, D: Describe + 'static>(
     op: &'static str,
-    what: Rc<dyn Describe>,
-    wakers: Rc<Wakers>,
-    mut check: impl FnMut() -> Option<T>,
-) -> impl Future<Output = T> {
+    what: &'a Rc<D>,
+    wakers: &'a Wakers,
+    mut check: impl FnMut() -> Option<T> + 'a,
+) -> impl Future<Output = T> + 'a {
     poll_fn(move |cx| match check() {
         Some(value) => Poll::Ready(value),
         None => {
@@ -232,11 +233,9 @@ impl Ring {
     /// Sender: waits for a credit and claims a slot (see `try_claim`).
     pub async fn claim(self: &Rc<Self>) -> Result<u64, IpcqError> {
         loop {
-            let ring = self.clone();
-            let what: Rc<dyn Describe> = self.clone();
-            let claim = wait_until("send", what, self.credits.clone(), move || {
-                ring.try_claim().map(Claim::Slot).or_else(|| {
-                    let in_flight = &ring.pointers.borrow().credits_in_flight;
+            let claim = wait_until("send", self, &self.credits, || {
+                self.try_claim().map(Claim::Slot).or_else(|| {
+                    let in_flight = &self.pointers.borrow().credits_in_flight;
                     let next = in_flight.iter().map(|&(at, _)| at).min();
                     next.map(Claim::CreditLandsAt)
                 })
@@ -312,11 +311,10 @@ impl Ring {
     }
 
     /// Receiver: waits until `ticket` has landed; returns its message.
-    pub fn delivered(self: &Rc<Self>, ticket: u64) -> impl Future<Output = Message> + use<> {
-        let ring = self.clone();
-        let what: Rc<dyn Describe> = self.clone();
-        let arrivals = self.arrivals.clone();
-        wait_until("recv", what, arrivals, move || ring.try_delivered(ticket))
+    pub fn delivered(self: &Rc<Self>, ticket: u64) -> impl Future<Output = Message> + '_ {
+        wait_until("recv", self, &self.arrivals, move || {
+            self.try_delivered(ticket)
+        })
     }
 
     /// The message of slot `seq`, taken out: each landed slot is received
@@ -435,11 +433,8 @@ impl Endpoint {
     /// from where the last `recv_any` left off; the ring and its ticket.
     pub async fn any(&self) -> (Rc<Ring>, u64) {
         let rings: Vec<Rc<Ring>> = self.receives.values().cloned().collect();
-        let what: Rc<dyn Describe> = Rc::new(RingSet(rings.clone()));
-        wait_until("recv_any", what, self.arrivals.clone(), || {
-            self.try_any(&rings)
-        })
-        .await
+        let what = Rc::new(RingSet(rings.clone()));
+        wait_until("recv_any", &what, &self.arrivals, || self.try_any(&rings)).await
     }
 
     fn try_any(&self, rings: &[Rc<Ring>]) -> Option<(Rc<Ring>, u64)> {
