@@ -431,6 +431,7 @@ impl Tl {
         );
     }
 
+    #[inline]
     fn check_strict(
         &self,
         ring: &Ring,
@@ -442,18 +443,7 @@ impl Tl {
         if !strict || (sent.shape.as_deref() == Some(shape) && sent.dtype == dtype) {
             return Ok(());
         }
-        let s = &ring.spec;
-        Err(IpcqError::Mismatch(Box::new(Mismatch {
-            sender: s.sender,
-            send_dir: s.send_dir,
-            sent_shape: sent.shape.as_deref().unwrap_or_default().to_vec(),
-            sent_dtype: sent.dtype,
-            receiver: s.receiver,
-            label: s.label,
-            recv_shape: shape.to_vec(),
-            recv_dtype: dtype,
-        }))
-        .into())
+        Err(mismatch(ring, sent, shape, dtype))
     }
 
     fn release_held(&self, which: impl Fn(&Rc<Ring>) -> bool) {
@@ -554,4 +544,21 @@ fn check_segment(
         expected: (segment, segments),
     }
     .into())
+}
+
+/// Strict validation's error: both sides of `ring`'s message.
+#[cold]
+fn mismatch(ring: &Ring, sent: &Message, shape: &[usize], dtype: DType) -> KernelError {
+    let s = &ring.spec;
+    IpcqError::Mismatch(Box::new(Mismatch {
+        sender: s.sender,
+        send_dir: s.send_dir,
+        sent_shape: sent.shape.as_deref().unwrap_or_default().to_vec(),
+        sent_dtype: sent.dtype,
+        receiver: s.receiver,
+        label: s.label,
+        recv_shape: shape.to_vec(),
+        recv_dtype: dtype,
+    }))
+    .into()
 }

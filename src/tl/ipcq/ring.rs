@@ -34,12 +34,10 @@ impl Wakers {
         }
     }
 
+    /// Wakes every task registered, in order. Waking only schedules a
+    /// task (it polls nothing), so the list is drained in place.
     fn wake_all(&self) {
-        if self.0.borrow().is_empty() {
-            return;
-        }
-        let wakers = std::mem::take(&mut *self.0.borrow_mut());
-        wakers.into_iter().for_each(Waker::wake);
+        self.0.borrow_mut().drain(..).for_each(Waker::wake);
     }
 }
 
@@ -108,6 +106,9 @@ impl Pointers {
     /// them when `now` is `None`: outside a run, every message has
     /// arrived).
     fn take_landed_credits(&mut self, now: Option<SimTime>) {
+        if self.credits_in_flight.is_empty() {
+            return;
+        }
         let landed = |at: SimTime| now.is_none_or(|now| at <= now);
         let mut head = self.peer_head_cache;
         self.credits_in_flight.retain(|&(at, h)| {
@@ -337,7 +338,7 @@ impl Ring {
         };
         if let Some(head) = head {
             let unit = self.units[(ticket % self.slots.len() as u64) as usize].get();
-            self.send_credit(fabric.clone(), head, unit);
+            self.send_credit(fabric, head, unit);
         }
     }
 
@@ -348,7 +349,7 @@ impl Ring {
     /// takes it in at its next claim, with no task of its own (nor any
     /// `--explain` term: no sleep here covers it, ADR-0051). In packet
     /// mode a task carries it.
-    fn send_credit(self: &Rc<Self>, fabric: Rc<Fabric>, head: u64, unit: bool) {
+    fn send_credit(self: &Rc<Self>, fabric: &Rc<Fabric>, head: u64, unit: bool) {
         if fabric.fidelity() == Fidelity::Flow {
             let now = sim::now();
             let lands = fabric.credit_lands(&self.credit, now, unit);
@@ -362,7 +363,7 @@ impl Ring {
             }
             return;
         }
-        let ring = self.clone();
+        let (ring, fabric) = (self.clone(), fabric.clone());
         let route = self.credit.clone();
         // The task ends when the credit lands; nobody joins it.
         drop(sim::spawn("ipcq credit", async move {
