@@ -9,8 +9,8 @@ use crate::topology::MemSpace;
 use super::KernelError;
 
 /// A tensor's dimensions, outermost first. Up to four are kept inline:
-/// kernels make several handles and messages per IPCQ message, and making
-/// one then allocates nothing.
+/// kernels make several handles per IPCQ message, and making one then
+/// allocates nothing.
 pub type Shape = SmallVec<[usize; 4]>;
 
 /// A tensor in device memory: its address, memory, shape (row-major) and
