@@ -152,7 +152,12 @@ impl Tl {
     ) -> Result<(Op, u64), KernelError> {
         let op = func.name();
         self.check_local(op, a)?;
-        for operand in [b, out] {
+        // An in-place op's output is its first operand: checked already.
+        let rest: &[&TensorHandle] = match std::ptr::eq(out, a) {
+            true => &[b],
+            false => &[b, out],
+        };
+        for &operand in rest {
             self.check_local(op, operand)?;
             check_alike(op, a, operand)?;
         }

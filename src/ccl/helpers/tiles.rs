@@ -49,6 +49,11 @@ impl TileView {
     /// (`i < parts`): the first `n_elem % parts` views hold one element
     /// more.
     pub fn part(&self, parts: u64, i: u64, dtype: DType) -> TileView {
+        if parts == 1 {
+            // The usual message: the whole view, with no division.
+            let nbytes = self.n_elem * dtype.size();
+            return TileView { nbytes, ..*self };
+        }
         let (base, extra) = (self.n_elem / parts, self.n_elem % parts);
         let n_elem = base + u64::from(i < extra);
         let before = i * base + i.min(extra);
