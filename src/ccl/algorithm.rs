@@ -532,7 +532,8 @@ pub async fn reduce_received(
     received: &TensorHandle,
 ) -> Result<(), KernelError> {
     if received.space() == tl.tcm() {
-        return tl.apply_assign(op.binary(), acc, received).await;
+        let (op, elements) = tl.assign_op(op.binary(), acc, received)?;
+        return tl.run_math(op, elements).await;
     }
     let local = tl
         .load(received, received.shape(), received.dtype())

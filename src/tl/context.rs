@@ -231,14 +231,16 @@ impl Tl {
         self.copy(value.addr(), dst.address(), value.bytes()).await
     }
 
-    /// A copy within a TCM is booked at once and slept for once (flow
-    /// mode, `Device::copy_now`, ADR-0057); any other awaits the device's
-    /// staged copy.
-    async fn copy(&self, src: u64, dst: u64, len: u64) -> Result<(), KernelError> {
+    /// Copies `len` bytes from `src` to `dst` with PE_DMA (what `load` and
+    /// `store` do; a caller holding only addresses awaits it directly). A
+    /// copy within a TCM is booked at once and slept for once (flow mode,
+    /// `Device::copy_now`, ADR-0057); any other awaits the device's staged
+    /// copy, boxed so that this future stays small (ADR-0060).
+    pub(crate) async fn copy(&self, src: u64, dst: u64, len: u64) -> Result<(), KernelError> {
         let p = &self.program;
         let local = (None, &p.copy_routes);
         let Some(booked) = p.device.copy_now(&p.dma, p.node, (src, dst, len), local)? else {
-            p.device.dma_copy(&p.dma, p.node, src, dst, len).await?;
+            Box::pin(p.device.dma_copy(&p.dma, p.node, src, dst, len)).await?;
             return Ok(());
         };
         explain::sleep_until(booked.done).await;

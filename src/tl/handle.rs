@@ -9,8 +9,8 @@ use crate::topology::MemSpace;
 use super::KernelError;
 
 /// A tensor's dimensions, outermost first. Up to four are kept inline:
-/// kernels make several handles and messages per IPCQ message, and making
-/// one then allocates nothing.
+/// kernels make several handles per IPCQ message, and making one then
+/// allocates nothing.
 pub type Shape = SmallVec<[usize; 4]>;
 
 /// A tensor in device memory: its address, memory, shape (row-major) and
@@ -40,6 +40,27 @@ impl TensorHandle {
             shape: Shape::from_slice(shape),
             dtype,
         })
+    }
+
+    /// A handle whose size [`checked_bytes`] has already accepted.
+    pub(super) fn checked((addr, space): (u64, MemSpace), shape: &[usize], dtype: DType) -> Self {
+        TensorHandle {
+            addr,
+            space,
+            shape: Shape::from_slice(shape),
+            dtype,
+        }
+    }
+
+    /// The `n_elem` elements of this tensor's type at `addr`, if they lie
+    /// within it: then they are in its memory, whose decode is not
+    /// repeated. `None` for no elements or any byte outside.
+    pub(crate) fn within(&self, addr: u64, n_elem: usize) -> Option<TensorHandle> {
+        let bytes = (n_elem as u64).checked_mul(self.dtype.size())?;
+        let end = addr.checked_add(bytes)?;
+        let inside =
+            bytes > 0 && addr >= self.addr && end <= self.addr.saturating_add(self.bytes());
+        inside.then(|| Self::checked((addr, self.space), &[n_elem], self.dtype))
     }
 
     /// Device address of the first element.

@@ -76,7 +76,20 @@ impl Tl {
         acc: &TensorHandle,
         x: &TensorHandle,
     ) -> Result<(), KernelError> {
-        self.binary_into(func, acc, [acc, x]).await
+        let (op, elements) = self.assign_op(func, acc, x)?;
+        self.run_math(op, elements).await
+    }
+
+    /// The checked op of [`apply_assign`](Self::apply_assign), for
+    /// [`run_math`](Self::run_math): a caller that awaits it at once runs
+    /// it with one future fewer.
+    pub(crate) fn assign_op(
+        &self,
+        func: BinaryFn,
+        acc: &TensorHandle,
+        x: &TensorHandle,
+    ) -> Result<(Op, u64), KernelError> {
+        self.binary_op(func, acc, [acc, x])
     }
 
     /// `e^x`, elementwise.
@@ -125,18 +138,26 @@ impl Tl {
         b: &TensorHandle,
     ) -> Result<TensorHandle, KernelError> {
         let out = self.scratch_tensor(func.name(), a.shape(), a.dtype())?;
-        self.binary_into(func, &out, [a, b]).await?;
+        let (op, elements) = self.binary_op(func, &out, [a, b])?;
+        self.run_math(op, elements).await?;
         Ok(out)
     }
 
-    async fn binary_into(
+    /// The op `out = func(a, b)`, checked, and its element count.
+    fn binary_op(
         &self,
         func: BinaryFn,
         out: &TensorHandle,
         [a, b]: [&TensorHandle; 2],
-    ) -> Result<(), KernelError> {
+    ) -> Result<(Op, u64), KernelError> {
         let op = func.name();
-        for operand in [a, b, out] {
+        self.check_local(op, a)?;
+        // An in-place op's output is its first operand: checked already.
+        let rest: &[&TensorHandle] = match std::ptr::eq(out, a) {
+            true => &[b],
+            false => &[b, out],
+        };
+        for &operand in rest {
             self.check_local(op, operand)?;
             check_alike(op, a, operand)?;
         }
@@ -150,7 +171,7 @@ impl Tl {
             out,
             elems,
         };
-        self.run_math(op, elems).await
+        Ok((op, elems))
     }
 
     async fn unary(
@@ -203,7 +224,7 @@ impl Tl {
 
     /// Runs `op` over `elements` on PE_MATH: applied when the unit starts
     /// it, completed when it ends.
-    pub(super) async fn run_math(&self, op: Op, elements: u64) -> Result<(), KernelError> {
+    pub(crate) async fn run_math(&self, op: Op, elements: u64) -> Result<(), KernelError> {
         let p = &self.program;
         let held = p.math.reserve(elements)?;
         if explain::recording() {
@@ -223,14 +244,25 @@ impl Tl {
 }
 
 /// Errors unless `b` has `a`'s shape and element type.
+#[inline]
 pub(super) fn check_alike(
     op: &'static str,
     a: &TensorHandle,
     b: &TensorHandle,
 ) -> Result<(), KernelError> {
-    if a.shape() == b.shape() && a.dtype() == b.dtype() {
+    // Element by element: a shape is short, and a slice comparison
+    // would call `memcmp`.
+    let (x, y) = (a.shape(), b.shape());
+    let same_shape = x.len() == y.len() && x.iter().zip(y).all(|(i, j)| i == j);
+    if same_shape && a.dtype() == b.dtype() {
         return Ok(());
     }
+    Err(unalike(op, a, b))
+}
+
+/// The error of [`check_alike`], out of its inlined fast path.
+#[cold]
+fn unalike(op: &'static str, a: &TensorHandle, b: &TensorHandle) -> KernelError {
     let reason = format!(
         "operands differ: {:?} {:?} and {:?} {:?}",
         a.shape(),
@@ -238,5 +270,5 @@ pub(super) fn check_alike(
         b.shape(),
         b.dtype()
     );
-    Err(KernelError::operands(op, reason))
+    KernelError::operands(op, reason)
 }

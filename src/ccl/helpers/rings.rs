@@ -35,18 +35,17 @@ pub struct Ring {
 impl Ring {
     /// The `len − 1` reduce-scatter steps over `parts` (one per position,
     /// offsets into `acc`): afterwards part `(pos + 1) mod len` of `acc`
-    /// holds its sum over the ring.
-    pub async fn reduce_scatter(
+    /// holds its sum over the ring. (The steps' future itself, no future
+    /// around it: every poll of a message passes one layer fewer.)
+    pub fn reduce_scatter<'a>(
         &self,
-        tl: &Tl,
+        tl: &'a Tl,
         op: ReduceOp,
-        acc: &TensorHandle,
-        parts: &[TileView],
-    ) -> Result<(), KernelError> {
-        self.steps(tl, acc, parts, self.pos, |part, received| async move {
-            reduce_received(tl, op, &part, &received).await
-        })
-        .await
+        acc: &'a TensorHandle,
+        parts: &'a [TileView],
+    ) -> impl Future<Output = Result<(), KernelError>> + use<'a> {
+        let reduce = move |part, received| reduce_owned(tl, op, part, received);
+        self.steps(tl, acc, parts, self.pos, reduce)
     }
 
     /// The part of `parts` this position owns after
@@ -57,44 +56,62 @@ impl Ring {
 
     /// The `len − 1` all-gather steps after [`reduce_scatter`](Self::reduce_scatter):
     /// every part's sum is copied round the ring, so every position's
-    /// `acc` ends with the same bytes.
-    pub async fn all_gather(
+    /// `acc` ends with the same bytes (the steps' future itself).
+    pub fn all_gather<'a>(
         &self,
-        tl: &Tl,
-        acc: &TensorHandle,
-        parts: &[TileView],
-    ) -> Result<(), KernelError> {
-        self.steps(tl, acc, parts, self.pos + 1, |part, received| async move {
-            tl.store(&part, &received).await
-        })
-        .await
+        tl: &'a Tl,
+        acc: &'a TensorHandle,
+        parts: &'a [TileView],
+    ) -> impl Future<Output = Result<(), KernelError>> + use<'a> {
+        // `tl.store(&part, &received)`, with no future around the copy.
+        let store = move |part: TensorHandle, received: TensorHandle| {
+            tl.copy(received.addr(), part.addr(), received.bytes())
+        };
+        self.steps(tl, acc, parts, self.pos + 1, store)
     }
 
     /// `len − 1` steps of "send part `ring_step(at).0`, receive part
     /// `ring_step(at).1` and `merge` it".
-    async fn steps<F, Fut>(
+    fn steps<'a, F, Fut>(
         &self,
-        tl: &Tl,
-        acc: &TensorHandle,
-        parts: &[TileView],
+        tl: &'a Tl,
+        acc: &'a TensorHandle,
+        parts: &'a [TileView],
         at: usize,
         merge: F,
-    ) -> Result<(), KernelError>
+    ) -> impl Future<Output = Result<(), KernelError>> + use<'a, F, Fut>
     where
-        F: Fn(TensorHandle, TensorHandle) -> Fut,
-        Fut: Future<Output = Result<(), KernelError>>,
+        F: Fn(TensorHandle, TensorHandle) -> Fut + 'a,
+        Fut: Future<Output = Result<(), KernelError>> + 'a,
     {
         let how = Exchange {
             send: self.send,
             recv: self.recv,
             max_message: self.max_message,
         };
-        for step in 0..self.len.saturating_sub(1) {
-            let (send, recv) = ring_step(at, step, self.len);
-            exchange(tl, acc, how, parts[send], parts[recv], &merge).await?;
-        }
-        Ok(())
+        let len = self.len;
+        let steps = (0..len.saturating_sub(1)).map(move |step| {
+            let (send, recv) = ring_step(at, step, len);
+            (parts[send], parts[recv])
+        });
+        exchange_each(tl, acc, how, steps, merge)
     }
+}
+
+/// The reduce-scatter's merge: [`reduce_received`] into `part` of the
+/// slot `received`, both owned, so that the merge is this future itself;
+/// a slot in this PE's TCM goes to PE_MATH with no future between.
+async fn reduce_owned(
+    tl: &Tl,
+    op: ReduceOp,
+    part: TensorHandle,
+    received: TensorHandle,
+) -> Result<(), KernelError> {
+    if received.space() != tl.tcm() {
+        return reduce_received(tl, op, &part, &received).await;
+    }
+    let (job, elements) = tl.assign_op(op.binary(), &part, &received)?;
+    tl.run_math(job, elements).await
 }
 
 /// Where an [`exchange`] sends and receives, and its largest message.
@@ -128,22 +145,41 @@ where
     F: Fn(TensorHandle, TensorHandle) -> Fut,
     Fut: Future<Output = Result<(), KernelError>>,
 {
+    exchange_each(tl, acc, how, [(out, into)], merge).await
+}
+
+/// [`exchange`] of each `(out, into)` pair in turn, as one future (a
+/// ring's steps build no future per step).
+async fn exchange_each<F, Fut>(
+    tl: &Tl,
+    acc: &TensorHandle,
+    how: Exchange,
+    pairs: impl IntoIterator<Item = (TileView, TileView)>,
+    merge: F,
+) -> Result<(), KernelError>
+where
+    F: Fn(TensorHandle, TensorHandle) -> Fut,
+    Fut: Future<Output = Result<(), KernelError>>,
+{
     let dtype = acc.dtype();
-    let (outs, ins) = (
-        message_count(out, how.max_message, dtype),
-        message_count(into, how.max_message, dtype),
-    );
-    for i in 0..outs.max(ins) {
-        if i < outs {
-            let message = out.part(outs, i, dtype);
-            tl.send(how.send, &slice(tl, acc, &message)?).await?;
-        }
-        if i < ins {
-            let message = into.part(ins, i, dtype);
-            let part = slice(tl, acc, &message)?;
-            let received = tl.recv(how.recv, part.shape(), part.dtype()).await?;
-            merge(part, received.clone()).await?;
-            tl.release(&received)?;
+    for (out, into) in pairs {
+        let (outs, ins) = (
+            message_count(out, how.max_message, dtype),
+            message_count(into, how.max_message, dtype),
+        );
+        for i in 0..outs.max(ins) {
+            if i < outs {
+                let message = out.part(outs, i, dtype);
+                tl.send(how.send, &slice(tl, acc, &message)?).await?;
+            }
+            if i < ins {
+                let message = into.part(ins, i, dtype);
+                let part = slice(tl, acc, &message)?;
+                let received = tl.recv(how.recv, part.shape(), part.dtype()).await?;
+                let slot = (received.addr(), received.space());
+                merge(part, received).await?;
+                tl.release_slot(slot)?;
+            }
         }
     }
     Ok(())

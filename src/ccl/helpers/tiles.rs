@@ -49,6 +49,11 @@ impl TileView {
     /// (`i < parts`): the first `n_elem % parts` views hold one element
     /// more.
     pub fn part(&self, parts: u64, i: u64, dtype: DType) -> TileView {
+        if parts == 1 {
+            // The usual message: the whole view, with no division.
+            let nbytes = self.n_elem * dtype.size();
+            return TileView { nbytes, ..*self };
+        }
         let (base, extra) = (self.n_elem / parts, self.n_elem % parts);
         let n_elem = base + u64::from(i < extra);
         let before = i * base + i.min(extra);
@@ -119,13 +124,15 @@ impl Tile {
     }
 }
 
-/// The part of `acc` that `view` (offsets into the tile) covers.
+/// The part of `acc` that `view` (offsets into the tile) covers. A part
+/// within `acc` is in its memory, which is not decoded again; any other
+/// is a [`Tl::view`].
 pub fn slice(tl: &Tl, acc: &TensorHandle, view: &TileView) -> Result<TensorHandle, KernelError> {
-    tl.view(
-        DevAddr::of(acc) + view.offset,
-        &[view.n_elem as usize],
-        acc.dtype(),
-    )
+    let (addr, n_elem) = (DevAddr::of(acc) + view.offset, view.n_elem as usize);
+    match acc.within(addr.0, n_elem) {
+        Some(part) => Ok(part),
+        None => tl.view(addr, &[n_elem], acc.dtype()),
+    }
 }
 
 /// `part` cut into messages of at most `max_message` bytes (at least one

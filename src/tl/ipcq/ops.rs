@@ -9,6 +9,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
+use crate::device::BookedCopy;
 use crate::hw::explain;
 use crate::mem::DType;
 use crate::sim::{self, SimDuration};
@@ -54,6 +55,8 @@ pub(crate) struct IpcqPort {
     sends: Vec<(Dir, Rc<Ring>)>,
     receives: Vec<(Dir, Rc<Ring>)>,
     held: RefCell<Vec<(Rc<Ring>, u64)>>,
+    /// The network's `strict_validation`, read at every message.
+    strict: bool,
 }
 
 impl IpcqPort {
@@ -66,6 +69,7 @@ impl IpcqPort {
         IpcqPort {
             sends: rings(|e| &e.sends),
             receives: rings(|e| &e.receives),
+            strict: network.params().strict_validation,
             network,
             held: RefCell::new(Vec::new()),
         }
@@ -80,49 +84,104 @@ impl Tl {
 
     /// Sends `src` to the peer in `dir`: waits for a free slot, copies it
     /// with PE_DMA into the peer's slot, rings the doorbell; returns when
-    /// the doorbell has landed.
+    /// the doorbell has landed. A handle's address, memory and size were
+    /// checked when it was made: they are not checked again.
+    ///
+    /// In flow mode one packet from a TCM into a TCM slot is booked whole
+    /// at once and the send sleeps once, with no future between it and the
+    /// booking (ADR-0048, ADR-0057, ADR-0060); any other message goes
+    /// through [`copy_segment`](Self::copy_segment), and one larger than
+    /// a slot through [`send_segments`](Self::send_segments), each boxed so
+    /// that this future stays small.
     pub async fn send(&self, dir: Dir, src: &TensorHandle) -> Result<(), KernelError> {
-        let args = SendArgs {
-            src_addr: src.addr(),
-            nbytes: src.bytes(),
-            shape: Shape::from_slice(src.shape()),
-            dtype: src.dtype(),
-            space: src.space(),
+        let ring = self.ring(dir, "send")?;
+        let message = self.message(src.shape(), src.dtype(), src.bytes());
+        let (addr, len) = (src.addr(), message.nbytes);
+        let segments = Message::segments(len, ring.slot_bytes);
+        if segments > 1 {
+            let rest = self.send_segments(ring.clone(), addr, message, segments);
+            return Box::pin(rest).await;
+        }
+        let seq = match ring.try_claim() {
+            Some(claimed) => claimed?,
+            None => self.claim(ring).await?,
         };
-        self.send_raw(dir, args).await
+        let Some(booked) = self.book_one(ring, seq, addr, message)? else {
+            return Box::pin(self.copy_segment(ring.clone(), seq, addr, len)).await;
+        };
+        explain::sleep_until(booked.done).await;
+        booked.finish(&self.program.device)?;
+        ring.doorbell_landed(seq);
+        Ok(())
     }
 
-    /// [`send`](Self::send) in keyword form. A message larger than a slot
-    /// travels as slot-sized segments, in order: each waits for its credit,
-    /// and the segments whose credits are in hand copy concurrently (up to
-    /// the DMA engine's `max_outstanding`); the send returns when the last
-    /// doorbell has landed.
+    /// [`send`](Self::send) in keyword form: its size and memory are
+    /// checked, then it is sent as a handle on `src_addr`.
     pub async fn send_raw(&self, dir: Dir, args: SendArgs) -> Result<(), KernelError> {
-        let ring = self.ring(dir, "send")?;
+        self.ring(dir, "send")?;
         self.check_send(&args)?;
-        let segments = Message::segments(args.nbytes, ring.slot_bytes);
-        if segments == 1 {
-            return self.send_one(&ring, &args).await;
+        let src = (args.src_addr, args.space);
+        self.send(dir, &TensorHandle::checked(src, &args.shape, args.dtype))
+            .await
+    }
+
+    /// What the slots of a message say of it. Its shape is kept only
+    /// under strict validation, the one check that reads it.
+    fn message(&self, shape: &[usize], dtype: DType, nbytes: u64) -> Message {
+        let strict = self.program.ipcq.as_ref().is_some_and(|port| port.strict);
+        Message {
+            shape: strict.then(|| shape.into()),
+            dtype,
+            nbytes,
+            segment: 0,
+            segments: 1,
         }
+    }
+
+    /// Puts the one-segment `message` from `src` in slot `seq` and books
+    /// its copy whole if it can be (`Device::copy_now`); `None` when
+    /// nothing was booked.
+    fn book_one(
+        &self,
+        ring: &Ring,
+        seq: u64,
+        src: u64,
+        message: Message,
+    ) -> Result<Option<BookedCopy>, KernelError> {
+        let len = message.nbytes;
+        self.log_send(ring, len, seq);
+        ring.set_message(seq, message);
+        let p = &self.program;
+        ring.set_unit(seq, p.device.fabric().is_one_packet(&ring.doorbell, len));
+        let copy = (src, ring.slot(seq), len);
+        let signal = (Some(&ring.doorbell), &ring.copy_routes);
+        Ok(p.device.copy_now(&p.dma, p.node, copy, signal)?)
+    }
+
+    /// A message of `segments` slot-sized segments, each claimed in turn
+    /// and copied by its own task.
+    async fn send_segments(
+        &self,
+        ring: Rc<Ring>,
+        src: u64,
+        message: Message,
+        segments: u64,
+    ) -> Result<(), KernelError> {
         let mut in_flight = Vec::new();
         for segment in 0..segments {
             let seq = self.claim(&ring).await?;
             let offset = segment * ring.slot_bytes;
-            let len = (args.nbytes - offset).min(ring.slot_bytes);
-            tracing::debug!(
-                target: "kernbench::ccl",
-                "[ccl t={} send] {} dir={} nbytes={} seq={}",
-                ns_one_decimal(sim::now()), self.program.coord, dir, len, seq
-            );
-            ring.set_message(seq, message(&args, segment, segments));
-            ring.set_unit(
-                seq,
-                self.program
-                    .device
-                    .fabric()
-                    .is_one_packet(&ring.doorbell, len),
-            );
-            let copy = self.copy_segment(ring.clone(), seq, args.src_addr + offset, len);
+            let len = (message.nbytes - offset).min(ring.slot_bytes);
+            self.log_send(&ring, len, seq);
+            let part = Message {
+                segment,
+                segments,
+                ..message.clone()
+            };
+            ring.set_message(seq, part);
+            let fabric = self.program.device.fabric();
+            ring.set_unit(seq, fabric.is_one_packet(&ring.doorbell, len));
+            let copy = self.copy_segment(ring.clone(), seq, src + offset, len);
             in_flight.push(sim::spawn("ipcq segment", copy));
         }
         for copy in in_flight {
@@ -132,34 +191,12 @@ impl Tl {
         Ok(())
     }
 
-    /// A message of one segment. In flow mode, one packet from a TCM into
-    /// a TCM slot is booked whole at once and the send sleeps once, with
-    /// no future between it and the booking (ADR-0048, ADR-0057); any
-    /// other message goes through [`copy_segment`](Self::copy_segment).
-    async fn send_one(&self, ring: &Rc<Ring>, args: &SendArgs) -> Result<(), KernelError> {
-        let seq = match ring.try_claim() {
-            Some(claimed) => claimed?,
-            None => self.claim(ring).await?,
-        };
-        let len = args.nbytes;
+    fn log_send(&self, ring: &Ring, len: u64, seq: u64) {
         tracing::debug!(
             target: "kernbench::ccl",
             "[ccl t={} send] {} dir={} nbytes={} seq={}",
             ns_one_decimal(sim::now()), self.program.coord, ring.spec.send_dir, len, seq
         );
-        ring.set_message(seq, message(args, 0, 1));
-        let p = &self.program;
-        ring.set_unit(seq, p.device.fabric().is_one_packet(&ring.doorbell, len));
-        let copy = (args.src_addr, ring.slot(seq), len);
-        let signal = (Some(&ring.doorbell), &ring.copy_routes);
-        let booked = p.device.copy_now(&p.dma, p.node, copy, signal)?;
-        let Some(booked) = booked else {
-            return self.copy_segment(ring.clone(), seq, copy.0, len).await;
-        };
-        explain::sleep_until(booked.done).await;
-        booked.finish(&p.device)?;
-        ring.doorbell_landed(seq);
-        Ok(())
     }
 
     /// Copies `len` bytes from `src` into slot `seq` of `ring` with this
@@ -225,15 +262,20 @@ impl Tl {
         shape: &[usize],
         dtype: DType,
     ) -> Result<TensorHandle, KernelError> {
-        // As `recv_async(..).await`, without boxing the future.
+        // As `recv_async(..).await`, without boxing the future; a message
+        // that has landed is taken with no wait future at all.
         let (ring, ticket) = self.next_ticket(dir)?;
-        self.take_slot(&ring, ticket, shape, dtype).await
+        let sent = match ring.try_delivered(ticket) {
+            Some(sent) => sent,
+            None => ring.delivered(ticket).await,
+        };
+        self.hold_slot(ring, ticket, sent, shape, dtype)
     }
 
     /// Starts a receive from `dir`: its slot is the next one of the ring,
     /// in call order, whenever it is waited for.
     pub fn recv_async(&self, dir: Dir, shape: &[usize], dtype: DType) -> RecvFuture {
-        let ticket = self.next_ticket(dir);
+        let ticket = self.next_ticket(dir).map(|(ring, t)| (ring.clone(), t));
         let (tl, shape) = (self.clone(), Shape::from_slice(shape));
         RecvFuture(Box::pin(async move {
             let (ring, ticket) = ticket?;
@@ -243,9 +285,9 @@ impl Tl {
 
     /// The ring of `dir` and the next receive's ticket on it (releasing
     /// the slots this program holds there).
-    fn next_ticket(&self, dir: Dir) -> Result<(Rc<Ring>, u64), KernelError> {
+    fn next_ticket(&self, dir: Dir) -> Result<(&Rc<Ring>, u64), KernelError> {
         let ring = self.ring(dir, "receive")?;
-        self.release_held(|r| Rc::ptr_eq(r, &ring));
+        self.release_held(|r| Rc::ptr_eq(r, ring));
         let ticket = ring.ticket();
         Ok((ring, ticket))
     }
@@ -289,18 +331,18 @@ impl Tl {
     ) -> Result<TensorHandle, KernelError> {
         let dst = self.view(dst.address(), shape, dtype)?;
         let ring = self.ring(dir, "receive")?;
-        self.release_held(|r| Rc::ptr_eq(r, &ring));
+        self.release_held(|r| Rc::ptr_eq(r, ring));
         let segments = Message::segments(dst.bytes(), ring.slot_bytes);
         let first = ring.tickets(segments);
         let p = &self.program;
         for segment in 0..segments {
             let ticket = first + segment;
             let sent = ring.delivered(ticket).await;
-            self.check_strict(&ring, &sent, shape, dtype)?;
-            check_segment(&ring, &sent, segment, segments)?;
+            self.check_strict(ring, &sent, shape, dtype)?;
+            check_segment(ring, &sent, segment, segments)?;
             let offset = segment * ring.slot_bytes;
             let len = (dst.bytes() - offset).min(ring.slot_bytes);
-            self.log_recv(&ring, len);
+            self.log_recv(ring, len);
             let copy =
                 p.device
                     .dma_copy(&p.dma, p.node, ring.slot(ticket), dst.addr() + offset, len);
@@ -313,15 +355,31 @@ impl Tl {
     /// Releases a slot from `recv` early (its credit goes back to the
     /// sender).
     pub fn release(&self, slot: &TensorHandle) -> Result<(), KernelError> {
+        self.release_slot((slot.addr(), slot.space()))
+    }
+
+    /// [`release`](Self::release) of the slot at `addr` in `space` (for
+    /// a caller that gave the handle away).
+    pub(crate) fn release_slot(&self, (addr, space): (u64, MemSpace)) -> Result<(), KernelError> {
         let port = self.port("release")?;
-        let index = port.held.borrow().iter().position(|(ring, ticket)| {
-            ring.spec.space == slot.space() && ring.slot(*ticket) == slot.addr()
-        });
+        let index = port
+            .held
+            .borrow()
+            .iter()
+            .rposition(|(ring, ticket)| ring.spec.space == space && ring.slot(*ticket) == addr);
         let Some(index) = index else {
-            let (addr, pe) = (slot.addr(), self.program.coord);
+            let pe = self.program.coord;
             return Err(IpcqError::NotHeld { addr, pe }.into());
         };
-        let (ring, ticket) = port.held.borrow_mut().remove(index);
+        // The last held (the usual case) is taken with no tail to shift;
+        // any other keeps the order of those after it.
+        let (ring, ticket) = {
+            let mut held = port.held.borrow_mut();
+            match index + 1 == held.len() {
+                true => held.swap_remove(index),
+                false => held.remove(index),
+            }
+        };
         ring.release(self.program.device.fabric(), ticket);
         Ok(())
     }
@@ -339,10 +397,20 @@ impl Tl {
         shape: &[usize],
         dtype: DType,
     ) -> Result<TensorHandle, KernelError> {
-        let sent = match ring.try_delivered(ticket) {
-            Some(sent) => sent,
-            None => ring.delivered(ticket).await,
-        };
+        let sent = ring.delivered(ticket).await;
+        self.hold_slot(ring, ticket, sent, shape, dtype)
+    }
+
+    /// Holds `ticket`, whose message `sent` has landed, and checks it;
+    /// the handle on its slot.
+    fn hold_slot(
+        &self,
+        ring: &Rc<Ring>,
+        ticket: u64,
+        sent: Message,
+        shape: &[usize],
+        dtype: DType,
+    ) -> Result<TensorHandle, KernelError> {
         self.port("recv")?
             .held
             .borrow_mut()
@@ -351,7 +419,8 @@ impl Tl {
         fits("recv", ring, bytes.max(sent.nbytes))?;
         self.check_strict(ring, &sent, shape, dtype)?;
         self.log_recv(ring, sent.nbytes);
-        TensorHandle::new("recv", (ring.slot(ticket), ring.spec.space), shape, dtype)
+        let slot = (ring.slot(ticket), ring.spec.space);
+        Ok(TensorHandle::checked(slot, shape, dtype))
     }
 
     fn log_recv(&self, ring: &Ring, nbytes: u64) {
@@ -362,6 +431,7 @@ impl Tl {
         );
     }
 
+    #[inline]
     fn check_strict(
         &self,
         ring: &Ring,
@@ -369,28 +439,20 @@ impl Tl {
         shape: &[usize],
         dtype: DType,
     ) -> Result<(), KernelError> {
-        let strict = self.network("recv")?.params().strict_validation;
-        if !strict || (sent.shape[..] == *shape && sent.dtype == dtype) {
+        let strict = self.port("recv")?.strict;
+        if !strict || (sent.shape.as_deref() == Some(shape) && sent.dtype == dtype) {
             return Ok(());
         }
-        let s = &ring.spec;
-        Err(IpcqError::Mismatch(Box::new(Mismatch {
-            sender: s.sender,
-            send_dir: s.send_dir,
-            sent_shape: sent.shape.to_vec(),
-            sent_dtype: sent.dtype,
-            receiver: s.receiver,
-            label: s.label,
-            recv_shape: shape.to_vec(),
-            recv_dtype: dtype,
-        }))
-        .into())
+        Err(mismatch(ring, sent, shape, dtype))
     }
 
     fn release_held(&self, which: impl Fn(&Rc<Ring>) -> bool) {
         let Some(port) = &self.program.ipcq else {
             return;
         };
+        if port.held.borrow().is_empty() {
+            return;
+        }
         let fabric = self.program.device.fabric();
         let mut release = Vec::new();
         port.held.borrow_mut().retain(|(ring, ticket)| {
@@ -421,16 +483,18 @@ impl Tl {
 
     /// This PE's ring in `dir`: its send ring (`side` = `send`) or its
     /// receive ring labelled `dir`.
-    fn ring(&self, dir: Dir, side: &'static str) -> Result<Rc<Ring>, IpcqError> {
+    #[inline]
+    fn ring(&self, dir: Dir, side: &'static str) -> Result<&Rc<Ring>, IpcqError> {
         let port = self.port(side)?;
         let rings = if side == "send" {
             &port.sends
         } else {
             &port.receives
         };
-        let ring = rings.iter().find(|(d, _)| *d == dir);
-        let ring = ring.map(|(_, ring)| ring.clone());
-        ring.ok_or_else(|| invalid(&port.network, self.program.coord, side, dir))
+        match rings.iter().find(|(d, _)| *d == dir) {
+            Some((_, ring)) => Ok(ring),
+            None => Err(invalid(&port.network, self.program.coord, side, dir)),
+        }
     }
 }
 
@@ -462,16 +526,6 @@ fn fits(op: &'static str, ring: &Ring, nbytes: u64) -> Result<(), KernelError> {
     .into())
 }
 
-fn message(args: &SendArgs, segment: u64, segments: u64) -> Message {
-    Message {
-        shape: args.shape.clone(),
-        dtype: args.dtype,
-        nbytes: args.nbytes,
-        segment,
-        segments,
-    }
-}
-
 /// A segmented receive must meet the segments of one message, in order
 /// (without strict validation, sizes are not otherwise compared).
 fn check_segment(
@@ -490,4 +544,21 @@ fn check_segment(
         expected: (segment, segments),
     }
     .into())
+}
+
+/// Strict validation's error: both sides of `ring`'s message.
+#[cold]
+fn mismatch(ring: &Ring, sent: &Message, shape: &[usize], dtype: DType) -> KernelError {
+    let s = &ring.spec;
+    IpcqError::Mismatch(Box::new(Mismatch {
+        sender: s.sender,
+        send_dir: s.send_dir,
+        sent_shape: sent.shape.as_deref().unwrap_or_default().to_vec(),
+        sent_dtype: sent.dtype,
+        receiver: s.receiver,
+        label: s.label,
+        recv_shape: shape.to_vec(),
+        recv_dtype: dtype,
+    }))
+    .into()
 }

@@ -15,7 +15,7 @@ use crate::hw::{Fabric, Route};
 use crate::mem::DType;
 use crate::sim::SimTime;
 use crate::sim::{self, Describe};
-use crate::tl::{PeCoord, Shape};
+use crate::tl::PeCoord;
 use crate::topology::{Fidelity, NodeId};
 
 use super::{ConnectError, Dir, IpcqError, IpcqParams, RingSpec};
@@ -34,20 +34,22 @@ impl Wakers {
         }
     }
 
+    /// Wakes every task registered, in order. Waking only schedules a
+    /// task (it polls nothing), so the list is drained in place.
     fn wake_all(&self) {
-        let wakers = std::mem::take(&mut *self.0.borrow_mut());
-        wakers.into_iter().for_each(Waker::wake);
+        self.0.borrow_mut().drain(..).for_each(Waker::wake);
     }
 }
 
 /// Waits until `check` gives a value, woken through `wakers`; while
-/// pending, a deadlock report shows `op` on `what`.
-pub(super) fn wait_until<T>(
+/// pending, a deadlock report shows `op` on `what`. Borrows both: nothing
+/// is shared until the wait is registered.
+pub(super) fn wait_until<'a, T, D: Describe + 'static>(
     op: &'static str,
-    what: Rc<dyn Describe>,
-    wakers: Rc<Wakers>,
-    mut check: impl FnMut() -> Option<T>,
-) -> impl Future<Output = T> {
+    what: &'a Rc<D>,
+    wakers: &'a Wakers,
+    mut check: impl FnMut() -> Option<T> + 'a,
+) -> impl Future<Output = T> + 'a {
     poll_fn(move |cx| match check() {
         Some(value) => Poll::Ready(value),
         None => {
@@ -62,8 +64,9 @@ pub(super) fn wait_until<T>(
 /// than a slot travels as several, in order).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Message {
-    /// The whole message's shape, dtype and size.
-    pub shape: Shape,
+    /// The whole message's shape (kept only under strict validation, the
+    /// one check that reads it), dtype and size.
+    pub shape: Option<Box<[usize]>>,
     pub dtype: DType,
     pub nbytes: u64,
     /// This segment's index and the message's segment count.
@@ -103,6 +106,9 @@ impl Pointers {
     /// them when `now` is `None`: outside a run, every message has
     /// arrived).
     fn take_landed_credits(&mut self, now: Option<SimTime>) {
+        if self.credits_in_flight.is_empty() {
+            return;
+        }
         let landed = |at: SimTime| now.is_none_or(|now| at <= now);
         let mut head = self.peer_head_cache;
         self.credits_in_flight.retain(|&(at, h)| {
@@ -228,11 +234,9 @@ impl Ring {
     /// Sender: waits for a credit and claims a slot (see `try_claim`).
     pub async fn claim(self: &Rc<Self>) -> Result<u64, IpcqError> {
         loop {
-            let ring = self.clone();
-            let what: Rc<dyn Describe> = self.clone();
-            let claim = wait_until("send", what, self.credits.clone(), move || {
-                ring.try_claim().map(Claim::Slot).or_else(|| {
-                    let in_flight = &ring.pointers.borrow().credits_in_flight;
+            let claim = wait_until("send", self, &self.credits, || {
+                self.try_claim().map(Claim::Slot).or_else(|| {
+                    let in_flight = &self.pointers.borrow().credits_in_flight;
                     let next = in_flight.iter().map(|&(at, _)| at).min();
                     next.map(Claim::CreditLandsAt)
                 })
@@ -308,11 +312,10 @@ impl Ring {
     }
 
     /// Receiver: waits until `ticket` has landed; returns its message.
-    pub async fn delivered(self: &Rc<Self>, ticket: u64) -> Message {
-        let ring = self.clone();
-        let what: Rc<dyn Describe> = self.clone();
-        let arrivals = self.arrivals.clone();
-        wait_until("recv", what, arrivals, move || ring.try_delivered(ticket)).await
+    pub fn delivered(self: &Rc<Self>, ticket: u64) -> impl Future<Output = Message> + '_ {
+        wait_until("recv", self, &self.arrivals, move || {
+            self.try_delivered(ticket)
+        })
     }
 
     /// The message of slot `seq`, taken out: each landed slot is received
@@ -335,7 +338,7 @@ impl Ring {
         };
         if let Some(head) = head {
             let unit = self.units[(ticket % self.slots.len() as u64) as usize].get();
-            self.send_credit(fabric.clone(), head, unit);
+            self.send_credit(fabric, head, unit);
         }
     }
 
@@ -346,7 +349,7 @@ impl Ring {
     /// takes it in at its next claim, with no task of its own (nor any
     /// `--explain` term: no sleep here covers it, ADR-0051). In packet
     /// mode a task carries it.
-    fn send_credit(self: &Rc<Self>, fabric: Rc<Fabric>, head: u64, unit: bool) {
+    fn send_credit(self: &Rc<Self>, fabric: &Rc<Fabric>, head: u64, unit: bool) {
         if fabric.fidelity() == Fidelity::Flow {
             let now = sim::now();
             let lands = fabric.credit_lands(&self.credit, now, unit);
@@ -360,7 +363,7 @@ impl Ring {
             }
             return;
         }
-        let ring = self.clone();
+        let (ring, fabric) = (self.clone(), fabric.clone());
         let route = self.credit.clone();
         // The task ends when the credit lands; nobody joins it.
         drop(sim::spawn("ipcq credit", async move {
@@ -431,11 +434,8 @@ impl Endpoint {
     /// from where the last `recv_any` left off; the ring and its ticket.
     pub async fn any(&self) -> (Rc<Ring>, u64) {
         let rings: Vec<Rc<Ring>> = self.receives.values().cloned().collect();
-        let what: Rc<dyn Describe> = Rc::new(RingSet(rings.clone()));
-        wait_until("recv_any", what, self.arrivals.clone(), || {
-            self.try_any(&rings)
-        })
-        .await
+        let what = Rc::new(RingSet(rings.clone()));
+        wait_until("recv_any", &what, &self.arrivals, || self.try_any(&rings)).await
     }
 
     fn try_any(&self, rings: &[Rc<Ring>]) -> Option<(Rc<Ring>, u64)> {
