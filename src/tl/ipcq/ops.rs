@@ -90,9 +90,8 @@ impl Tl {
     /// In flow mode one packet from a TCM into a TCM slot is booked whole
     /// at once and the send sleeps once, with no future between it and the
     /// booking (ADR-0048, ADR-0057, ADR-0060); any other message goes
-    /// through [`copy_segment`](Self::copy_segment), and one larger than
-    /// a slot through [`send_segments`](Self::send_segments), each boxed so
-    /// that this future stays small.
+    /// through the device's staged copy, and one larger than a slot as
+    /// several segments, each boxed so that this future stays small.
     pub async fn send(&self, dir: Dir, src: &TensorHandle) -> Result<(), KernelError> {
         let ring = self.ring(dir, "send")?;
         let message = self.message(src.shape(), src.dtype(), src.bytes());
