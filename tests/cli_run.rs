@@ -235,6 +235,17 @@ fn usage_errors_exit_with_code_2() {
         message.contains("no workload named `nope` (known: ") && message.contains("gemm_single_pe"),
         "{message}"
     );
+    let algorithm = kernbench(
+        dir.path(),
+        &["run", "--bench", "ccl_allreduce", "--algorithm", "nope"],
+    );
+    assert_eq!(algorithm.status.code(), Some(2));
+    let message = stderr(&algorithm);
+    assert!(
+        message.contains("ccl.yaml has no algorithm `nope` (known: ")
+            && message.contains("ring_rsag_allreduce"),
+        "{message}"
+    );
     let shape = kernbench(
         dir.path(),
         &["run", "--bench", "va_offset_verify", "--m", "8"],

@@ -96,8 +96,13 @@ pub enum DistError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     /// ccl.yaml has no entry of that name.
-    #[error("ccl.yaml has no algorithm `{0}`")]
-    NoSuchEntry(String),
+    #[error("ccl.yaml has no algorithm `{name}` (known: {known})")]
+    NoSuchEntry {
+        /// The name asked for.
+        name: String,
+        /// ccl.yaml's entries, comma-separated, in name order.
+        known: String,
+    },
     /// ccl.yaml names a module with no file in `algorithms/`.
     #[error(transparent)]
     Algorithm(#[from] UnknownAlgorithm),
@@ -413,7 +418,7 @@ impl DistError {
         matches!(
             self,
             DistError::Config(_)
-                | DistError::NoSuchEntry(_)
+                | DistError::NoSuchEntry { .. }
                 | DistError::Algorithm(_)
                 | DistError::WrongCollective { .. }
                 | DistError::Refused { .. }

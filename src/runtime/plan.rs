@@ -168,9 +168,10 @@ impl Plan {
         ccl: &'c CclConfig,
         entry: &str,
     ) -> Result<(Algorithm<'c>, Box<dyn CclAlgorithm>, Params), DistError> {
-        let config = ccl
-            .algorithm(entry)
-            .ok_or_else(|| DistError::NoSuchEntry(entry.to_owned()))?;
+        let config = ccl.algorithm(entry).ok_or_else(|| DistError::NoSuchEntry {
+            name: entry.to_owned(),
+            known: ccl.algorithm_names().collect::<Vec<_>>().join(", "),
+        })?;
         let algorithm = registry::find(config.module)?;
         let params = Params::check(config.module, algorithm.params(), config.params)
             .map_err(|e| refusal(entry, e.to_string()))?;
