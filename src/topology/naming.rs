@@ -73,26 +73,10 @@ fn name(parts: &[Part<'_>]) -> String {
     for &part in parts {
         match part {
             Part::Text(text) => name.push_str(text),
-            Part::Number(number) => push_decimal(&mut name, number),
+            Part::Number(number) => name.push_str(itoa::Buffer::new().format(number)),
         }
     }
     name
-}
-
-/// Appends `number` in decimal.
-fn push_decimal(name: &mut String, number: u32) {
-    let mut digits = [0u8; 10];
-    let mut rest = number;
-    let mut start = digits.len();
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    name.extend(digits[start..].iter().map(|&digit| char::from(digit)));
 }
 
 /// `sip{s}`.

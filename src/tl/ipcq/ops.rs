@@ -370,15 +370,8 @@ impl Tl {
             let pe = self.program.coord;
             return Err(IpcqError::NotHeld { addr, pe }.into());
         };
-        // The last held (the usual case) is taken with no tail to shift;
-        // any other keeps the order of those after it.
-        let (ring, ticket) = {
-            let mut held = port.held.borrow_mut();
-            match index + 1 == held.len() {
-                true => held.swap_remove(index),
-                false => held.remove(index),
-            }
-        };
+        // Usually the last held, which `remove` takes with no tail to shift.
+        let (ring, ticket) = port.held.borrow_mut().remove(index);
         ring.release(self.program.device.fabric(), ticket);
         Ok(())
     }
