@@ -4,7 +4,9 @@
 //! through files and in memory, and decode(encode(x)) == x for random
 //! DAGs.
 
-use std::path::{Path, PathBuf};
+mod cli_common;
+
+use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
@@ -17,6 +19,8 @@ use kernbench::topology::{Machine, TopologySpec};
 use kernbench::workloads::{self, Options, Report};
 use proptest::prelude::*;
 
+use cli_common::TempDir;
+
 fn kernbench(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kernbench"))
         .args(args)
@@ -24,11 +28,9 @@ fn kernbench(args: &[&str]) -> Output {
         .expect("the binary runs")
 }
 
-fn dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kernbench-chakra-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh scratch directory, removed when the test ends.
+fn dir(name: &str) -> TempDir {
+    TempDir::new(&format!("chakra-{name}"))
 }
 
 fn machine(sips: usize) -> Arc<Machine> {

@@ -105,12 +105,28 @@ fn invalid(message: String) -> io::Error {
 mod tests {
     use super::*;
 
-    fn temp(name: &str, bytes: &[u8]) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("kernbench-read-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(name);
+    /// A scratch file holding `bytes`, removed when dropped.
+    struct TempFile(std::path::PathBuf);
+
+    impl std::ops::Deref for TempFile {
+        type Target = Path;
+
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn temp(name: &str, bytes: &[u8]) -> TempFile {
+        let file = format!("kernbench-read-{}-{name}", std::process::id());
+        let path = std::env::temp_dir().join(file);
         std::fs::write(&path, bytes).unwrap();
-        path
+        TempFile(path)
     }
 
     #[test]
