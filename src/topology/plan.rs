@@ -51,6 +51,10 @@ struct Place {
     anchor: Anchor,
 }
 
+/// Room for the nodes of most routes, so that a route is not moved as it
+/// grows.
+const ROUTE_CAPACITY: usize = 64;
+
 /// The node sequence from `from` to `to` (`[from]` when they are equal),
 /// or `None` when the machine lacks a port the route needs.
 pub(crate) fn plan(machine: &Machine, from: NodeId, to: NodeId, view: View) -> Option<Vec<NodeId>> {
@@ -118,7 +122,8 @@ fn fabric_route(machine: &Machine, from: NodeId, to: NodeId) -> Option<Vec<NodeI
     if let Some(i) = source.chain.iter().position(|&n| n == to) {
         return Some(source.chain[..=i].to_vec());
     }
-    let mut nodes = source.chain.clone();
+    let mut nodes = Vec::with_capacity(ROUTE_CAPACITY);
+    nodes.extend(&source.chain);
     let mut at = Place {
         sip: source.sip,
         cube: source.cube,
@@ -126,7 +131,7 @@ fn fabric_route(machine: &Machine, from: NodeId, to: NodeId) -> Option<Vec<NodeI
     };
     for (exit, entry) in crossings(machine, &source, &target)? {
         let exit_pos = machine.node(exit).router?;
-        nodes.extend(routers(machine, at, Anchor::Router(exit_pos))?);
+        routers(machine, at, Anchor::Router(exit_pos), &mut nodes)?;
         nodes.extend([exit, entry]);
         let entry_node = machine.node(entry);
         at = Place {
@@ -135,7 +140,7 @@ fn fabric_route(machine: &Machine, from: NodeId, to: NodeId) -> Option<Vec<NodeI
             anchor: Anchor::Router(entry_node.router?),
         };
     }
-    nodes.extend(routers(machine, at, target.anchor)?);
+    routers(machine, at, target.anchor, &mut nodes)?;
     nodes.extend(target.chain.iter().rev());
     Some(nodes)
 }
@@ -209,9 +214,10 @@ fn cube_crossings(
     Some(list)
 }
 
-/// The routers from `at` to `to` inside `at`'s cube, X then Y, both ends
-/// included. An HBM-zone end becomes the zone router nearest the other end.
-fn routers(machine: &Machine, at: Place, to: Anchor) -> Option<Vec<NodeId>> {
+/// Appends to `nodes` the routers from `at` to `to` inside `at`'s cube, X
+/// then Y, both ends included. An HBM-zone end becomes the zone router
+/// nearest the other end.
+fn routers(machine: &Machine, at: Place, to: Anchor, nodes: &mut Vec<NodeId>) -> Option<()> {
     let layout = machine.layout();
     let (start, end) = match (at.anchor, to) {
         (Anchor::Router(a), Anchor::Router(b)) => (a, b),
@@ -223,18 +229,32 @@ fn routers(machine: &Machine, at: Place, to: Anchor) -> Option<Vec<NodeId>> {
         }
     };
     let grid = layout.grid();
+    let cube = machine.routers(at.sip, at.cube)?;
+    let router = |pos: GridPos| {
+        let inside = pos.row < grid.height() && pos.col < grid.width();
+        inside.then(|| cube.get(grid.index(pos) as usize).copied())?
+    };
     let mut pos = start;
-    let mut nodes = vec![machine.router(at.sip, at.cube, pos)?];
-    for side in grid.route(start, end) {
-        pos = grid.neighbour(pos, side)?;
-        nodes.push(machine.router(at.sip, at.cube, pos)?);
+    nodes.push(router(pos)?);
+    while let Some(side) = grid.first_step(pos, end) {
+        let Some(next) = grid.neighbour(pos, side) else {
+            break;
+        };
+        pos = next;
+        nodes.push(router(pos)?);
     }
-    Some(nodes)
+    Some(())
 }
 
 /// Cuts every loop out of a walk (a route that starts or ends at a port
-/// would otherwise step to the port's router and straight back).
+/// would otherwise step to the port's router and straight back). Most
+/// walks have none: a sorted copy of the nodes shows it with no map.
 fn remove_loops(nodes: Vec<NodeId>) -> Vec<NodeId> {
+    let mut sorted = nodes.clone();
+    sorted.sort_unstable();
+    if sorted.windows(2).all(|pair| pair[0] != pair[1]) {
+        return nodes;
+    }
     let mut walk: Vec<NodeId> = Vec::with_capacity(nodes.len());
     let mut seen: BTreeMap<NodeId, usize> = BTreeMap::new();
     for node in nodes {
