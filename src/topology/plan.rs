@@ -51,10 +51,6 @@ struct Place {
     anchor: Anchor,
 }
 
-/// Room for the nodes of most routes, so that a route is not moved as it
-/// grows.
-const ROUTE_CAPACITY: usize = 64;
-
 /// The node sequence from `from` to `to` (`[from]` when they are equal),
 /// or `None` when the machine lacks a port the route needs.
 pub(crate) fn plan(machine: &Machine, from: NodeId, to: NodeId, view: View) -> Option<Vec<NodeId>> {
@@ -122,8 +118,7 @@ fn fabric_route(machine: &Machine, from: NodeId, to: NodeId) -> Option<Vec<NodeI
     if let Some(i) = source.chain.iter().position(|&n| n == to) {
         return Some(source.chain[..=i].to_vec());
     }
-    let mut nodes = Vec::with_capacity(ROUTE_CAPACITY);
-    nodes.extend(&source.chain);
+    let mut nodes = source.chain.clone();
     let mut at = Place {
         sip: source.sip,
         cube: source.cube,
