@@ -218,8 +218,9 @@ impl PathRouter {
             view,
             reason,
         };
-        let nodes = plan(machine, from, to, view)
+        let mut nodes = plan(machine, from, to, view)
             .ok_or_else(|| no_route("the machine has no port on the way".to_owned()))?;
+        nodes.shrink_to_fit();
         let mut edges = Vec::with_capacity(nodes.len() - 1);
         let mut max_payload = u64::MAX;
         for pair in nodes.windows(2) {
