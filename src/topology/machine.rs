@@ -318,7 +318,7 @@ impl Machine {
 
     /// Every node, in name order.
     pub fn by_name(&self) -> &[NodeId] {
-        self.index.by_name()
+        self.index.by_name(&self.nodes)
     }
 
     /// The edges leaving `node`, in edge-id order.
@@ -410,6 +410,11 @@ impl Machine {
         }
         let routers = &self.cube_nodes(sip, cube)?.routers;
         routers.get(grid.index(pos) as usize).copied()
+    }
+
+    /// The routers of cube `cube` of SIP `sip`, row-major.
+    pub(crate) fn routers(&self, sip: u32, cube: u32) -> Option<&[NodeId]> {
+        Some(&self.cube_nodes(sip, cube)?.routers)
     }
 
     /// PE `pe` of cube `cube` of SIP `sip`.

@@ -20,6 +20,8 @@
 
 use std::collections::BTreeMap;
 
+use smallvec::{SmallVec, smallvec};
+
 use super::adjacency::View;
 use super::grid::GridPos;
 use super::machine::{EdgeKind, Machine, NodeId, NodeKind};
@@ -37,7 +39,7 @@ enum Anchor {
 /// including) the router, and the router it reaches, in its SIP and cube.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Mount {
-    chain: Vec<NodeId>,
+    chain: SmallVec<[NodeId; 2]>,
     sip: u32,
     cube: u32,
     anchor: Anchor,
@@ -50,6 +52,10 @@ struct Place {
     cube: u32,
     anchor: Anchor,
 }
+
+/// Room for the nodes of most routes while one is built, so that it is
+/// not moved as it grows (`routing` keeps it trimmed).
+const ROUTE_CAPACITY: usize = 64;
 
 /// The node sequence from `from` to `to` (`[from]` when they are equal),
 /// or `None` when the machine lacks a port the route needs.
@@ -118,7 +124,8 @@ fn fabric_route(machine: &Machine, from: NodeId, to: NodeId) -> Option<Vec<NodeI
     if let Some(i) = source.chain.iter().position(|&n| n == to) {
         return Some(source.chain[..=i].to_vec());
     }
-    let mut nodes = source.chain.clone();
+    let mut nodes = Vec::with_capacity(ROUTE_CAPACITY);
+    nodes.extend(&source.chain);
     let mut at = Place {
         sip: source.sip,
         cube: source.cube,
@@ -126,7 +133,7 @@ fn fabric_route(machine: &Machine, from: NodeId, to: NodeId) -> Option<Vec<NodeI
     };
     for (exit, entry) in crossings(machine, &source, &target)? {
         let exit_pos = machine.node(exit).router?;
-        nodes.extend(routers(machine, at, Anchor::Router(exit_pos))?);
+        routers(machine, at, Anchor::Router(exit_pos), &mut nodes)?;
         nodes.extend([exit, entry]);
         let entry_node = machine.node(entry);
         at = Place {
@@ -135,7 +142,7 @@ fn fabric_route(machine: &Machine, from: NodeId, to: NodeId) -> Option<Vec<NodeI
             anchor: Anchor::Router(entry_node.router?),
         };
     }
-    nodes.extend(routers(machine, at, target.anchor)?);
+    routers(machine, at, target.anchor, &mut nodes)?;
     nodes.extend(target.chain.iter().rev());
     Some(nodes)
 }
@@ -146,13 +153,13 @@ fn mount(machine: &Machine, id: NodeId) -> Option<Mount> {
     let (sip, cube) = (node.sip?, node.cube?);
     let (chain, anchor) = match node.kind {
         NodeKind::Host => return None,
-        NodeKind::Router => (vec![], Anchor::Router(node.router?)),
-        NodeKind::Hbm => (vec![id], Anchor::HbmZone),
+        NodeKind::Router => (smallvec![], Anchor::Router(node.router?)),
+        NodeKind::Hbm => (smallvec![id], Anchor::HbmZone),
         NodeKind::Tcm => {
             let pe = machine.pe(sip, cube, node.pe?)?;
-            (vec![id, pe], Anchor::Router(node.router?))
+            (smallvec![id, pe], Anchor::Router(node.router?))
         }
-        _ => (vec![id], Anchor::Router(node.router?)),
+        _ => (smallvec![id], Anchor::Router(node.router?)),
     };
     Some(Mount {
         chain,
@@ -170,12 +177,7 @@ fn crossings(machine: &Machine, source: &Mount, target: &Mount) -> Option<Vec<(N
     let mut list = Vec::new();
     let (mut sip, mut cube) = (source.sip, source.cube);
     for side in sips.route(sips.pos(sip), sips.pos(target.sip)) {
-        list.extend(cube_crossings(
-            machine,
-            sip,
-            cube,
-            machine.sip_port_cube(side),
-        )?);
+        cube_crossings(machine, sip, (cube, machine.sip_port_cube(side)), &mut list)?;
         let next = sips.index(sips.neighbour(sips.pos(sip), side)?);
         list.push((
             machine.sip_port(sip, side)?,
@@ -184,34 +186,37 @@ fn crossings(machine: &Machine, source: &Mount, target: &Mount) -> Option<Vec<(N
         sip = next;
         cube = machine.sip_port_cube(side.opposite());
     }
-    list.extend(cube_crossings(machine, sip, cube, target.cube)?);
+    cube_crossings(machine, sip, (cube, target.cube), &mut list)?;
     Some(list)
 }
 
-/// The UCIe port pairs from cube `from` to cube `to` of SIP `sip`.
+/// Appends to `list` the UCIe port pairs from cube `from` to cube `to`
+/// of SIP `sip`.
 fn cube_crossings(
     machine: &Machine,
     sip: u32,
-    from: u32,
-    to: u32,
-) -> Option<Vec<(NodeId, NodeId)>> {
+    (from, to): (u32, u32),
+    list: &mut Vec<(NodeId, NodeId)>,
+) -> Option<()> {
     let cubes = machine.grids().cubes;
-    let mut cube = from;
-    let mut list = Vec::new();
-    for side in cubes.route(cubes.pos(from), cubes.pos(to)) {
-        let next = cubes.index(cubes.neighbour(cubes.pos(cube), side)?);
+    let (mut pos, end) = (cubes.pos(from), cubes.pos(to));
+    while let Some(side) = cubes.first_step(pos, end) {
+        let Some(next) = cubes.neighbour(pos, side) else {
+            break;
+        };
         list.push((
-            machine.ucie_port(sip, cube, side)?,
-            machine.ucie_port(sip, next, side.opposite())?,
+            machine.ucie_port(sip, cubes.index(pos), side)?,
+            machine.ucie_port(sip, cubes.index(next), side.opposite())?,
         ));
-        cube = next;
+        pos = next;
     }
-    Some(list)
+    Some(())
 }
 
-/// The routers from `at` to `to` inside `at`'s cube, X then Y, both ends
-/// included. An HBM-zone end becomes the zone router nearest the other end.
-fn routers(machine: &Machine, at: Place, to: Anchor) -> Option<Vec<NodeId>> {
+/// Appends to `nodes` the routers from `at` to `to` inside `at`'s cube, X
+/// then Y, both ends included. An HBM-zone end becomes the zone router
+/// nearest the other end.
+fn routers(machine: &Machine, at: Place, to: Anchor, nodes: &mut Vec<NodeId>) -> Option<()> {
     let layout = machine.layout();
     let (start, end) = match (at.anchor, to) {
         (Anchor::Router(a), Anchor::Router(b)) => (a, b),
@@ -223,18 +228,32 @@ fn routers(machine: &Machine, at: Place, to: Anchor) -> Option<Vec<NodeId>> {
         }
     };
     let grid = layout.grid();
+    let cube = machine.routers(at.sip, at.cube)?;
+    let router = |pos: GridPos| {
+        let inside = pos.row < grid.height() && pos.col < grid.width();
+        inside.then(|| cube.get(grid.index(pos) as usize).copied())?
+    };
     let mut pos = start;
-    let mut nodes = vec![machine.router(at.sip, at.cube, pos)?];
-    for side in grid.route(start, end) {
-        pos = grid.neighbour(pos, side)?;
-        nodes.push(machine.router(at.sip, at.cube, pos)?);
+    nodes.push(router(pos)?);
+    while let Some(side) = grid.first_step(pos, end) {
+        let Some(next) = grid.neighbour(pos, side) else {
+            break;
+        };
+        pos = next;
+        nodes.push(router(pos)?);
     }
-    Some(nodes)
+    Some(())
 }
 
 /// Cuts every loop out of a walk (a route that starts or ends at a port
-/// would otherwise step to the port's router and straight back).
+/// would otherwise step to the port's router and straight back). Most
+/// walks have none: a sorted copy of the nodes shows it with no map.
 fn remove_loops(nodes: Vec<NodeId>) -> Vec<NodeId> {
+    let mut sorted: SmallVec<[NodeId; ROUTE_CAPACITY]> = SmallVec::from_slice(&nodes);
+    sorted.sort_unstable();
+    if sorted.windows(2).all(|pair| pair[0] != pair[1]) {
+        return nodes;
+    }
     let mut walk: Vec<NodeId> = Vec::with_capacity(nodes.len());
     let mut seen: BTreeMap<NodeId, usize> = BTreeMap::new();
     for node in nodes {
@@ -271,8 +290,9 @@ mod tests {
     #[test]
     fn cube_crossings_go_east_then_south() {
         let machine = machine();
-        let sides: Vec<Side> = cube_crossings(&machine, 0, 0, 15)
-            .unwrap()
+        let mut list = Vec::new();
+        cube_crossings(&machine, 0, (0, 15), &mut list).unwrap();
+        let sides: Vec<Side> = list
             .iter()
             .filter_map(|&(exit, _)| machine.node(exit).side)
             .collect();

@@ -218,35 +218,32 @@ impl PathRouter {
             view,
             reason,
         };
-        let nodes = plan(machine, from, to, view)
+        let mut nodes = plan(machine, from, to, view)
             .ok_or_else(|| no_route("the machine has no port on the way".to_owned()))?;
-        let edges = nodes
-            .windows(2)
-            .map(|pair| {
-                let (a, b) = (pair[0], pair[1]);
-                let hop = || format!("{} -> {}", machine.node(a).name, machine.node(b).name);
-                let edge = machine
-                    .edge_between(a, b)
-                    .ok_or_else(|| no_route(format!("no edge {}", hop())))?;
-                let kind = machine.edge(edge).kind;
-                if view.allows(kind) {
-                    Ok(edge)
-                } else {
-                    Err(no_route(format!(
-                        "the route needs the {kind} hop {}",
-                        hop()
-                    )))
-                }
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let payload = |e: &EdgeId| {
-            machine
-                .link_params(machine.edge(*e))
-                .max_payload
-                .get()
-                .bytes()
-        };
-        let max_payload = edges.iter().map(payload).min().unwrap_or(0);
+        nodes.shrink_to_fit();
+        let mut edges = Vec::with_capacity(nodes.len() - 1);
+        let mut max_payload = u64::MAX;
+        for pair in nodes.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            let hop = || format!("{} -> {}", machine.node(a).name, machine.node(b).name);
+            let id = machine
+                .edge_between(a, b)
+                .ok_or_else(|| no_route(format!("no edge {}", hop())))?;
+            let edge = machine.edge(id);
+            if !view.allows(edge.kind) {
+                let kind = edge.kind;
+                return Err(no_route(format!(
+                    "the route needs the {kind} hop {}",
+                    hop()
+                )));
+            }
+            let payload = machine.link_params(edge).max_payload.get().bytes();
+            max_payload = max_payload.min(payload);
+            edges.push(id);
+        }
+        if edges.is_empty() {
+            max_payload = 0;
+        }
         Ok(Path {
             nodes,
             edges,
