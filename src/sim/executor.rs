@@ -7,7 +7,6 @@
 //! timers were set. Nothing here reads the wall clock or iterates a hash map.
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
@@ -17,6 +16,7 @@ use std::task::{Context, Poll};
 
 use super::causal::{CausalLog, Cause, NO_LABEL};
 use super::error::{BlockedTask, SimError, Waiting};
+use super::run_queue::RunQueue;
 use super::task::{JoinHandle, TaskCell, TaskFuture};
 use super::time::SimTime;
 use super::timer::{Due, NOT_ARMED, TimerKey, TimerQueue};
@@ -109,7 +109,7 @@ pub(crate) struct Core {
     tasks: RefCell<Vec<HotSlot>>,
     cold: RefCell<Vec<ColdSlot>>,
     free_slots: RefCell<Vec<u32>>,
-    run_queue: RefCell<VecDeque<TaskId>>,
+    run_queue: RefCell<RunQueue>,
     timers: RefCell<TimerQueue>,
     injector: Arc<Injector>,
     current: Cell<Option<TaskId>>,
@@ -180,7 +180,7 @@ impl Core {
             tasks: RefCell::new(Vec::new()),
             cold: RefCell::new(Vec::new()),
             free_slots: RefCell::new(Vec::new()),
-            run_queue: RefCell::new(VecDeque::new()),
+            run_queue: RefCell::new(RunQueue::default()),
             timers: RefCell::new(TimerQueue::default()),
             injector: Arc::new(Injector::default()),
             current: Cell::new(None),
@@ -302,22 +302,6 @@ impl Core {
             return;
         }
         self.make_runnable(slot, id);
-    }
-
-    /// Wakes the task in `slot` for its task-keyed timer `seq`, unless that
-    /// timer was cancelled (the slot is armed with another or none).
-    fn schedule_armed(&self, slot: u32, seq: u64) {
-        let mut tasks = self.tasks.borrow_mut();
-        let hot = &mut tasks[slot as usize];
-        if hot.armed != seq {
-            return;
-        }
-        hot.armed = NOT_ARMED;
-        let id = TaskId {
-            index: slot,
-            generation: hot.generation,
-        };
-        self.make_runnable(hot, id);
     }
 
     #[inline(always)]
@@ -445,24 +429,44 @@ impl Core {
             return false;
         }
         self.now.set(time);
+        while let Some((target, sleep)) = self.fire_task_timers(time) {
+            if self.recording.get() && sleep != NO_LABEL {
+                self.waking.set(Cause::Timer(sleep));
+            }
+            target.wake(self);
+            self.waking.set(Cause::External);
+        }
+        true
+    }
+
+    /// Fires the task-keyed timers due at `time` under one borrow of the
+    /// timers and the tasks, up to the next slab timer due then, which it
+    /// hands over to be woken outside those borrows (its waker may run any
+    /// code). A task-keyed timer wakes its task unless it was cancelled
+    /// (the slot is armed with another sequence number or none).
+    fn fire_task_timers(&self, time: SimTime) -> Option<(WakeTarget, u32)> {
+        let mut timers = self.timers.borrow_mut();
+        let mut tasks = self.tasks.borrow_mut();
         loop {
-            let due = self.timers.borrow_mut().pop_due(time);
-            match due {
-                Some(Due::Task { slot, seq }) => self.schedule_armed(slot, seq),
-                Some(Due::Target(target, sleep)) => {
-                    if self.recording.get() && sleep != NO_LABEL {
-                        self.waking.set(Cause::Timer(sleep));
+            match timers.pop_due(time)? {
+                Due::Task { slot, seq } => {
+                    let hot = &mut tasks[slot as usize];
+                    if hot.armed == seq {
+                        hot.armed = NOT_ARMED;
+                        let id = TaskId {
+                            index: slot,
+                            generation: hot.generation,
+                        };
+                        self.make_runnable(hot, id);
                     }
-                    target.wake(self);
-                    self.waking.set(Cause::External);
                 }
-                None => return true,
+                Due::Target(target, sleep) => return Some((target, sleep)),
             }
         }
     }
 
     fn poll_task(&self, id: TaskId) -> Result<(), SimError> {
-        let Some(mut future) = self.take_for_poll(id) else {
+        let Some((future, kind_before)) = self.start_poll(id) else {
             return Ok(());
         };
         self.fold_order(id);
@@ -471,7 +475,11 @@ impl Core {
         }
         self.current.set(Some(id));
         let polled = catch_unwind(AssertUnwindSafe(|| {
-            future.as_mut().poll_task(&self.polling)
+            // SAFETY: `future` points into the task's box, which stays in
+            // its slot (and so alive and unmoved) until the poll returns:
+            // only `retire`'s callers and `drop_all_tasks` take a future
+            // out, and none of them runs during a poll (ADR-0063).
+            unsafe { Pin::new_unchecked(&mut *future) }.poll_task(&self.polling)
         }));
         self.current.set(None);
         self.polling.set(std::ptr::null());
@@ -479,17 +487,19 @@ impl Core {
         let waiting = self.current_waiting.take();
         match polled {
             Ok(Poll::Pending) => {
-                self.put_back(id, future, waiting);
+                self.note_waiting(id, kind_before, waiting);
                 Ok(())
             }
             Ok(Poll::Ready(())) => {
-                drop(future);
+                drop(self.take_future(id));
                 self.retire(id);
                 Ok(())
             }
             Err(payload) => {
                 let error = self.panic_error(id, payload.as_ref());
-                drop_quietly(future);
+                if let Some(future) = self.take_future(id) {
+                    drop_quietly(future);
+                }
                 self.retire(id);
                 self.drop_all_tasks();
                 Err(error)
@@ -497,28 +507,39 @@ impl Core {
         }
     }
 
-    fn take_for_poll(&self, id: TaskId) -> Option<BoxedTask> {
+    /// Marks task `id` no longer scheduled and hands over a pointer to its
+    /// future, which stays in its slot while it is polled (no move out and
+    /// back), and the kind of its wait record; `None` for a stale id.
+    fn start_poll(&self, id: TaskId) -> Option<(*mut dyn TaskFuture, u8)> {
         let mut tasks = self.tasks.borrow_mut();
         let slot = &mut tasks[id.index as usize];
         if slot.generation != id.generation || slot.flags & LIVE == 0 {
             return None;
         }
         slot.flags &= !SCHEDULED;
-        slot.future.take()
+        let future = slot.future.as_mut()?;
+        // SAFETY: the pointer is only used to poll the future in place
+        // (pinned: it never moves out of its box while the task lives).
+        let future = unsafe { future.as_mut().get_unchecked_mut() };
+        Some((future as *mut dyn TaskFuture, slot.flags & WAIT_KIND))
     }
 
-    /// Puts a pending task's future back and records what it waits on,
-    /// touching the cold record only when that changed kind or names a
-    /// primitive.
-    fn put_back(&self, id: TaskId, future: BoxedTask, waiting: Waiting) {
+    /// Takes a finished or panicked task's future out of its slot.
+    fn take_future(&self, id: TaskId) -> Option<BoxedTask> {
+        self.tasks.borrow_mut()[id.index as usize].future.take()
+    }
+
+    /// Records what a pending task waits on, touching the slot only when
+    /// the record's kind changed or it names a primitive (the kind was
+    /// `kind_before` when the poll started; only this function sets it).
+    fn note_waiting(&self, id: TaskId, kind_before: u8, waiting: Waiting) {
         let kind = wait_kind(&waiting);
+        if kind != WAIT_ON && kind == kind_before {
+            return;
+        }
         {
             let mut tasks = self.tasks.borrow_mut();
             let slot = &mut tasks[id.index as usize];
-            slot.future = Some(future);
-            if kind != WAIT_ON && slot.flags & WAIT_KIND == kind {
-                return;
-            }
             slot.flags = (slot.flags & !WAIT_KIND) | kind;
         }
         let old = std::mem::replace(
