@@ -521,22 +521,21 @@ impl<A: Clone + 'static, T: 'static> LaunchContext<'_, A, T> {
     /// M_CPU polls it at the program's start) and waits for it.
     async fn spawn_program(&self, tl: Tl) -> Option<ProgramReport<T>> {
         let name = format!("{}:{}", self.kernel.name(), tl.coord());
-        let cancel = self.failure.cancel.clone();
         let program = run_program(
             self.kernel.clone(),
             tl,
             self.args.clone(),
             self.failure.clone(),
         );
-        let task = sim::spawn(&name, async move {
-            cancel.cancels(pin!(program)).await.flatten()
-        });
-        task.await.ok().flatten()
+        sim::spawn(&name, program).await.ok().flatten()
     }
 }
 
-/// One program: the kernel, then its pipeline drain and scratch release.
-/// A failure is recorded (cancelling the launch) and gives `None`.
+/// One program: the kernel, then its pipeline drain and scratch release,
+/// each cancelled when the launch is. A failure is recorded (cancelling
+/// the launch) and gives `None`, as a cancelled program does. The task's
+/// future itself, with the kernel's future inside it one level down: a
+/// poll passes no other wrapper (ADR-0063).
 async fn run_program<A: 'static, T: 'static>(
     kernel: Kernel<A, T>,
     tl: Tl,
@@ -546,21 +545,22 @@ async fn run_program<A: 'static, T: 'static>(
     let coord = tl.coord();
     let _span = tracing::trace_span!("kernel", component = %coord, kernel = kernel.name());
     let start = sim::now();
-    let result = async {
-        let output = kernel.call(tl.clone(), args).await?;
-        tl.finish().await?;
-        Ok::<_, KernelError>(output)
-    };
-    match result.await {
-        Ok(output) => Some(ProgramReport {
-            coord,
-            start,
-            end: sim::now(),
-            output,
-        }),
+    let cancel = &failure.cancel;
+    let output = match cancel.cancels(kernel.call(tl.clone(), args)).await? {
+        Ok(output) => output,
         Err(source) => {
             failure.record(coord, source);
-            None
+            return None;
         }
+    };
+    if let Err(source) = cancel.cancels(pin!(tl.finish())).await? {
+        failure.record(coord, source);
+        return None;
     }
+    Some(ProgramReport {
+        coord,
+        start,
+        end: sim::now(),
+        output,
+    })
 }

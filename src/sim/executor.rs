@@ -7,7 +7,6 @@
 //! timers were set. Nothing here reads the wall clock or iterates a hash map.
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
@@ -17,6 +16,7 @@ use std::task::{Context, Poll};
 
 use super::causal::{CausalLog, Cause, NO_LABEL};
 use super::error::{BlockedTask, SimError, Waiting};
+use super::run_queue::RunQueue;
 use super::task::{JoinHandle, TaskCell, TaskFuture};
 use super::time::SimTime;
 use super::timer::{Due, NOT_ARMED, TimerKey, TimerQueue};
@@ -59,6 +59,14 @@ struct ColdSlot {
     waiting: Waiting,
     /// What last made it runnable (kept only while causes are recorded).
     cause: Cause,
+}
+
+/// The hot slots and the run queue, borrowed together: making a task
+/// runnable touches both (ADR-0063).
+#[derive(Default)]
+struct Tasks {
+    slots: Vec<HotSlot>,
+    queue: RunQueue,
 }
 
 fn wait_kind(waiting: &Waiting) -> u8 {
@@ -106,10 +114,9 @@ enum StepEnd {
 /// free functions (`now`, `sleep`, `spawn`) of the tasks it runs.
 pub(crate) struct Core {
     now: Cell<SimTime>,
-    tasks: RefCell<Vec<HotSlot>>,
+    tasks: RefCell<Tasks>,
     cold: RefCell<Vec<ColdSlot>>,
     free_slots: RefCell<Vec<u32>>,
-    run_queue: RefCell<VecDeque<TaskId>>,
     timers: RefCell<TimerQueue>,
     injector: Arc<Injector>,
     current: Cell<Option<TaskId>>,
@@ -177,10 +184,9 @@ impl Core {
     fn new() -> Self {
         Core {
             now: Cell::new(SimTime::ZERO),
-            tasks: RefCell::new(Vec::new()),
+            tasks: RefCell::new(Tasks::default()),
             cold: RefCell::new(Vec::new()),
             free_slots: RefCell::new(Vec::new()),
-            run_queue: RefCell::new(VecDeque::new()),
             timers: RefCell::new(TimerQueue::default()),
             injector: Arc::new(Injector::default()),
             current: Cell::new(None),
@@ -247,7 +253,7 @@ impl Core {
             && TimerQueue::keys_task(id.index)
         {
             let mut tasks = self.tasks.borrow_mut();
-            let slot = &mut tasks[id.index as usize];
+            let slot = &mut tasks.slots[id.index as usize];
             if slot.generation == id.generation && slot.flags & LIVE != 0 && slot.armed == NOT_ARMED
             {
                 let key = self.timers.borrow_mut().add_for_task(time, id.index);
@@ -285,7 +291,7 @@ impl Core {
             self.timers.borrow_mut().cancel(key);
             return;
         };
-        if let Some(hot) = self.tasks.borrow_mut().get_mut(slot as usize)
+        if let Some(hot) = self.tasks.borrow_mut().slots.get_mut(slot as usize)
             && hot.armed == key.seq()
         {
             hot.armed = NOT_ARMED;
@@ -294,34 +300,18 @@ impl Core {
 
     /// Makes task `id` runnable (once, however often it is woken).
     pub fn schedule(&self, id: TaskId) {
-        let mut tasks = self.tasks.borrow_mut();
-        let Some(slot) = tasks.get_mut(id.index as usize) else {
+        let tasks = &mut *self.tasks.borrow_mut();
+        let Some(slot) = tasks.slots.get_mut(id.index as usize) else {
             return;
         };
         if slot.generation != id.generation || slot.flags & LIVE == 0 {
             return;
         }
-        self.make_runnable(slot, id);
-    }
-
-    /// Wakes the task in `slot` for its task-keyed timer `seq`, unless that
-    /// timer was cancelled (the slot is armed with another or none).
-    fn schedule_armed(&self, slot: u32, seq: u64) {
-        let mut tasks = self.tasks.borrow_mut();
-        let hot = &mut tasks[slot as usize];
-        if hot.armed != seq {
-            return;
-        }
-        hot.armed = NOT_ARMED;
-        let id = TaskId {
-            index: slot,
-            generation: hot.generation,
-        };
-        self.make_runnable(hot, id);
+        self.make_runnable(&mut tasks.queue, slot, id);
     }
 
     #[inline(always)]
-    fn make_runnable(&self, slot: &mut HotSlot, id: TaskId) {
+    fn make_runnable(&self, queue: &mut RunQueue, slot: &mut HotSlot, id: TaskId) {
         if self.recording.get() {
             self.cold.borrow_mut()[id.index as usize].cause = self.waking.get();
         }
@@ -330,7 +320,7 @@ impl Core {
         }
         slot.flags |= SCHEDULED;
         self.events.set(self.events.get() + 1);
-        self.run_queue.borrow_mut().push_back(id);
+        queue.push_back(id);
     }
 
     pub fn spawn<F>(&self, name: &str, daemon: bool, future: F) -> JoinHandle<F::Output>
@@ -342,7 +332,7 @@ impl Core {
         let index = self.allocate_slot();
         let id = TaskId {
             index,
-            generation: self.tasks.borrow()[index as usize].generation,
+            generation: self.tasks.borrow().slots[index as usize].generation,
         };
         let waker = TaskWaker::new(id, self.injector.clone());
         let (cell, handle) = TaskCell::new(waker, name.clone(), future);
@@ -353,7 +343,7 @@ impl Core {
     fn insert_task(&self, id: TaskId, name: Rc<str>, daemon: bool, future: BoxedTask) {
         {
             let mut tasks = self.tasks.borrow_mut();
-            let slot = &mut tasks[id.index as usize];
+            let slot = &mut tasks.slots[id.index as usize];
             slot.future = Some(future);
             slot.armed = NOT_ARMED;
             slot.flags = LIVE | SCHEDULED | if daemon { DAEMON } else { 0 };
@@ -369,7 +359,7 @@ impl Core {
             self.live_non_daemons.set(self.live_non_daemons.get() + 1);
         }
         self.spawned.set(self.spawned.get() + 1);
-        self.run_queue.borrow_mut().push_back(id);
+        self.tasks.borrow_mut().queue.push_back(id);
     }
 
     fn allocate_slot(&self) -> u32 {
@@ -377,7 +367,7 @@ impl Core {
             return index;
         }
         let mut tasks = self.tasks.borrow_mut();
-        tasks.push(HotSlot {
+        tasks.slots.push(HotSlot {
             future: None,
             armed: NOT_ARMED,
             generation: 0,
@@ -388,7 +378,7 @@ impl Core {
             waiting: Waiting::Unknown,
             cause: Cause::External,
         });
-        u32::try_from(tasks.len() - 1).expect("more than 2^32 task slots")
+        u32::try_from(tasks.slots.len() - 1).expect("more than 2^32 task slots")
     }
 
     /// Runs until every non-daemon task finished, the clock would pass
@@ -401,9 +391,11 @@ impl Core {
                     self.schedule(id);
                 }
             }
-            let next = self.run_queue.borrow_mut().pop_front();
-            if let Some(id) = next {
-                self.poll_task(id)?;
+            let next = self.next_runnable();
+            if let Some((id, started)) = next {
+                if let Some((future, kind_before)) = started {
+                    self.poll_task(id, future, kind_before)?;
+                }
                 if self.polls.get() % super::cancel::CHECK_EVERY == 0 {
                     self.look_outside()?;
                 }
@@ -432,7 +424,7 @@ impl Core {
         let tasks = self.tasks.borrow();
         self.timers
             .borrow_mut()
-            .next_time(|slot| tasks[slot as usize].armed)
+            .next_time(|slot| tasks.slots[slot as usize].armed)
     }
 
     /// Advances the clock to the earliest timer (if not beyond `limit`) and
@@ -445,33 +437,68 @@ impl Core {
             return false;
         }
         self.now.set(time);
+        while let Some((target, sleep)) = self.fire_task_timers(time) {
+            if self.recording.get() && sleep != NO_LABEL {
+                self.waking.set(Cause::Timer(sleep));
+            }
+            target.wake(self);
+            self.waking.set(Cause::External);
+        }
+        true
+    }
+
+    /// Fires the task-keyed timers due at `time` under one borrow of the
+    /// timers and the tasks, up to the next slab timer due then, which it
+    /// hands over to be woken outside those borrows (its waker may run any
+    /// code). A task-keyed timer wakes its task unless it was cancelled
+    /// (the slot is armed with another sequence number or none).
+    fn fire_task_timers(&self, time: SimTime) -> Option<(WakeTarget, u32)> {
+        let mut timers = self.timers.borrow_mut();
+        let tasks = &mut *self.tasks.borrow_mut();
         loop {
-            let due = self.timers.borrow_mut().pop_due(time);
-            match due {
-                Some(Due::Task { slot, seq }) => self.schedule_armed(slot, seq),
-                Some(Due::Target(target, sleep)) => {
-                    if self.recording.get() && sleep != NO_LABEL {
-                        self.waking.set(Cause::Timer(sleep));
+            match timers.pop_due(time)? {
+                Due::Task { slot, seq } => {
+                    let hot = &mut tasks.slots[slot as usize];
+                    if hot.armed == seq {
+                        hot.armed = NOT_ARMED;
+                        let id = TaskId {
+                            index: slot,
+                            generation: hot.generation,
+                        };
+                        self.make_runnable(&mut tasks.queue, hot, id);
                     }
-                    target.wake(self);
-                    self.waking.set(Cause::External);
                 }
-                None => return true,
+                Due::Target(target, sleep) => return Some((target, sleep)),
             }
         }
     }
 
-    fn poll_task(&self, id: TaskId) -> Result<(), SimError> {
-        let Some(mut future) = self.take_for_poll(id) else {
-            return Ok(());
-        };
+    /// Takes the next task off the run queue and, unless the id is stale,
+    /// starts its poll ([`start_poll`]), under one borrow.
+    fn next_runnable(&self) -> Option<(TaskId, Option<Started>)> {
+        let tasks = &mut *self.tasks.borrow_mut();
+        let id = tasks.queue.pop_front()?;
+        Some((id, start_poll(&mut tasks.slots, id)))
+    }
+
+    /// Polls task `id`, whose future `start_poll` handed over.
+    fn poll_task(
+        &self,
+        id: TaskId,
+        future: *mut dyn TaskFuture,
+        kind_before: u8,
+    ) -> Result<(), SimError> {
         self.fold_order(id);
         if self.recording.get() {
             self.note_poll(id);
         }
         self.current.set(Some(id));
         let polled = catch_unwind(AssertUnwindSafe(|| {
-            future.as_mut().poll_task(&self.polling)
+            // SAFETY: `future` points into the task's box, which stays in
+            // its slot (and so alive and unmoved) until the poll returns:
+            // only `retire`'s callers and `drop_all_tasks` take a future
+            // out, and none of them runs during a poll (ADR-0063).
+            unsafe { Pin::new_unchecked(&mut *future) }.poll_task(&self.polling)
         }));
         self.current.set(None);
         self.polling.set(std::ptr::null());
@@ -479,17 +506,19 @@ impl Core {
         let waiting = self.current_waiting.take();
         match polled {
             Ok(Poll::Pending) => {
-                self.put_back(id, future, waiting);
+                self.note_waiting(id, kind_before, waiting);
                 Ok(())
             }
             Ok(Poll::Ready(())) => {
-                drop(future);
+                drop(self.take_future(id));
                 self.retire(id);
                 Ok(())
             }
             Err(payload) => {
                 let error = self.panic_error(id, payload.as_ref());
-                drop_quietly(future);
+                if let Some(future) = self.take_future(id) {
+                    drop_quietly(future);
+                }
                 self.retire(id);
                 self.drop_all_tasks();
                 Err(error)
@@ -497,29 +526,23 @@ impl Core {
         }
     }
 
-    fn take_for_poll(&self, id: TaskId) -> Option<BoxedTask> {
-        let mut tasks = self.tasks.borrow_mut();
-        let slot = &mut tasks[id.index as usize];
-        if slot.generation != id.generation || slot.flags & LIVE == 0 {
-            return None;
-        }
-        slot.flags &= !SCHEDULED;
-        slot.future.take()
+    /// Takes a finished or panicked task's future out of its slot.
+    fn take_future(&self, id: TaskId) -> Option<BoxedTask> {
+        self.tasks.borrow_mut().slots[id.index as usize]
+            .future
+            .take()
     }
 
-    /// Puts a pending task's future back and records what it waits on,
-    /// touching the cold record only when that changed kind or names a
-    /// primitive.
-    fn put_back(&self, id: TaskId, future: BoxedTask, waiting: Waiting) {
+    /// Records what a pending task waits on, touching the slot only when
+    /// the record's kind changed or it names a primitive (the kind was
+    /// `kind_before` when the poll started; only this function sets it).
+    fn note_waiting(&self, id: TaskId, kind_before: u8, waiting: Waiting) {
         let kind = wait_kind(&waiting);
-        {
-            let mut tasks = self.tasks.borrow_mut();
-            let slot = &mut tasks[id.index as usize];
-            slot.future = Some(future);
-            if kind != WAIT_ON && slot.flags & WAIT_KIND == kind {
-                return;
-            }
+        if kind != kind_before {
+            let slot = &mut self.tasks.borrow_mut().slots[id.index as usize];
             slot.flags = (slot.flags & !WAIT_KIND) | kind;
+        } else if kind != WAIT_ON {
+            return;
         }
         let old = std::mem::replace(
             &mut self.cold.borrow_mut()[id.index as usize].waiting,
@@ -572,7 +595,7 @@ impl Core {
     fn retire(&self, id: TaskId) {
         let daemon = {
             let mut tasks = self.tasks.borrow_mut();
-            let slot = &mut tasks[id.index as usize];
+            let slot = &mut tasks.slots[id.index as usize];
             let daemon = slot.flags & DAEMON != 0;
             slot.flags = 0;
             slot.armed = NOT_ARMED;
@@ -608,26 +631,29 @@ impl Core {
         let mut futures = Vec::new();
         let live: Vec<TaskId> = self.live_task_ids();
         for id in live {
-            if let Some(future) = self.tasks.borrow_mut()[id.index as usize].future.take() {
+            if let Some(future) = self.tasks.borrow_mut().slots[id.index as usize]
+                .future
+                .take()
+            {
                 futures.push(future);
             }
             self.retire(id);
         }
-        self.run_queue.borrow_mut().clear();
+        self.tasks.borrow_mut().queue.clear();
         self.timers.borrow_mut().clear();
         for future in futures {
             drop_quietly(future);
         }
-        self.run_queue.borrow_mut().clear();
+        self.tasks.borrow_mut().queue.clear();
     }
 
     fn live_task_ids(&self) -> Vec<TaskId> {
         let tasks = self.tasks.borrow();
-        (0..tasks.len())
-            .filter(|&i| tasks[i].flags & LIVE != 0)
+        (0..tasks.slots.len())
+            .filter(|&i| tasks.slots[i].flags & LIVE != 0)
             .map(|i| TaskId {
                 index: i as u32,
-                generation: tasks[i].generation,
+                generation: tasks.slots[i].generation,
             })
             .collect()
     }
@@ -635,6 +661,7 @@ impl Core {
     fn blocked_tasks(&self) -> Vec<BlockedTask> {
         let (tasks, cold) = (self.tasks.borrow(), self.cold.borrow());
         tasks
+            .slots
             .iter()
             .zip(cold.iter())
             .filter(|(hot, _)| hot.flags & LIVE != 0)
@@ -646,7 +673,7 @@ impl Core {
     /// non-daemon task waits on a foreign future.
     fn waits_on_foreign_future(&self) -> bool {
         let (tasks, cold) = (self.tasks.borrow(), self.cold.borrow());
-        tasks.iter().zip(cold.iter()).any(|(hot, cold)| {
+        tasks.slots.iter().zip(cold.iter()).any(|(hot, cold)| {
             hot.flags & (LIVE | DAEMON) == LIVE && matches!(cold.waiting, Waiting::Unknown)
         })
     }
@@ -667,6 +694,26 @@ impl Core {
             order_hash: self.order_hash.get(),
         }
     }
+}
+
+/// A task's future, polled in place, and the kind of its wait record when
+/// the poll starts.
+type Started = (*mut dyn TaskFuture, u8);
+
+/// Marks task `id` no longer scheduled and hands over a pointer to its
+/// future, which stays in its slot while it is polled (no move out and
+/// back), and the kind of its wait record; `None` for a stale id.
+fn start_poll(slots: &mut [HotSlot], id: TaskId) -> Option<Started> {
+    let slot = &mut slots[id.index as usize];
+    if slot.generation != id.generation || slot.flags & LIVE == 0 {
+        return None;
+    }
+    slot.flags &= !SCHEDULED;
+    let future = slot.future.as_mut()?;
+    // SAFETY: the pointer is only used to poll the future in place
+    // (pinned: it never moves out of its box while the task lives).
+    let future = unsafe { future.as_mut().get_unchecked_mut() };
+    Some((future as *mut dyn TaskFuture, slot.flags & WAIT_KIND))
 }
 
 fn drop_quietly(future: BoxedTask) {

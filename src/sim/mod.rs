@@ -17,6 +17,7 @@ mod event;
 mod executor;
 pub mod observe;
 mod resource;
+mod run_queue;
 pub mod speed;
 mod task;
 mod time;

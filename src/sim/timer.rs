@@ -325,15 +325,24 @@ impl Deadline {
 }
 
 impl Drop for Deadline {
+    /// Inlined: most deadlines are dropped after they were reached, with no
+    /// timer left to cancel (ADR-0063).
+    #[inline]
     fn drop(&mut self) {
         if let Some(key) = self.key.take() {
-            super::executor::with_current_core(|core| {
-                if let Some(core) = core {
-                    core.cancel_timer(key);
-                }
-            });
+            cancel(key);
         }
     }
+}
+
+/// Cancels the pending timer `key` of a dropped [`Deadline`].
+#[inline(never)]
+fn cancel(key: TimerKey) {
+    super::executor::with_current_core(|core| {
+        if let Some(core) = core {
+            core.cancel_timer(key);
+        }
+    });
 }
 
 /// Future returned by [`sleep`] and [`sleep_until`].
