@@ -526,6 +526,7 @@ impl MemoryStore {
     /// are not looked up, while no region has been unmapped since. Any
     /// other is checked in full, as `check_each` does, errors included,
     /// and `memo` then remembers the regions found.
+    #[inline(always)]
     pub(super) fn check_remembered(
         &self,
         addrs: &[u64],
@@ -536,6 +537,18 @@ impl MemoryStore {
         if known.epoch == self.epoch.0 && addrs.iter().all(|&addr| known.holds(addr, len)) {
             return Ok(());
         }
+        self.check_and_remember(addrs, len, memo)
+    }
+
+    /// [`check_remembered`](Self::check_remembered) when `memo` does not
+    /// answer: every operand looked up, out of its inlined fast path.
+    #[inline(never)]
+    fn check_and_remember(
+        &self,
+        addrs: &[u64],
+        len: u64,
+        memo: &Cell<RegionMemo>,
+    ) -> Result<(), StoreError> {
         let mut found = RegionMemo {
             epoch: self.epoch.0,
             ..RegionMemo::default()

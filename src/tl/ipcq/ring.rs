@@ -78,7 +78,11 @@ impl Message {
     /// The segment count of an `nbytes` message over `slot_bytes` slots
     /// (a zero-byte message is one segment).
     pub fn segments(nbytes: u64, slot_bytes: u64) -> u64 {
-        nbytes.div_ceil(slot_bytes.max(1)).max(1)
+        if nbytes <= slot_bytes {
+            // The usual message: one segment, with no division.
+            return 1;
+        }
+        nbytes.div_ceil(slot_bytes.max(1))
     }
 }
 
@@ -254,16 +258,14 @@ impl Ring {
         }
     }
 
-    /// Sender: what the slot of `seq` holds, set when its DMA is issued.
-    pub fn set_message(&self, seq: u64, message: Message) {
+    /// Sender: fills the slot of `seq` when its DMA is issued: its
+    /// message, and whether that is booked as one unit in flow mode (one
+    /// packet of the doorbell's route, ADR-0048). The slot's address.
+    pub fn put(&self, seq: u64, message: Message, unit: bool) -> u64 {
         let index = (seq % self.slots.len() as u64) as usize;
         self.messages.borrow_mut()[index] = Some(message);
-    }
-
-    /// Sender: whether the message in the slot of `seq` is booked as one
-    /// unit in flow mode (one packet of the doorbell's route, ADR-0048).
-    pub fn set_unit(&self, seq: u64, unit: bool) {
-        self.units[(seq % self.slots.len() as u64) as usize].set(unit);
+        self.units[index].set(unit);
+        self.slots[index]
     }
 
     /// The doorbell of `seq` has landed: the slot is receivable once every
@@ -319,7 +321,7 @@ impl Ring {
     }
 
     /// The message of slot `seq`, taken out: each landed slot is received
-    /// once, and `set_message` fills it again before it next lands.
+    /// once, and `put` fills it again before it next lands.
     fn message(&self, seq: u64) -> Message {
         let index = (seq % self.slots.len() as u64) as usize;
         self.messages.borrow_mut()[index]
