@@ -35,9 +35,14 @@ impl Wakers {
     }
 
     /// Wakes every task registered, in order. Waking only schedules a
-    /// task (it polls nothing), so the list is drained in place.
+    /// task (it polls nothing), so the list is drained in place; an empty
+    /// list (a credit while its sender sleeps until one lands) is left
+    /// with no drain.
     fn wake_all(&self) {
-        self.0.borrow_mut().drain(..).for_each(Waker::wake);
+        let mut wakers = self.0.borrow_mut();
+        if !wakers.is_empty() {
+            wakers.drain(..).for_each(Waker::wake);
+        }
     }
 }
 
