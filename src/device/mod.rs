@@ -25,7 +25,7 @@
 //!
 //! [`mem`]: crate::mem
 
-use std::cell::{Ref, RefCell};
+use std::cell::{Cell, Ref, RefCell};
 use std::future::Future;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -35,7 +35,7 @@ use rustc_hash::FxHashMap;
 use crate::hw::{DmaEngine, DmaSlot, Fabric, HwError, Route, explain};
 use crate::mem::{
     DataMode, DeviceAllocError, DeviceAllocators, MemoryStore, Op, OpLog, OpLogError, Payload,
-    StoreError,
+    RegionMemo, StoreError,
 };
 use crate::sim::{self, SimDuration, SimTime};
 use crate::topology::{
@@ -208,6 +208,20 @@ impl Device {
         Ok(self.oplog.borrow_mut().apply(&mut store, node, now, op)?)
     }
 
+    /// [`apply`](Self::apply) by a caller that remembers where its last
+    /// op's operands were (`memo`, ADR-0064): the same checks and errors.
+    pub fn apply_remembered(
+        &self,
+        node: &str,
+        op: Op,
+        memo: &Cell<RegionMemo>,
+    ) -> Result<crate::mem::OpId, DeviceError> {
+        let now = sim::try_now().unwrap_or(SimTime::ZERO);
+        let mut store = self.store.borrow_mut();
+        let mut log = self.oplog.borrow_mut();
+        Ok(log.apply_remembered(&mut store, node, now, (op, memo))?)
+    }
+
     /// Marks op `id` (from [`apply`](Self::apply)) complete now: a unit
     /// that applies an op when it starts calls this when it ends.
     pub fn complete(&self, id: crate::mem::OpId) -> Result<(), DeviceError> {
@@ -281,7 +295,8 @@ impl Device {
         let Some(slot) = engine.start_now()? else {
             return Ok(None);
         };
-        let id = self.apply(engine.name(), Op::Copy { src, dst, len })?;
+        let copy = Op::Copy { src, dst, len };
+        let id = self.apply_remembered(engine.name(), copy, &memo.regions)?;
         let read = f.flow_read_done(&plan.routes.request, plan.src, len, slot.started);
         let read = read.expect("a flow-mode read from a TCM is worked out ahead")?;
         let whole = self.book_whole(&plan, len, read, signal)?;
@@ -443,7 +458,7 @@ impl Device {
         dst: u64,
         memo: &RouteMemo,
     ) -> Result<CopyPlan, DeviceError> {
-        if let Some(remembered) = &*memo.0.borrow()
+        if let Some(remembered) = &*memo.remembered.borrow()
             && remembered.initiator == initiator
             && let Some(src) = remembered.src.locate(src)
             && let Some(dst) = remembered.dst.locate(dst)
@@ -459,7 +474,7 @@ impl Device {
             space,
             capacity: map.capacity(space),
         };
-        *memo.0.borrow_mut() = Some(Remembered {
+        *memo.remembered.borrow_mut() = Some(Remembered {
             initiator,
             src: memory(src),
             dst: memory(dst),
@@ -500,9 +515,14 @@ impl Device {
 /// The routes and memories of the last copy one caller made, kept by it
 /// (an IPCQ ring, whose sends copy between the same memories again and
 /// again: ADR-0057), so that its next copy between the same memories
-/// skips the device's route table and the addresses' decoding.
+/// skips the device's route table and the addresses' decoding, and its
+/// op's check skips the store's look-ups while its regions stay mapped
+/// (ADR-0064).
 #[derive(Default)]
-pub struct RouteMemo(RefCell<Option<Remembered>>);
+pub struct RouteMemo {
+    remembered: RefCell<Option<Remembered>>,
+    regions: Cell<RegionMemo>,
+}
 
 /// What a [`RouteMemo`] keeps of one copy.
 struct Remembered {

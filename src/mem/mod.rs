@@ -33,5 +33,5 @@ pub use alloc::{AllocError, FirstFitAllocator};
 pub use device::{DeviceAllocError, DeviceAllocators};
 pub use op::{AddrRange, BinaryFn, DType, Op, Payload, ReduceFn, Scalar, UnaryFn};
 pub use oplog::{OpId, OpLog, OpLogError, OpRecord, ReplayError, VerifyError};
-pub use store::{DataMode, MemoryStore, RegionView, StoreDiff, StoreError};
+pub use store::{DataMode, MemoryStore, RegionMemo, RegionView, StoreDiff, StoreError};
 pub use virt::{DEFAULT_PAGE_SIZE, Extent, Segment, VaError, VirtualAllocator};

@@ -13,13 +13,14 @@
 //! than twice their precision plus two bits). GEMMs and reductions
 //! accumulate in `f32` in a fixed order and round once (see `compute`).
 
+use std::cell::Cell;
 use std::fmt;
 
 use half::{bf16, f16};
 use serde::{Deserialize, Serialize};
 
 use super::compute::{self, GemmOperands, ReduceOperands, byte_len};
-use super::store::{DataMode, MemoryStore, StoreError};
+use super::store::{DataMode, MemoryStore, RegionMemo, StoreError};
 
 /// A range of device addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -483,6 +484,38 @@ impl Op {
             } => vec![range(*out, byte_len(*dtype, outer.saturating_mul(*inner)))],
             Op::Unmap { .. } => Vec::new(),
         }
+    }
+
+    /// [`apply`](Self::apply) by a caller that remembers where its last
+    /// op's operands were: with data off, a copy's or an elementwise op's
+    /// operands are checked against `memo` first
+    /// ([`MemoryStore::check_remembered`]: the same checks, the same
+    /// errors).
+    pub(super) fn apply_remembered(
+        &self,
+        store: &mut MemoryStore,
+        memo: &Cell<RegionMemo>,
+    ) -> Result<(), StoreError> {
+        if store.mode() == DataMode::Off {
+            match *self {
+                Op::Copy { src, dst, len } => {
+                    return store.check_remembered(&[src, dst], len, memo);
+                }
+                Op::Elementwise {
+                    dtype,
+                    lhs,
+                    rhs,
+                    out,
+                    elems,
+                    ..
+                } => {
+                    let len = dtype.size().saturating_mul(elems);
+                    return store.check_remembered(&[out, lhs, rhs], len, memo);
+                }
+                _ => {}
+            }
+        }
+        self.apply(store)
     }
 
     /// Carries out the op on `store`. With data off, addresses are checked

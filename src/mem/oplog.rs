@@ -35,13 +35,14 @@
 //! `start_ps`, `end_ps` (null while in flight), `params` (the [`Op`],
 //! tagged by `kind`), `inputs` and `outputs` (address ranges).
 
+use std::cell::Cell;
 use std::fmt;
 
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::op::{AddrRange, Op};
-use super::store::{MemoryStore, StoreDiff, StoreError};
+use super::store::{MemoryStore, RegionMemo, StoreDiff, StoreError};
 use crate::sim::SimTime;
 
 /// The position of a record in its log.
@@ -273,6 +274,31 @@ impl OpLog {
         start: SimTime,
         op: Op,
     ) -> Result<OpId, OpLogError> {
+        self.apply_with(store, node, start, op, None)
+    }
+
+    /// [`apply`](Self::apply) by a caller that remembers where its last
+    /// op's operands were ([`RegionMemo`]; ADR-0064): the same checks, the
+    /// same errors, the same record.
+    pub fn apply_remembered(
+        &mut self,
+        store: &mut MemoryStore,
+        node: impl Into<String>,
+        start: SimTime,
+        (op, memo): (Op, &Cell<RegionMemo>),
+    ) -> Result<OpId, OpLogError> {
+        self.apply_with(store, node, start, op, Some(memo))
+    }
+
+    #[inline(always)]
+    fn apply_with(
+        &mut self,
+        store: &mut MemoryStore,
+        node: impl Into<String>,
+        start: SimTime,
+        op: Op,
+        memo: Option<&Cell<RegionMemo>>,
+    ) -> Result<OpId, OpLogError> {
         let last = match self.counted {
             Some(counted) => Some(counted.last_start),
             None => self.records.last().map(|r| r.start),
@@ -287,7 +313,10 @@ impl OpLog {
         }
         // A host write's bytes do nothing to a store without data: it
         // applies the same whether they are kept or not.
-        op.apply(store)?;
+        match memo {
+            Some(memo) => op.apply_remembered(store, memo)?,
+            None => op.apply(store)?,
+        }
         let Some(counted) = &mut self.counted else {
             let op = op.for_mode(store.mode());
             self.records.push(OpRecord::new(node.into(), start, op));

@@ -20,8 +20,10 @@
 //! differs: it fails with [`StoreError::DataOff`].
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::pages::Pages;
 use crate::topology::{AddressError, AddressMap, MemSpace};
@@ -204,6 +206,75 @@ pub struct MemoryStore {
     /// [`locate`](Self::locate) searches, on every access. Changed only
     /// with `regions`, by `map` and `unmap`.
     extents: Extents,
+    /// Renewed whenever a region may have left: what a [`RegionMemo`]
+    /// was filled under.
+    epoch: Epoch,
+}
+
+/// A store's history as [`RegionMemo`]s see it: a number no other store
+/// or earlier state of this one had, renewed at every unmap (a region
+/// mapped stays mapped until then) and at every clone. Not part of what
+/// a store holds: two stores of the same regions and bytes are equal
+/// whatever their epochs.
+#[derive(Debug)]
+struct Epoch(u64);
+
+impl Epoch {
+    fn fresh() -> Epoch {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Epoch(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+impl Clone for Epoch {
+    fn clone(&self) -> Epoch {
+        Epoch::fresh()
+    }
+}
+
+impl PartialEq for Epoch {
+    fn eq(&self, _: &Epoch) -> bool {
+        true
+    }
+}
+
+impl Eq for Epoch {}
+
+/// Up to two mapped regions a caller found its last op's operands in,
+/// and the store's epoch then (ADR-0064): while the epoch holds, neither
+/// has been unmapped, so an operand inside one of them passes the
+/// store's check without a look-up. Kept by the caller (an IPCQ ring's
+/// sends, a program's copies and math), whose ops touch the same few
+/// regions again and again. The default remembers nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RegionMemo {
+    /// 0: nothing (no store's epoch is 0).
+    epoch: u64,
+    /// `(start, len)` of each region; `len` 0 for none.
+    regions: [(u64, u64); 2],
+}
+
+impl RegionMemo {
+    /// Whether `len` bytes at `addr` lie inside a remembered region (the
+    /// condition of [`MemoryStore::locate`]).
+    #[inline(always)]
+    fn holds(&self, addr: u64, len: u64) -> bool {
+        self.regions.iter().any(|&(start, region_len)| {
+            let at = addr.wrapping_sub(start);
+            at < region_len && len <= region_len - at
+        })
+    }
+
+    /// Remembers `extent` unless it is remembered already (the first two
+    /// distinct are kept).
+    fn note(&mut self, extent: (u64, u64)) {
+        if self.regions.contains(&extent) {
+            return;
+        }
+        if let Some(free) = self.regions.iter_mut().find(|(_, len)| *len == 0) {
+            *free = extent;
+        }
+    }
 }
 
 /// The extents `(start, len)` of the mapped regions, by the memory they
@@ -321,6 +392,7 @@ impl MemoryStore {
             map,
             mode,
             regions: BTreeMap::new(),
+            epoch: Epoch::fresh(),
         }
     }
 
@@ -388,6 +460,7 @@ impl MemoryStore {
             .remove(&addr)
             .ok_or(StoreError::NotARegion { addr })?;
         self.extents.remove(&self.map, addr);
+        self.epoch = Epoch::fresh();
         Ok(region.len)
     }
 
@@ -448,6 +521,47 @@ impl MemoryStore {
         Ok(())
     }
 
+    /// [`check_each`](Self::check_each) by a caller that remembers where
+    /// its last op's operands were (`memo`): operands inside those regions
+    /// are not looked up, while no region has been unmapped since. Any
+    /// other is checked in full, as `check_each` does, errors included,
+    /// and `memo` then remembers the regions found.
+    #[inline(always)]
+    pub(super) fn check_remembered(
+        &self,
+        addrs: &[u64],
+        len: u64,
+        memo: &Cell<RegionMemo>,
+    ) -> Result<(), StoreError> {
+        let known = memo.get();
+        if known.epoch == self.epoch.0 && addrs.iter().all(|&addr| known.holds(addr, len)) {
+            return Ok(());
+        }
+        self.check_and_remember(addrs, len, memo)
+    }
+
+    /// [`check_remembered`](Self::check_remembered) when `memo` does not
+    /// answer: every operand looked up, out of its inlined fast path.
+    #[inline(never)]
+    fn check_and_remember(
+        &self,
+        addrs: &[u64],
+        len: u64,
+        memo: &Cell<RegionMemo>,
+    ) -> Result<(), StoreError> {
+        let mut found = RegionMemo {
+            epoch: self.epoch.0,
+            ..RegionMemo::default()
+        };
+        for &addr in addrs {
+            if let Some(extent) = self.extent_of(addr, len)? {
+                found.note(extent);
+            }
+        }
+        memo.set(found);
+        Ok(())
+    }
+
     /// The first difference from `other`: regions (addresses and lengths)
     /// always, bytes when both stores keep them. `None` if they agree.
     pub fn diff(&self, other: &MemoryStore) -> Option<StoreDiff> {
@@ -497,13 +611,23 @@ impl MemoryStore {
     /// The region holding `[addr, addr + len)` and `addr`'s index in it.
     #[inline(always)]
     fn locate(&self, addr: u64, len: u64) -> Result<(u64, usize), StoreError> {
+        Ok(match self.extent_of(addr, len)? {
+            Some((region, _)) => (region, buffer_len(addr - region)),
+            None => (addr, 0),
+        })
+    }
+
+    /// The extent `(start, len)` of the region holding `[addr, addr +
+    /// len)`; `None` for an empty range outside every region.
+    #[inline(always)]
+    fn extent_of(&self, addr: u64, len: u64) -> Result<Option<(u64, u64)>, StoreError> {
         match self.extents.at_or_before(&self.map, addr) {
             Some((region, region_len))
                 if addr - region < region_len && len <= region_len - (addr - region) =>
             {
-                Ok((region, buffer_len(addr - region)))
+                Ok(Some((region, region_len)))
             }
-            _ if len == 0 => Ok((addr, 0)),
+            _ if len == 0 => Ok(None),
             found => Err(self.locate_error(addr, len, found)),
         }
     }
@@ -655,6 +779,38 @@ mod tests {
             store.unmap(at(TCM, 0)),
             Err(StoreError::NotARegion { .. })
         ));
+    }
+
+    #[test]
+    fn a_region_memo_answers_as_the_checks_until_a_region_is_unmapped() {
+        let mut store = MemoryStore::timing_only(map());
+        let (slots, tile) = (at(TCM, 0), at(TCM, 0x100));
+        store.map(slots, 64).unwrap();
+        store.map(tile, 0x100).unwrap();
+        let memo = Cell::new(RegionMemo::default());
+        store
+            .check_remembered(&[tile + 8, slots], 16, &memo)
+            .unwrap();
+        // Both regions remembered: another copy between them is not looked up.
+        assert!(memo.get().holds(tile + 0xf0, 16) && memo.get().holds(slots + 48, 16));
+        store
+            .check_remembered(&[tile + 0xf0, slots + 48], 16, &memo)
+            .unwrap();
+        // Past a region's end: refused as `check` refuses it.
+        let err = store.check_remembered(&[tile, slots + 56], 16, &memo);
+        assert_eq!(err, store.check(slots + 56, 16));
+        assert!(matches!(err, Err(StoreError::Straddles { .. })));
+        store.check_remembered(&[tile, slots], 16, &memo).unwrap();
+        // Unmapped since: a use after free is refused, memo or not.
+        store.unmap(slots).unwrap();
+        let err = store
+            .check_remembered(&[tile, slots], 16, &memo)
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Unmapped { addr, .. } if addr == slots));
+        // A clone has an epoch of its own; it equals its original.
+        let clone = store.clone();
+        assert_eq!(clone, store);
+        assert_ne!(clone.epoch.0, store.epoch.0);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::rc::Rc;
 
 use crate::device::{Device, RouteMemo};
 use crate::hw::{DmaEngine, GemmEngine, MathEngine, explain};
-use crate::mem::DType;
+use crate::mem::{DType, RegionMemo};
 use crate::sim::Event;
 use crate::topology::{MemSpace, NodeId, naming};
 
@@ -84,6 +84,8 @@ pub(super) struct Program {
     pub(super) ipcq: Option<IpcqPort>,
     /// The routes of this program's last local copy (ADR-0057).
     copy_routes: RouteMemo,
+    /// Where this program's last PE_MATH op found its operands (ADR-0064).
+    pub(super) math_regions: Cell<RegionMemo>,
     /// [`Tl::space_of`]'s last memory: its first address, size and name.
     last_space: Cell<(u64, u64, MemSpace)>,
 }
@@ -113,6 +115,7 @@ impl Tl {
             cancel,
             ipcq: ipcq.map(|network| IpcqPort::new(network, coord)),
             copy_routes: RouteMemo::default(),
+            math_regions: Cell::default(),
             last_space: Cell::new((0, 0, MemSpace::Host)),
             device,
         };

@@ -37,7 +37,7 @@ impl TensorHandle {
         Ok(TensorHandle {
             addr,
             space,
-            shape: Shape::from_slice(shape),
+            shape: shape_of(shape),
             dtype,
         })
     }
@@ -47,7 +47,7 @@ impl TensorHandle {
         TensorHandle {
             addr,
             space,
-            shape: Shape::from_slice(shape),
+            shape: shape_of(shape),
             dtype,
         }
     }
@@ -99,6 +99,16 @@ impl TensorHandle {
             dtype,
             ..self.clone()
         }
+    }
+}
+
+/// `shape` as a [`Shape`]; one dimension (a message, a part of a tile)
+/// with no `memcpy` (a slice copy of unknown length calls it).
+#[inline(always)]
+fn shape_of(shape: &[usize]) -> Shape {
+    match *shape {
+        [n] => smallvec::smallvec![n],
+        _ => Shape::from_slice(shape),
     }
 }
 

@@ -232,7 +232,9 @@ impl Tl {
             explain::push_server(p.math.server(), explain::TermKind::Queue, queue);
         }
         explain::sleep_until(held.start).await;
-        let id = p.device.apply(p.math.name(), op)?;
+        let id = p
+            .device
+            .apply_remembered(p.math.name(), op, &p.math_regions)?;
         if explain::recording() {
             let service = held.end.saturating_since(held.start).as_ps();
             explain::push_server(p.math.server(), explain::TermKind::Service, service);

@@ -15,6 +15,18 @@ pub fn ring_step(pos: usize, step: usize, len: usize) -> (usize, usize) {
     (send, (send + n - 1) % n)
 }
 
+/// [`ring_step`] of steps `0..len − 1` in turn, with no division per
+/// step: each step sends what the one before it received.
+fn ring_steps(pos: usize, len: usize) -> impl Iterator<Item = (usize, usize)> {
+    let mut send = ring_step(pos, 0, len).0;
+    (1..len).map(move |_| {
+        let recv = send.checked_sub(1).unwrap_or(len - 1);
+        let step = (send, recv);
+        send = recv;
+        step
+    })
+}
+
 /// A position on a ring of `len` endpoints that sends in `send` and
 /// receives in `recv` (e.g. `E` and `W`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,11 +101,7 @@ impl Ring {
             recv: self.recv,
             max_message: self.max_message,
         };
-        let len = self.len;
-        let steps = (0..len.saturating_sub(1)).map(move |step| {
-            let (send, recv) = ring_step(at, step, len);
-            (parts[send], parts[recv])
-        });
+        let steps = ring_steps(at, self.len).map(|(send, recv)| (parts[send], parts[recv]));
         exchange_each(tl, acc, how, steps, merge)
     }
 }
@@ -205,6 +213,19 @@ mod tests {
             }
             // The last part received is the one the rank ends owning.
             assert_eq!(ring_step(rank, n - 2, n).1, (rank + 1) % n);
+        }
+    }
+
+    #[test]
+    fn ring_steps_walk_ring_step() {
+        for len in 0..6 {
+            for pos in 0..len + 2 {
+                let walked: Vec<_> = ring_steps(pos, len).collect();
+                let stepped: Vec<_> = (0..len.saturating_sub(1))
+                    .map(|step| ring_step(pos, step, len))
+                    .collect();
+                assert_eq!(walked, stepped, "pos {pos} of {len}");
+            }
         }
     }
 }

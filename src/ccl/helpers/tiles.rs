@@ -72,6 +72,10 @@ pub fn chunk_count(n_elem: u64, dtype: DType, chunk_bytes: Option<u64>) -> u64 {
     let Some(chunk) = chunk_bytes else {
         return 1;
     };
+    if n_elem.saturating_mul(dtype.size()) <= chunk {
+        // The usual message: one chunk, with no division.
+        return 1;
+    }
     let per_chunk = (chunk / dtype.size()).max(1);
     n_elem.div_ceil(per_chunk).clamp(1, n_elem.max(1))
 }

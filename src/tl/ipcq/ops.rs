@@ -149,10 +149,9 @@ impl Tl {
     ) -> Result<Option<BookedCopy>, KernelError> {
         let len = message.nbytes;
         self.log_send(ring, len, seq);
-        ring.set_message(seq, message);
         let p = &self.program;
-        ring.set_unit(seq, p.device.fabric().is_one_packet(&ring.doorbell, len));
-        let copy = (src, ring.slot(seq), len);
+        let unit = p.device.fabric().is_one_packet(&ring.doorbell, len);
+        let copy = (src, ring.put(seq, message, unit), len);
         let signal = (Some(&ring.doorbell), &ring.copy_routes);
         Ok(p.device.copy_now(&p.dma, p.node, copy, signal)?)
     }
@@ -177,9 +176,8 @@ impl Tl {
                 segments,
                 ..message.clone()
             };
-            ring.set_message(seq, part);
             let fabric = self.program.device.fabric();
-            ring.set_unit(seq, fabric.is_one_packet(&ring.doorbell, len));
+            ring.put(seq, part, fabric.is_one_packet(&ring.doorbell, len));
             let copy = self.copy_segment(ring.clone(), seq, src + offset, len);
             in_flight.push(sim::spawn("ipcq segment", copy));
         }
@@ -370,8 +368,14 @@ impl Tl {
             let pe = self.program.coord;
             return Err(IpcqError::NotHeld { addr, pe }.into());
         };
-        // Usually the last held, which `remove` takes with no tail to shift.
-        let (ring, ticket) = port.held.borrow_mut().remove(index);
+        let (ring, ticket) = {
+            let mut held = port.held.borrow_mut();
+            // Usually the last held: popped, with no tail to shift.
+            match index + 1 == held.len() {
+                true => held.pop().expect("the slot found is held"),
+                false => held.remove(index),
+            }
+        };
         ring.release(self.program.device.fabric(), ticket);
         Ok(())
     }

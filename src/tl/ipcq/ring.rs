@@ -35,9 +35,14 @@ impl Wakers {
     }
 
     /// Wakes every task registered, in order. Waking only schedules a
-    /// task (it polls nothing), so the list is drained in place.
+    /// task (it polls nothing), so the list is drained in place; an empty
+    /// list (a credit while its sender sleeps until one lands) is left
+    /// with no drain.
     fn wake_all(&self) {
-        self.0.borrow_mut().drain(..).for_each(Waker::wake);
+        let mut wakers = self.0.borrow_mut();
+        if !wakers.is_empty() {
+            wakers.drain(..).for_each(Waker::wake);
+        }
     }
 }
 
@@ -78,7 +83,11 @@ impl Message {
     /// The segment count of an `nbytes` message over `slot_bytes` slots
     /// (a zero-byte message is one segment).
     pub fn segments(nbytes: u64, slot_bytes: u64) -> u64 {
-        nbytes.div_ceil(slot_bytes.max(1)).max(1)
+        if nbytes <= slot_bytes {
+            // The usual message: one segment, with no division.
+            return 1;
+        }
+        nbytes.div_ceil(slot_bytes.max(1))
     }
 }
 
@@ -254,16 +263,14 @@ impl Ring {
         }
     }
 
-    /// Sender: what the slot of `seq` holds, set when its DMA is issued.
-    pub fn set_message(&self, seq: u64, message: Message) {
+    /// Sender: fills the slot of `seq` when its DMA is issued: its
+    /// message, and whether that is booked as one unit in flow mode (one
+    /// packet of the doorbell's route, ADR-0048). The slot's address.
+    pub fn put(&self, seq: u64, message: Message, unit: bool) -> u64 {
         let index = (seq % self.slots.len() as u64) as usize;
         self.messages.borrow_mut()[index] = Some(message);
-    }
-
-    /// Sender: whether the message in the slot of `seq` is booked as one
-    /// unit in flow mode (one packet of the doorbell's route, ADR-0048).
-    pub fn set_unit(&self, seq: u64, unit: bool) {
-        self.units[(seq % self.slots.len() as u64) as usize].set(unit);
+        self.units[index].set(unit);
+        self.slots[index]
     }
 
     /// The doorbell of `seq` has landed: the slot is receivable once every
@@ -319,7 +326,7 @@ impl Ring {
     }
 
     /// The message of slot `seq`, taken out: each landed slot is received
-    /// once, and `set_message` fills it again before it next lands.
+    /// once, and `put` fills it again before it next lands.
     fn message(&self, seq: u64) -> Message {
         let index = (seq % self.slots.len() as u64) as usize;
         self.messages.borrow_mut()[index]
