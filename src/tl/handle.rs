@@ -85,7 +85,11 @@ impl TensorHandle {
 
     /// Number of elements.
     pub fn elements(&self) -> u64 {
-        self.shape.iter().map(|&d| d as u64).product()
+        match *self.shape {
+            // A message or a part of a tile: no loop.
+            [n] => n as u64,
+            _ => self.shape.iter().map(|&d| d as u64).product(),
+        }
     }
 
     /// Size in bytes.
@@ -119,9 +123,13 @@ pub(super) fn checked_bytes(
     shape: &[usize],
     dtype: DType,
 ) -> Result<u64, KernelError> {
-    let bytes = shape
-        .iter()
-        .try_fold(dtype.size(), |n, &d| n.checked_mul(d as u64));
+    let bytes = match *shape {
+        // A message or a part of a tile: no loop.
+        [n] => dtype.size().checked_mul(n as u64),
+        _ => shape
+            .iter()
+            .try_fold(dtype.size(), |n, &d| n.checked_mul(d as u64)),
+    };
     match bytes {
         Some(0) => Err(KernelError::operands(
             op,

@@ -2,6 +2,10 @@
 //! steps ([`ring_step`]), and [`exchange`], which sends one part and
 //! receives another as messages of at most [`Exchange::max_message`].
 
+use std::pin::Pin;
+
+use futures::future::Either;
+
 use super::*;
 
 /// The chunk position `pos` sends and the chunk it receives at `step` of
@@ -107,19 +111,27 @@ impl Ring {
 }
 
 /// The reduce-scatter's merge: [`reduce_received`] into `part` of the
-/// slot `received`, both owned, so that the merge is this future itself;
-/// a slot in this PE's TCM goes to PE_MATH with no future between.
-async fn reduce_owned(
-    tl: &Tl,
+/// slot `received`, both owned. A slot in this PE's TCM is checked and
+/// assigned at once and the merge is PE_MATH's run itself: no future
+/// around it, no handle kept across its waits (the merge is awaited as
+/// soon as it is made, so nothing happens between). Any other slot, or
+/// an op refused, is boxed (ADR-0067).
+fn reduce_owned<'a>(
+    tl: &'a Tl,
     op: ReduceOp,
     part: TensorHandle,
     received: TensorHandle,
-) -> Result<(), KernelError> {
+) -> impl Future<Output = Result<(), KernelError>> + 'a {
+    type Other<'a> = Pin<Box<dyn Future<Output = Result<(), KernelError>> + 'a>>;
     if received.space() != tl.tcm() {
-        return reduce_received(tl, op, &part, &received).await;
+        let remote: Other =
+            Box::pin(async move { reduce_received(tl, op, &part, &received).await });
+        return Either::Right(remote);
     }
-    let (job, elements) = tl.assign_op(op.binary(), &part, &received)?;
-    tl.run_math(job, elements).await
+    match tl.assign_op(op.binary(), &part, &received) {
+        Ok((job, elements)) => Either::Left(tl.run_math(job, elements)),
+        Err(refused) => Either::Right(Box::pin(std::future::ready(Err(refused))) as Other),
+    }
 }
 
 /// Where an [`exchange`] sends and receives, and its largest message.

@@ -140,7 +140,8 @@ fn advance_in_order(next: &mut u64, early: &mut BTreeSet<u64>, seq: u64) {
         return;
     }
     *next += 1;
-    while early.remove(next) {
+    // Usually nothing came early: no look-up in an empty set.
+    while !early.is_empty() && early.remove(next) {
         *next += 1;
     }
 }
