@@ -7,15 +7,17 @@
 //! once per path and kept here, contiguous: crossing a hop then touches the
 //! route (read in order) and one cache line of the link, its calendar. On
 //! a machine of thousands of links, how many lines a hop touches is what a
-//! message costs (docs/perf-log.md, session 11). A hop is 32 bytes, two
-//! to a cache line: what can be derived at the hop (`S_h(P) / 2`) is not
-//! kept (session 13: a quarter fewer last-level misses on the yardstick).
+//! message costs (docs/perf-log.md, session 11). A hop is 48 bytes with
+//! its link's address, its tail among them (read in the same stream as
+//! the link, ADR-0065): what can be derived at the hop (`S_h(P) / 2`) is
+//! not kept (session 13: a quarter fewer last-level misses on the
+//! yardstick).
 //! The links are held by address ([`HeldLinks`]), so a hop does not read
 //! the table's per-edge slot (ADR-0058: at 256 SIPs a miss per hop).
 //!
 //! Knows links and their parameters; nothing of what moves over them.
 
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
@@ -37,7 +39,7 @@ enum Crossed {
 }
 
 /// One hop of a [`FlowRoute`], beside its link ([`HeldLinks`]).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct FlowHop {
     /// The link's index in the fabric's table (its edge's index): what
     /// flows sharing it are kept by (ADR-0056).
@@ -48,6 +50,8 @@ struct FlowHop {
     latency: SimDuration,
     /// `S_h(0) + L_h`: a header's crossing of the hop once it is served.
     header_crossing: SimDuration,
+    /// `S_h` of the route's remembered last-packet payload.
+    tail: Cell<SimDuration>,
 }
 
 impl FlowHop {
@@ -69,9 +73,13 @@ pub(crate) struct FlowRoute {
     /// A header's uncontended crossing, `Σ (S_h(0) + L_h)`: how long an
     /// IPCQ doorbell or credit takes (ADR-0048).
     signal: SimDuration,
-    /// The last-packet payload asked for last, and `S_h` of it per hop (a
-    /// route mostly carries one message size).
-    tails: RefCell<(u64, Box<[SimDuration]>)>,
+    /// The last-packet payload asked for last, whose `S_h` the hops keep
+    /// as their tails (a route mostly carries one message size).
+    last: Cell<u64>,
+    /// `Σ (tail + L_h)`, `None` past u64 picoseconds: a one-packet flow
+    /// that leaves early enough to land by then has no sum that
+    /// overflows ([`lands_idle`](Self::lands_idle)).
+    idle_span: Cell<Option<u64>>,
     /// A header's uncontended crossing as an `--explain` run.
     explain: super::explain::RunMemo,
     /// A flow's uncontended crossing as an `--explain` run, for one size
@@ -95,24 +103,27 @@ impl FlowRoute {
                 full,
                 latency,
                 header_crossing,
+                tail: Cell::new(full),
             })
         })?;
-        let tails = hops.iter().map(|(_, hop)| hop.full).collect();
         let signal = hops
             .iter()
             .try_fold(SimDuration::ZERO, |sum, (link, hop)| {
                 sum.checked_add(hop.header_crossing)
                     .map_err(HwError::time(link.name()))
             })?;
-        Ok(FlowRoute {
+        let route = FlowRoute {
             path,
             max_payload,
             hops,
             signal,
-            tails: RefCell::new((max_payload.get(), tails)),
+            last: Cell::new(max_payload.get()),
+            idle_span: Cell::new(None),
             explain: Default::default(),
             flow_explain: Default::default(),
-        })
+        };
+        route.idle_span.set(route.tails_span());
+        Ok(route)
     }
 
     /// The path this route crosses.
@@ -181,16 +192,48 @@ impl FlowRoute {
     /// what the general booking books and times there, up to the first
     /// hop that is not idle (nothing booked there). While nothing is
     /// traced or explained (the caller checks); `now` does not change
-    /// while the flow books.
+    /// while the flow books. Every instant it adds up is at most
+    /// `start + Σ (tail + L_h)`: when that fits in u64 picoseconds (all
+    /// but never), the sums are plain; else each is checked, an overflow
+    /// named as the general booking names it (ADR-0065).
     fn lands_idle(&self, last: u64, start: SimTime) -> Result<Crossed, HwError> {
-        let tails = self.tails.borrow();
+        let fits = |span| start.as_ps().checked_add(span).is_some();
+        match self.idle_span.get().is_some_and(fits) {
+            true => self.cross_idle(last, start, |at, d| {
+                Some(SimTime::from_ps(at.as_ps() + d.as_ps()))
+            }),
+            false => self.cross_idle(last, start, |at, d| at.checked_add(d).ok()),
+        }
+    }
+
+    /// [`lands_idle`](Self::lands_idle) with `add` for its sums (`None`:
+    /// an overflow).
+    #[inline(always)]
+    fn cross_idle(
+        &self,
+        last: u64,
+        start: SimTime,
+        add: impl Fn(SimTime, SimDuration) -> Option<SimTime>,
+    ) -> Result<Crossed, HwError> {
         let now = sim::now();
         let mut arrives = start;
-        for (hop, ((link, times), &tail)) in self.hops.iter().zip(tails.1.iter()).enumerate() {
-            let Some(end) = link.server().try_reserve_idle(arrives, tail, last, now) else {
+        let mut hops = self.hops.iter();
+        // The hop's index is told by how many are left (no count kept).
+        while let Some((link, times)) = hops.next() {
+            let (server, tail) = (link.server(), times.tail.get());
+            let end = match server.is_idle_from(arrives, now) {
+                true => add(arrives, tail),
+                false => None,
+            };
+            let Some(end) = end else {
+                let hop = self.hops.len() - hops.len() - 1;
                 return Ok(Crossed::Busy { hop, arrives });
             };
-            arrives = later_for(end, times.latency, || link.name())?;
+            server.book_idle((arrives, end), tail, last, now);
+            arrives = match add(end, times.latency) {
+                Some(at) => at,
+                None => later_for(end, times.latency, || link.name())?,
+            };
         }
         Ok(Crossed::Landed(arrives))
     }
@@ -208,21 +251,15 @@ impl FlowRoute {
     ) -> Result<(SimTime, Pushed), HwError> {
         debug_assert!(self.is_over(links));
         self.remember_tails(plan.last)?;
-        let tails = self.tails.borrow();
-        let hops = self
-            .hops
-            .iter()
-            .zip(tails.1.iter())
-            .skip(from)
-            .map(|((link, hop), &tail)| {
-                let times = HopTimes {
-                    full: hop.full,
-                    tail,
-                    latency: hop.latency,
-                    link: hop.link,
-                };
-                (link, times)
-            });
+        let hops = self.hops.iter().skip(from).map(|(link, hop)| {
+            let times = HopTimes {
+                full: hop.full,
+                tail: hop.tail.get(),
+                latency: hop.latency,
+                link: hop.link,
+            };
+            (link, times)
+        });
         let sharing = (plan.packets > 1).then(|| Sharing {
             links,
             flow: SharedFlow::begin(self.hops.len()),
@@ -236,10 +273,10 @@ impl FlowRoute {
         Ok((end, pushed))
     }
 
-    /// Makes `tails` hold `S_h(last)` per hop (mostly they do already).
+    /// Makes the hops' tails `S_h(last)` (mostly they are already).
     #[inline(always)]
     fn remember_tails(&self, last: u64) -> Result<(), HwError> {
-        if self.tails.borrow().0 == last {
+        if self.last.get() == last {
             return Ok(());
         }
         self.recompute_tails(last)
@@ -248,16 +285,26 @@ impl FlowRoute {
     /// [`remember_tails`](Self::remember_tails) for a new size.
     #[inline(never)]
     fn recompute_tails(&self, last: u64) -> Result<(), HwError> {
-        let mut tails = self.tails.borrow_mut();
-        for (tail, (link, hop)) in tails.1.iter_mut().zip(self.hops.iter()) {
-            *tail = match last {
+        // Unknown while the tails change (and if an occupancy fails).
+        self.idle_span.set(None);
+        for (link, hop) in self.hops.iter() {
+            hop.tail.set(match last {
                 0 => link.occupancy(0)?,
                 _ if last == self.max_payload.get() => hop.full,
                 _ => link.occupancy(last)?,
-            };
+            });
         }
-        tails.0 = last;
+        self.last.set(last);
+        self.idle_span.set(self.tails_span());
         Ok(())
+    }
+
+    /// `Σ (tail + L_h)` over the hops, `None` past u64 picoseconds.
+    fn tails_span(&self) -> Option<u64> {
+        self.hops.iter().try_fold(0u64, |sum, (_, hop)| {
+            sum.checked_add(hop.tail.get().as_ps())?
+                .checked_add(hop.latency.as_ps())
+        })
     }
 
     /// When an IPCQ doorbell or credit sent at `start` lands (ADR-0048):
