@@ -299,8 +299,7 @@ impl Device {
         let id = self.apply_remembered(engine.name(), copy, &memo.regions)?;
         let read = f.flow_read_done(&plan.routes.request, plan.src, len, slot.started);
         let read = read.expect("a flow-mode read from a TCM is worked out ahead")?;
-        let whole = self.book_whole(&plan, len, read, signal)?;
-        let (written, done) = whole.expect("a copy checked above is booked whole");
+        let (written, done) = self.book_checked(&plan, len, read, signal)?;
         Ok(Some(BookedCopy {
             _slot: slot,
             id,
@@ -445,6 +444,29 @@ impl Device {
                 .map(|(written, done, _unpushed)| (written, done)),
             Some(_) => None,
         })
+    }
+
+    /// [`book_whole`](Self::book_whole) of a copy that
+    /// [`copy_now`](Self::copy_now) has checked can be booked whole (its
+    /// checks not made again: ADR-0069).
+    #[inline(always)]
+    fn book_checked(
+        &self,
+        plan: &CopyPlan,
+        len: u64,
+        read: SimTime,
+        signal: Option<&Route>,
+    ) -> Result<(SimTime, SimTime), DeviceError> {
+        let (f, data) = (&self.fabric, &plan.routes.data);
+        let booked = match signal {
+            None => f
+                .flow_unbooked_write(data, plan.dst, len, read)
+                .map(|written| written.map(|written| (written, written))),
+            Some(signal) => f
+                .flow_write_then_signal(data, (len, read), plan.dst, (signal, true))
+                .map(|times| times.map(|(written, done, _unpushed)| (written, done))),
+        };
+        Ok(booked.expect("a copy checked by copy_now is booked whole")?)
     }
 
     /// [`plan`](Self::plan), taken from `memo` when its copy was between

@@ -387,7 +387,7 @@ impl Fabric {
             debug_assert!(Arc::ptr_eq(route.path(), path));
             return Ok(route.clone());
         }
-        let route = Rc::new(FlowRoute::new(path.clone(), &self.links)?);
+        let route = FlowRoute::new(path.clone(), &self.links)?;
         self.flow_routes.borrow_mut().insert(key, route.clone());
         Ok(route)
     }

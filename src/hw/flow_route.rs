@@ -14,15 +14,20 @@
 //! yardstick).
 //! The links are held by address ([`HeldLinks`]), so a hop does not read
 //! the table's per-edge slot (ADR-0058: at 256 SIPs a miss per hop).
+//! A one-packet flow that crosses every hop idle is counted on the route
+//! (how many, of its remembered size) and added to its links' counters
+//! before anyone reads them ([`DeferredCounts`], ADR-0069).
 //!
 //! Knows links and their parameters; nothing of what moves over them.
 
 use std::cell::Cell;
 use std::num::NonZeroU64;
+use std::rc::{Rc, Weak};
 use std::sync::Arc;
 
 use super::flow_share::{Pushed, SharedFlow};
 use super::link_table::HeldLinks;
+use super::server::{DeferredCounts, defer_counts};
 use super::transit::{HopTimes, Sharing, Slowest, cross_hops};
 use super::{HwError, Link, LinkTable, PacketPlan, TransferReport, later_for};
 use crate::sim::{self, SimDuration, SimTime};
@@ -80,6 +85,13 @@ pub(crate) struct FlowRoute {
     /// that leaves early enough to land by then has no sum that
     /// overflows ([`lands_idle`](Self::lands_idle)).
     idle_span: Cell<Option<u64>>,
+    /// One-packet flows of `last` bytes booked on every hop and not yet
+    /// counted on the links ([`settle_hops`](Self::settle_hops)).
+    unsettled: Cell<u64>,
+    /// Whether the route is registered to be settled ([`defer_counts`]).
+    registered: Cell<bool>,
+    /// The route itself, to register.
+    me: Weak<FlowRoute>,
     /// A header's uncontended crossing as an `--explain` run.
     explain: super::explain::RunMemo,
     /// A flow's uncontended crossing as an `--explain` run, for one size
@@ -90,7 +102,7 @@ pub(crate) struct FlowRoute {
 impl FlowRoute {
     /// The route of `path` over `links` (the fabric's table, indexed by
     /// edge). Errors: an occupancy that overflows, naming the link.
-    pub(crate) fn new(path: Arc<Path>, links: &LinkTable) -> Result<Self, HwError> {
+    pub(crate) fn new(path: Arc<Path>, links: &LinkTable) -> Result<Rc<Self>, HwError> {
         let max_payload = NonZeroU64::new(path.max_payload()).unwrap_or(NonZeroU64::MIN);
         let hops = HeldLinks::try_new(links, path.edges(), |edge, link| {
             let full = link.full_occupancy(max_payload.get())?;
@@ -112,16 +124,19 @@ impl FlowRoute {
                 sum.checked_add(hop.header_crossing)
                     .map_err(HwError::time(link.name()))
             })?;
-        let route = FlowRoute {
+        let route = Rc::new_cyclic(|me| FlowRoute {
             path,
             max_payload,
             hops,
             signal,
             last: Cell::new(max_payload.get()),
             idle_span: Cell::new(None),
+            unsettled: Cell::new(0),
+            registered: Cell::new(false),
+            me: me.clone(),
             explain: Default::default(),
             flow_explain: Default::default(),
-        };
+        });
         route.idle_span.set(route.tails_span());
         Ok(route)
     }
@@ -173,16 +188,58 @@ impl FlowRoute {
         bytes: u64,
         start: SimTime,
     ) -> Result<(SimTime, Pushed), HwError> {
-        let plan = PacketPlan::new(bytes, self.max_payload);
         let mut from = (0, start);
-        if plan.packets == 1 && !trace::is_recording() && !super::explain::recording() {
-            self.remember_tails(plan.last)?;
-            match self.lands_idle(plan.last, start)? {
-                Crossed::Landed(lands) => return Ok((lands, Pushed::default())),
-                Crossed::Busy { hop, arrives } => from = (hop, arrives),
+        // One packet (its plan's last is `bytes`), told without dividing.
+        let one_packet = bytes <= self.max_payload.get();
+        if one_packet && !trace::is_recording() && !super::explain::recording() {
+            self.remember_tails(bytes)?;
+            match self.lands_idle(start)? {
+                Crossed::Landed(lands) => {
+                    self.defer_count();
+                    return Ok((lands, Pushed::default()));
+                }
+                Crossed::Busy { hop, arrives } => {
+                    self.count_hops(hop);
+                    from = (hop, arrives);
+                }
             }
         }
+        let plan = PacketPlan::new(bytes, self.max_payload);
         self.cross(links, &plan, from, |_, _, _| {})
+    }
+
+    /// Counts a one-packet flow of `last` bytes that crossed every hop
+    /// idle, to be added to the links' counters later (ADR-0069).
+    #[inline(always)]
+    fn defer_count(&self) {
+        self.unsettled.set(self.unsettled.get() + 1);
+        if !self.registered.replace(true) {
+            defer_counts(self.me.clone());
+        }
+    }
+
+    /// Counts a one-packet flow of `last` bytes booked idle on the first
+    /// `hops` hops (the general booking counts the rest).
+    #[inline(never)]
+    fn count_hops(&self, hops: usize) {
+        for (link, hop) in self.hops.iter().take(hops) {
+            link.server().count(hop.tail.get(), self.last.get(), 1);
+        }
+    }
+
+    /// Adds the one-packet flows counted on the route
+    /// ([`defer_count`](Self::defer_count)) to its links' counters: what
+    /// counting each at its booking adds up to.
+    fn settle_hops(&self) {
+        let flows = self.unsettled.replace(0);
+        if flows == 0 {
+            return;
+        }
+        let bytes = self.last.get().saturating_mul(flows);
+        for (link, hop) in self.hops.iter() {
+            let busy = SimDuration::from_ps(hop.tail.get().as_ps() * flows);
+            link.server().count(busy, bytes, flows);
+        }
     }
 
     /// A one-packet flow of `last` bytes (its tails remembered) leaving at
@@ -190,19 +247,20 @@ impl FlowRoute {
     /// its arrival for `S_h` and left after `L_h`
     /// ([`SerialServer::try_reserve_idle`](super::SerialServer::try_reserve_idle)),
     /// what the general booking books and times there, up to the first
-    /// hop that is not idle (nothing booked there). While nothing is
+    /// hop that is not idle (nothing booked there). Nothing is counted:
+    /// the caller counts the hops booked. While nothing is
     /// traced or explained (the caller checks); `now` does not change
     /// while the flow books. Every instant it adds up is at most
     /// `start + Σ (tail + L_h)`: when that fits in u64 picoseconds (all
     /// but never), the sums are plain; else each is checked, an overflow
     /// named as the general booking names it (ADR-0065).
-    fn lands_idle(&self, last: u64, start: SimTime) -> Result<Crossed, HwError> {
+    fn lands_idle(&self, start: SimTime) -> Result<Crossed, HwError> {
         let fits = |span| start.as_ps().checked_add(span).is_some();
         match self.idle_span.get().is_some_and(fits) {
-            true => self.cross_idle(last, start, |at, d| {
+            true => self.cross_idle(start, |at, d| {
                 Some(SimTime::from_ps(at.as_ps() + d.as_ps()))
             }),
-            false => self.cross_idle(last, start, |at, d| at.checked_add(d).ok()),
+            false => self.cross_idle(start, |at, d| at.checked_add(d).ok()),
         }
     }
 
@@ -211,7 +269,6 @@ impl FlowRoute {
     #[inline(always)]
     fn cross_idle(
         &self,
-        last: u64,
         start: SimTime,
         add: impl Fn(SimTime, SimDuration) -> Option<SimTime>,
     ) -> Result<Crossed, HwError> {
@@ -229,7 +286,7 @@ impl FlowRoute {
                 let hop = self.hops.len() - hops.len() - 1;
                 return Ok(Crossed::Busy { hop, arrives });
             };
-            server.book_idle((arrives, end), tail, last, now);
+            server.book_idle((arrives, end), now);
             arrives = match add(end, times.latency) {
                 Some(at) => at,
                 None => later_for(end, times.latency, || link.name())?,
@@ -285,6 +342,8 @@ impl FlowRoute {
     /// [`remember_tails`](Self::remember_tails) for a new size.
     #[inline(never)]
     fn recompute_tails(&self, last: u64) -> Result<(), HwError> {
+        // The flows counted on the route are of the old size.
+        self.settle_hops();
         // Unknown while the tails change (and if an occupancy fails).
         self.idle_span.set(None);
         for (link, hop) in self.hops.iter() {
@@ -425,10 +484,23 @@ impl FlowRoute {
     }
 }
 
+impl DeferredCounts for FlowRoute {
+    fn settle(&self) {
+        self.registered.set(false);
+        self.settle_hops();
+    }
+}
+
+impl Drop for FlowRoute {
+    /// Its links outlive it (a route holds them, not the reverse): the
+    /// flows it counted are added to them.
+    fn drop(&mut self) {
+        self.settle_hops();
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use std::rc::Rc;
-
     use super::*;
     use crate::hw::Fabric;
     use crate::sim::Simulation;
@@ -453,7 +525,7 @@ mod tests {
                 .iter()
                 .map(|&(from, to)| {
                     let path = fabric.router().find_path(pe(from), pe(to)).unwrap();
-                    Rc::new(FlowRoute::new(path, fabric.links()).unwrap())
+                    FlowRoute::new(path, fabric.links()).unwrap()
                 })
                 .collect();
             (fabric, routes)
@@ -536,9 +608,10 @@ mod tests {
     }
 
     /// `lands` gives every flow the time `book` gives it and leaves every
-    /// link's statistics the same, one-packet flows (carried as one
-    /// instant while their hops are idle, then in general) mixed with long
-    /// ones on routes that share links.
+    /// link's statistics the same after each flow (the counts a route
+    /// keeps added when they are read, ADR-0069), one-packet flows
+    /// (carried as one instant while their hops are idle, then in
+    /// general) mixed with long ones on routes that share links.
     #[test]
     fn lands_times_and_books_as_the_general_booking() {
         let pairs = [((0, 0), (5, 0)), ((1, 0), (5, 0)), ((4, 1), (6, 0))];
@@ -565,6 +638,10 @@ mod tests {
                 let fast = routes_a[route].lands(fa.links(), bytes).unwrap().0;
                 let general = routes_b[route].book(fb.links(), bytes).unwrap().0.end;
                 times.push((fast, general));
+                // The counts kept on a route are added before any read.
+                for (a, b) in fa.links().all().zip(fb.links().all()) {
+                    assert_eq!(a.stats(sim::now()), b.stats(sim::now()), "{}", a.name());
+                }
             }
             times
         });
@@ -576,6 +653,37 @@ mod tests {
         for (a, b) in fabric_a.links().all().zip(fabric_b.links().all()) {
             assert_eq!(a.stats(end), b.stats(end), "{}", a.name());
             assert_eq!(a.free_at(), b.free_at(), "{}", a.name());
+        }
+    }
+
+    /// ADR-0069: the one-packet flows a route counts on itself reach its
+    /// links' counters when the route books another size, and when it is
+    /// dropped unread, as each booking's own count would.
+    #[test]
+    fn a_routes_kept_counts_reach_its_links_on_a_new_size_and_when_dropped() {
+        let [(fabric_a, routes_a), (fabric_b, routes_b)] = twins(&[((0, 0), (5, 0))]);
+        let mut simulation = Simulation::new();
+        let (fa, fb) = (fabric_a.clone(), fabric_b.clone());
+        let [route_a, route_b] = [&routes_a, &routes_b].map(|r| r[0].clone());
+        drop((routes_a, routes_b));
+        simulation.spawn("flows", async move {
+            for bytes in [16, 16, 64, 64, 64, 16] {
+                // Long enough for the flow before to have landed: every
+                // hop idle.
+                sim::sleep(SimDuration::from_us(10)).await;
+                route_a.lands(fa.links(), bytes).unwrap();
+                route_b.book(fb.links(), bytes).unwrap();
+            }
+            // Dropped with flows of 16 bytes counted, never read.
+            assert!(route_a.unsettled.get() > 0);
+        });
+        simulation.run().unwrap();
+        drop(simulation);
+        let end = SimTime::from_ps(u64::MAX / 2);
+        let jobs = |f: &Fabric| f.links().all().map(|l| l.stats(end).jobs).sum::<u64>();
+        assert!(jobs(&fabric_a) > 0);
+        for (a, b) in fabric_a.links().all().zip(fabric_b.links().all()) {
+            assert_eq!(a.stats(end), b.stats(end), "{}", a.name());
         }
     }
 }

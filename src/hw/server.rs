@@ -17,13 +17,15 @@
 //! ([`SerialServer::reserve_batch`]), and a flow's single packet slips in
 //! between booked flows' packets ([`SerialServer::reserve_between`]). The
 //! busy time up to any instant stays exact and never exceeds the elapsed
-//! time.
+//! time. A caller may keep the counts of bookings it makes often and add
+//! them later ([`DeferredCounts`], ADR-0069): every read of the counters
+//! adds them first, so no reader sees the difference.
 //!
 //! Knows virtual time and an opaque name; nothing of what it serves.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 use super::{HwError, later_for};
 use crate::sim::{self, SimDuration, SimTime};
@@ -92,6 +94,35 @@ impl ServerStats {
             0 => 0.0,
             elapsed => self.busy.as_ps() as f64 / elapsed as f64,
         }
+    }
+}
+
+/// Bookings whose counts (jobs, bytes, busy time) their maker keeps for
+/// a while and adds to its servers later (a flow route's one-packet
+/// messages, ADR-0069): a maker that keeps some registers itself with
+/// [`defer_counts`], and is told to [`settle`](Self::settle) before any
+/// server's counters are read.
+pub(crate) trait DeferredCounts {
+    /// Adds the counts kept to the servers they belong to.
+    fn settle(&self);
+}
+
+thread_local! {
+    /// The makers that may keep counts, registered since the last read.
+    static DEFERRED: RefCell<Vec<Weak<dyn DeferredCounts>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Registers `maker`, which keeps counts, to be settled before the next
+/// read of any server's counters. A maker registers once until then.
+pub(crate) fn defer_counts(maker: Weak<dyn DeferredCounts>) {
+    DEFERRED.with_borrow_mut(|makers| makers.push(maker));
+}
+
+/// Settles every registered maker's counts (one gone settled its own).
+fn settle_deferred() {
+    let makers = DEFERRED.with_borrow_mut(std::mem::take);
+    for maker in makers.iter().filter_map(Weak::upgrade) {
+        maker.settle();
     }
 }
 
@@ -508,7 +539,8 @@ impl SerialServer {
             return None;
         }
         let end = arrives.checked_add(occupancy).ok()?;
-        self.book_idle((arrives, end), occupancy, bytes, now);
+        self.book_idle((arrives, end), now);
+        self.count(occupancy, bytes, 1);
         Some(end)
     }
 
@@ -522,26 +554,27 @@ impl SerialServer {
         // The only gap kept, ended by `now` (an empty one too, unless it
         // ends later), is forgotten by being replaced in `book_idle`.
         if calendar.first_gap.get().1 > now || calendar.later_gaps.get() != 0 {
-            self.forget_gaps_before(now);
-            if calendar.has_gap() {
-                return false;
-            }
+            return self.is_idle_after_forgetting(arrives, now);
         }
         arrives >= calendar.free_at.get()
+    }
+
+    /// [`is_idle_from`](Self::is_idle_from) where a gap may be left after
+    /// `now` (out of line: a hop loop keeps to the common case, ADR-0069).
+    #[cold]
+    #[inline(never)]
+    fn is_idle_after_forgetting(&self, arrives: SimTime, now: SimTime) -> bool {
+        self.forget_gaps_before(now);
+        !self.calendar.has_gap() && arrives >= self.calendar.free_at.get()
     }
 
     /// Books a packet that [`is_idle_from`](Self::is_idle_from) `arrives`
     /// (checked by the caller), served to `end` (`arrives + occupancy`,
     /// summed by the caller): what [`reserve_between`](Self::reserve_between)
-    /// books then.
+    /// books then, but not counted: the caller [`count`](Self::count)s it,
+    /// now or (with [`defer_counts`]) later.
     #[inline(always)]
-    pub(crate) fn book_idle(
-        &self,
-        (arrives, end): (SimTime, SimTime),
-        occupancy: SimDuration,
-        bytes: u64,
-        now: SimTime,
-    ) {
+    pub(crate) fn book_idle(&self, (arrives, end): (SimTime, SimTime), now: SimTime) {
         let calendar = &self.calendar;
         // The idle time before the packet is the only gap left (none if
         // it is empty: the packet arrives when the server is free).
@@ -549,7 +582,13 @@ impl SerialServer {
             .first_gap
             .set((calendar.free_at.get().max(now), arrives));
         calendar.free_at.set(end);
-        calendar.count(occupancy, bytes, 1);
+    }
+
+    /// Counts `jobs` jobs of `bytes` bytes in all, served for `occupancy`
+    /// in all, booked by [`book_idle`](Self::book_idle).
+    #[inline(always)]
+    pub(crate) fn count(&self, occupancy: SimDuration, bytes: u64, jobs: u64) {
+        self.calendar.count(occupancy, bytes, jobs);
     }
 
     /// [`reserve_between`](Self::reserve_between)'s service of a packet
@@ -607,8 +646,10 @@ impl SerialServer {
         self.calendar.free_at.get()
     }
 
-    /// Counters as of `now` (any instant; a past one counts less busy time).
+    /// Counters as of `now` (any instant; a past one counts less busy time),
+    /// the counts kept by [`DeferredCounts`] makers added first.
     pub fn stats(&self, now: SimTime) -> ServerStats {
+        settle_deferred();
         let calendar = &self.calendar;
         let ahead = calendar.free_at.get().saturating_since(now).as_ps();
         let first = calendar.has_gap().then_some(calendar.first_gap.get());
