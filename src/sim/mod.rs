@@ -36,6 +36,7 @@ pub use resource::{Acquire, Resource, ResourceGuard};
 pub use task::JoinHandle;
 pub use time::{PS_PER_MS, PS_PER_NS, PS_PER_S, PS_PER_US, SimDuration, SimTime, TimeError};
 pub use timer::{Sleep, YieldNow, sleep, sleep_until, sleep_until_labelled, yield_now};
+pub(crate) use wait::TaskWakers;
 
 use executor::{current_core, with_current_core};
 

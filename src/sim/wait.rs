@@ -1,11 +1,19 @@
 //! FIFO wait queues shared by the blocking primitives: a waiter is granted
 //! its turn explicitly, so hand-over is first come, first served and a
-//! late arrival can never overtake a woken one.
+//! late arrival can never overtake a woken one. [`TaskWakers`]: the
+//! waiters of a model woken only from inside the executor, kept as task
+//! ids.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
-use std::task::Waker;
+use std::task::{Context, Waker};
+
+use smallvec::SmallVec;
+
+use super::error::{Describe, Waiting};
+use super::executor::current_core;
+use super::waker::WakeTarget;
 
 /// One task waiting its turn.
 pub(crate) struct Waiter {
@@ -98,5 +106,41 @@ impl WakerList {
         for waker in wakers {
             waker.wake();
         }
+    }
+}
+
+/// Tasks to wake together, for a model that only code inside the
+/// executor wakes (an IPCQ ring: its doorbells and credits land in tasks).
+/// A task of the running simulation is kept as its id, as a timer keeps
+/// it: no waker is cloned when it registers, nor dropped when it is
+/// woken (any other waker is cloned). Deduplicated, woken in registration
+/// order; mostly one or two wait, kept inline.
+#[derive(Default)]
+pub(crate) struct TaskWakers(RefCell<SmallVec<[WakeTarget; 2]>>);
+
+impl TaskWakers {
+    /// Registers whoever polls with `cx` and records that it waits in `op`
+    /// on `what` (for a deadlock report).
+    pub fn register(&self, cx: &Context<'_>, op: &'static str, what: Rc<dyn Describe>) {
+        let core = current_core(op);
+        let target = WakeTarget::from_cx(cx, core);
+        let mut targets = self.0.borrow_mut();
+        if !targets.iter().any(|t| t.same(&target)) {
+            targets.push(target);
+        }
+        drop(targets);
+        core.set_waiting(Waiting::On(op, what));
+    }
+
+    /// Wakes every task registered, in order. Waking only schedules a
+    /// task (it polls nothing), so the list is drained in place; an empty
+    /// list is left with no drain.
+    pub fn wake_all(&self) {
+        let mut targets = self.0.borrow_mut();
+        if targets.is_empty() {
+            return;
+        }
+        let core = current_core("wake");
+        targets.drain(..).for_each(|target| target.wake(core));
     }
 }

@@ -160,6 +160,15 @@ impl WakeTarget {
         }
     }
 
+    /// Whether both wake the same task (or the same waker's target).
+    pub fn same(&self, other: &WakeTarget) -> bool {
+        match (self, other) {
+            (WakeTarget::Task(a), WakeTarget::Task(b)) => a == b,
+            (WakeTarget::Waker(a), WakeTarget::Waker(b)) => a.will_wake(b),
+            _ => false,
+        }
+    }
+
     /// Wakes the target; `core` is the running simulation.
     pub fn wake(self, core: &Core) {
         match self {

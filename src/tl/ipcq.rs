@@ -58,7 +58,7 @@ use crate::sim::{PS_PER_NS, SimDuration, SimTime};
 use crate::topology::MemSpace;
 
 pub use dir::Dir;
-pub(crate) use ops::IpcqPort;
+pub(crate) use ops::{Booking, IpcqPort, SendStep};
 pub use ops::{RecvFuture, SendArgs};
 
 use super::PeCoord;

@@ -6,6 +6,8 @@ use std::pin::Pin;
 
 use futures::future::Either;
 
+use crate::tl::ipcq::{Booking, SendStep};
+
 use super::*;
 
 /// The chunk position `pos` sends and the chunk it receives at `step` of
@@ -189,16 +191,36 @@ where
         );
         for i in 0..outs.max(ins) {
             if i < outs {
-                let message = out.part(outs, i, dtype);
-                tl.send(how.send, &slice(tl, acc, &message)?).await?;
+                let src = slice(tl, acc, &out.part(outs, i, dtype))?;
+                // `tl.send(how.send, &src)`, with no future around its waits.
+                let booking = match tl.send_step(how.send, &src)? {
+                    SendStep::Claimed(slot) => tl.book_send(slot, &src)?,
+                    SendStep::NoCredit(ring) => {
+                        let slot = tl.claim_credit(ring).await?;
+                        tl.book_send(slot, &src)?
+                    }
+                    SendStep::Segments(rest) => Booking::Staged(rest),
+                };
+                match booking {
+                    Booking::Whole(booked) => {
+                        booked.sleep().await;
+                        tl.send_landed(booked)?;
+                    }
+                    Booking::Staged(rest) => rest.await?,
+                }
             }
             if i < ins {
                 let message = into.part(ins, i, dtype);
                 let part = slice(tl, acc, &message)?;
-                let received = tl.recv(how.recv, part.shape(), part.dtype()).await?;
-                let slot = (received.addr(), received.space());
+                // `tl.recv`, with no future around the wait.
+                let slot = tl.recv_ticket(how.recv)?;
+                let landed = match slot.try_landed() {
+                    Some(landed) => landed,
+                    None => slot.landed().await,
+                };
+                let received = tl.hold_landed(slot, landed, part.shape(), part.dtype())?;
                 merge(part, received).await?;
-                tl.release_slot(slot)?;
+                tl.release_ticket(slot)?;
             }
         }
     }

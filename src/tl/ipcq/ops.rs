@@ -9,6 +9,8 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
+use futures::FutureExt;
+
 use crate::device::BookedCopy;
 use crate::hw::explain;
 use crate::mem::DType;
@@ -34,6 +36,73 @@ pub struct SendArgs {
     pub dtype: DType,
     /// The memory `src_addr` is in (checked).
     pub space: MemSpace,
+}
+
+/// Where a send stands after its first look ([`Tl::send_step`]).
+pub(crate) enum SendStep<'a> {
+    /// A slot claimed: book the copy ([`Tl::book_send`]).
+    Claimed(SendSlot<'a>),
+    /// No credit free now: wait for one ([`Tl::claim_credit`]).
+    NoCredit(SendRing<'a>),
+    /// A message of several segments: the whole send.
+    Segments(Pin<Box<dyn Future<Output = Result<(), KernelError>> + 'a>>),
+}
+
+/// The ring of a send that waits for a credit.
+pub(crate) struct SendRing<'a>(&'a Rc<Ring>);
+
+/// A send's claimed slot.
+pub(crate) struct SendSlot<'a> {
+    ring: &'a Rc<Ring>,
+    seq: u64,
+}
+
+/// A send's copy ([`Tl::book_send`]).
+pub(crate) enum Booking<'a> {
+    /// Booked whole: sleep until it is done, then [`Tl::send_landed`].
+    Whole(BookedSend<'a>),
+    /// The staged copy (or a message of several segments): the rest of
+    /// the send.
+    Staged(Pin<Box<dyn Future<Output = Result<(), KernelError>> + 'a>>),
+}
+
+/// A send's copy booked whole, done at a known instant.
+pub(crate) struct BookedSend<'a> {
+    slot: SendSlot<'a>,
+    copy: BookedCopy,
+}
+
+impl BookedSend<'_> {
+    /// Sleeps until the copy is done and its doorbell has landed.
+    pub(crate) fn sleep(&self) -> sim::Sleep {
+        explain::sleep_until(self.copy.done)
+    }
+}
+
+/// A receive's ticket on its ring ([`Tl::recv_ticket`]): the slot it
+/// takes when its message has landed, and holds once taken
+/// ([`Tl::hold_landed`]) until [`Tl::release_ticket`]. A caller that
+/// awaits the landing itself receives with no future of `recv`'s around
+/// the wait, and releases with no search by address (ADR-0070).
+#[derive(Clone, Copy)]
+pub(crate) struct SlotTicket<'a> {
+    ring: &'a Rc<Ring>,
+    ticket: u64,
+}
+
+/// A ticket's message, landed and not yet held.
+pub(crate) struct Landed(Message);
+
+impl<'a> SlotTicket<'a> {
+    /// The message if it has landed (taken: call once it is `Some`).
+    pub(crate) fn try_landed(&self) -> Option<Landed> {
+        self.ring.try_delivered(self.ticket).map(Landed)
+    }
+
+    /// Waits until the message has landed; takes it.
+    pub(crate) fn landed(self) -> impl Future<Output = Landed> + 'a {
+        self.ring.delivered(self.ticket).map(Landed)
+    }
 }
 
 /// A receive in flight ([`Tl::recv_async`]); await it or pass it to
@@ -91,26 +160,88 @@ impl Tl {
     /// at once and the send sleeps once, with no future between it and the
     /// booking (ADR-0048, ADR-0057, ADR-0060); any other message goes
     /// through the device's staged copy, and one larger than a slot as
-    /// several segments, each boxed so that this future stays small.
+    /// several segments, each boxed so that this future stays small. Its
+    /// steps ([`send_step`](Self::send_step), [`claim_credit`](Self::claim_credit),
+    /// [`book_send`](Self::book_send), [`send_landed`](Self::send_landed))
+    /// are the ring exchange's too, which awaits them itself (ADR-0070).
     pub async fn send(&self, dir: Dir, src: &TensorHandle) -> Result<(), KernelError> {
+        let booking = match self.send_step(dir, src)? {
+            SendStep::Claimed(slot) => self.book_send(slot, src)?,
+            SendStep::NoCredit(ring) => {
+                let slot = self.claim_credit(ring).await?;
+                self.book_send(slot, src)?
+            }
+            SendStep::Segments(rest) => Booking::Staged(rest),
+        };
+        match booking {
+            Booking::Whole(booked) => {
+                booked.sleep().await;
+                self.send_landed(booked)
+            }
+            Booking::Staged(rest) => rest.await,
+        }
+    }
+
+    /// A send's first step: its ring, and a slot claimed if a credit is
+    /// free; a message of several segments is the whole send, boxed.
+    #[inline]
+    pub(crate) fn send_step<'a>(
+        &'a self,
+        dir: Dir,
+        src: &TensorHandle,
+    ) -> Result<SendStep<'a>, KernelError> {
         let ring = self.ring(dir, "send")?;
-        let message = self.message(src.shape(), src.dtype(), src.bytes());
-        let (addr, len) = (src.addr(), message.nbytes);
+        let len = src.bytes();
         let segments = Message::segments(len, ring.slot_bytes);
         if segments > 1 {
-            let rest = self.send_segments(ring.clone(), addr, message, segments);
-            return Box::pin(rest).await;
+            let message = self.message(src.shape(), src.dtype(), len);
+            let rest = self.send_segments(ring.clone(), src.addr(), message, segments);
+            return Ok(SendStep::Segments(Box::pin(rest)));
         }
-        let seq = match ring.try_claim() {
-            Some(claimed) => claimed?,
-            None => self.claim(ring).await?,
-        };
-        let Some(booked) = self.book_one(ring, seq, addr, message)? else {
-            return Box::pin(self.copy_segment(ring.clone(), seq, addr, len)).await;
-        };
-        explain::sleep_until(booked.done).await;
-        booked.finish(&self.program.device)?;
-        ring.doorbell_landed(seq);
+        Ok(match ring.try_claim() {
+            Some(claimed) => SendStep::Claimed(SendSlot {
+                ring,
+                seq: claimed?,
+            }),
+            None => SendStep::NoCredit(SendRing(ring)),
+        })
+    }
+
+    /// Waits for a credit on a ring whose `try_claim` has just found none
+    /// and claims a slot (as the backpressure mode says).
+    pub(crate) fn claim_credit<'a>(
+        &'a self,
+        SendRing(ring): SendRing<'a>,
+    ) -> impl Future<Output = Result<SendSlot<'a>, KernelError>> + 'a {
+        self.claim(ring, true)
+    }
+
+    /// Puts `src` in the claimed slot and books its copy: whole when it
+    /// can be (`Device::copy_now`), else the staged copy, boxed.
+    #[inline]
+    pub(crate) fn book_send<'a>(
+        &'a self,
+        slot: SendSlot<'a>,
+        src: &TensorHandle,
+    ) -> Result<Booking<'a>, KernelError> {
+        let message = self.message(src.shape(), src.dtype(), src.bytes());
+        let (addr, len) = (src.addr(), message.nbytes);
+        Ok(match self.book_one(slot.ring, slot.seq, addr, message)? {
+            Some(copy) => Booking::Whole(BookedSend { slot, copy }),
+            None => {
+                let copy = self.copy_segment(slot.ring.clone(), slot.seq, addr, len);
+                Booking::Staged(Box::pin(copy))
+            }
+        })
+    }
+
+    /// A whole booked send at its end: the copy finished, the doorbell
+    /// landed.
+    #[inline]
+    pub(crate) fn send_landed(&self, booked: BookedSend<'_>) -> Result<(), KernelError> {
+        let BookedSend { slot, copy } = booked;
+        copy.finish(&self.program.device)?;
+        slot.ring.doorbell_landed(slot.seq);
         Ok(())
     }
 
@@ -167,7 +298,7 @@ impl Tl {
     ) -> Result<(), KernelError> {
         let mut in_flight = Vec::new();
         for segment in 0..segments {
-            let seq = self.claim(&ring).await?;
+            let seq = self.claim(&ring, false).await?.seq;
             let offset = segment * ring.slot_bytes;
             let len = (message.nbytes - offset).min(ring.slot_bytes);
             self.log_send(&ring, len, seq);
@@ -217,18 +348,23 @@ impl Tl {
         }
     }
 
-    /// Claims a slot, waiting for a credit as the backpressure mode says.
-    async fn claim(&self, ring: &Rc<Ring>) -> Result<u64, KernelError> {
+    /// Claims a slot, waiting for a credit as the backpressure mode says
+    /// (`missed`: as `Ring::claim`'s).
+    async fn claim<'a>(
+        &self,
+        ring: &'a Rc<Ring>,
+        missed: bool,
+    ) -> Result<SendSlot<'a>, KernelError> {
         let params = *self.network("send")?.params();
         let blocked = sim::now();
-        let seq = ring.claim().await?;
+        let seq = ring.claim(missed).await?;
         let waited = sim::now().saturating_since(blocked);
         if params.backpressure == Backpressure::Poll && waited > SimDuration::ZERO {
             let period = params.poll_interval.as_ps().max(1);
             let ticks = waited.as_ps().div_ceil(period);
             sim::sleep(SimDuration::from_ps(ticks * period - waited.as_ps())).await;
         }
-        Ok(seq)
+        Ok(SendSlot { ring, seq })
     }
 
     fn check_send(&self, args: &SendArgs) -> Result<(), KernelError> {
@@ -267,6 +403,27 @@ impl Tl {
             None => ring.delivered(ticket).await,
         };
         self.hold_slot(ring, ticket, sent, shape, dtype)
+    }
+
+    /// The next receive's ticket on the ring of `dir` (as `recv`, which
+    /// releases the slots this program holds there first).
+    #[inline]
+    pub(crate) fn recv_ticket(&self, dir: Dir) -> Result<SlotTicket<'_>, KernelError> {
+        let (ring, ticket) = self.next_ticket(dir)?;
+        Ok(SlotTicket { ring, ticket })
+    }
+
+    /// Holds `slot`, whose message has `landed`, and checks it as `recv`
+    /// does; the handle on the slot.
+    #[inline]
+    pub(crate) fn hold_landed(
+        &self,
+        slot: SlotTicket<'_>,
+        landed: Landed,
+        shape: &[usize],
+        dtype: DType,
+    ) -> Result<TensorHandle, KernelError> {
+        self.hold_slot(slot.ring, slot.ticket, landed.0, shape, dtype)
     }
 
     /// Starts a receive from `dir`: its slot is the next one of the ring,
@@ -358,23 +515,41 @@ impl Tl {
     /// [`release`](Self::release) of the slot at `addr` in `space` (for
     /// a caller that gave the handle away).
     pub(crate) fn release_slot(&self, (addr, space): (u64, MemSpace)) -> Result<(), KernelError> {
+        let is = |(ring, ticket): &(Rc<Ring>, u64)| {
+            ring.spec.space == space && ring.slot(*ticket) == addr
+        };
+        self.release_where(is, addr)
+    }
+
+    /// Releases the slot `slot` holds ([`hold_landed`](Self::hold_landed)),
+    /// found by its ring and ticket: the slot `release_slot` finds by
+    /// address (held slots are distinct), with no address computed.
+    #[inline]
+    pub(crate) fn release_ticket(&self, slot: SlotTicket<'_>) -> Result<(), KernelError> {
+        let SlotTicket { ring, ticket } = slot;
+        let is = |(r, t): &(Rc<Ring>, u64)| *t == ticket && Rc::ptr_eq(r, ring);
+        self.release_where(is, ring.slot(ticket))
+    }
+
+    /// Releases the last held slot that `is`, or errors naming `addr`.
+    #[inline]
+    fn release_where(
+        &self,
+        is: impl Fn(&(Rc<Ring>, u64)) -> bool,
+        addr: u64,
+    ) -> Result<(), KernelError> {
         let port = self.port("release")?;
-        let index = port
-            .held
-            .borrow()
-            .iter()
-            .rposition(|(ring, ticket)| ring.spec.space == space && ring.slot(*ticket) == addr);
-        let Some(index) = index else {
+        let entry = {
+            let mut held = port.held.borrow_mut();
+            // Usually the last held: popped, with no search or shift.
+            match held.last().is_some_and(&is) {
+                true => held.pop(),
+                false => held.iter().rposition(is).map(|index| held.remove(index)),
+            }
+        };
+        let Some((ring, ticket)) = entry else {
             let pe = self.program.coord;
             return Err(IpcqError::NotHeld { addr, pe }.into());
-        };
-        let (ring, ticket) = {
-            let mut held = port.held.borrow_mut();
-            // Usually the last held: popped, with no tail to shift.
-            match index + 1 == held.len() {
-                true => held.pop().expect("the slot found is held"),
-                false => held.remove(index),
-            }
         };
         ring.release(self.program.device.fabric(), ticket);
         Ok(())

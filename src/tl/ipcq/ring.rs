@@ -5,9 +5,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::{Future, poll_fn};
 use std::rc::Rc;
-use std::task::{Poll, Waker};
-
-use smallvec::SmallVec;
+use std::task::Poll;
 
 use crate::device::{Device, DeviceError, RouteMemo};
 use crate::hw::explain::{self, Class, TermKind};
@@ -21,30 +19,9 @@ use crate::topology::{Fidelity, NodeId};
 use super::{ConnectError, Dir, IpcqError, IpcqParams, RingSpec};
 
 /// Tasks to wake when something changes; they re-check their condition.
-/// Mostly one or two wait on a ring: kept inline, registering allocates
-/// nothing.
-#[derive(Default)]
-pub(super) struct Wakers(RefCell<SmallVec<[Waker; 2]>>);
-
-impl Wakers {
-    fn register(&self, waker: &Waker) {
-        let mut wakers = self.0.borrow_mut();
-        if !wakers.iter().any(|w| w.will_wake(waker)) {
-            wakers.push(waker.clone());
-        }
-    }
-
-    /// Wakes every task registered, in order. Waking only schedules a
-    /// task (it polls nothing), so the list is drained in place; an empty
-    /// list (a credit while its sender sleeps until one lands) is left
-    /// with no drain.
-    fn wake_all(&self) {
-        let mut wakers = self.0.borrow_mut();
-        if !wakers.is_empty() {
-            wakers.drain(..).for_each(Waker::wake);
-        }
-    }
-}
+/// Doorbells and credits land only in tasks, so a waiting task is kept as
+/// its id (`sim::TaskWakers`): no waker cloned per wait (ADR-0070).
+pub(super) type Wakers = sim::TaskWakers;
 
 /// Waits until `check` gives a value, woken through `wakers`; while
 /// pending, a deadlock report shows `op` on `what`. Borrows both: nothing
@@ -58,8 +35,7 @@ pub(super) fn wait_until<'a, T, D: Describe + 'static>(
     poll_fn(move |cx| match check() {
         Some(value) => Poll::Ready(value),
         None => {
-            wakers.register(cx.waker());
-            sim::waiting_on(op, what.clone());
+            wakers.register(cx, op, what.clone());
             Poll::Pending
         }
     })
@@ -242,10 +218,17 @@ impl Ring {
     }
 
     /// Sender: waits for a credit and claims a slot (see `try_claim`).
-    pub async fn claim(self: &Rc<Self>) -> Result<u64, IpcqError> {
+    /// `missed`: a `try_claim` has just found no credit, at this instant
+    /// and with nothing between, so the first look does not repeat it
+    /// (it would find the same).
+    pub async fn claim(self: &Rc<Self>, mut missed: bool) -> Result<u64, IpcqError> {
         loop {
             let claim = wait_until("send", self, &self.credits, || {
-                self.try_claim().map(Claim::Slot).or_else(|| {
+                let slot = match std::mem::take(&mut missed) {
+                    true => None,
+                    false => self.try_claim(),
+                };
+                slot.map(Claim::Slot).or_else(|| {
                     let in_flight = &self.pointers.borrow().credits_in_flight;
                     let next = in_flight.iter().map(|&(at, _)| at).min();
                     next.map(Claim::CreditLandsAt)
