@@ -458,15 +458,21 @@ impl Device {
         signal: Option<&Route>,
     ) -> Result<(SimTime, SimTime), DeviceError> {
         let (f, data) = (&self.fabric, &plan.routes.data);
-        let booked = match signal {
-            None => f
-                .flow_unbooked_write(data, plan.dst, len, read)
-                .map(|written| written.map(|written| (written, written))),
-            Some(signal) => f
-                .flow_write_then_signal(data, (len, read), plan.dst, (signal, true))
-                .map(|times| times.map(|(written, done, _unpushed)| (written, done))),
-        };
-        Ok(booked.expect("a copy checked by copy_now is booked whole")?)
+        let checked = "a copy checked by copy_now is booked whole";
+        Ok(match signal {
+            None => {
+                let written = f.flow_unbooked_write(data, plan.dst, len, read);
+                let written = written.expect(checked)?;
+                (written, written)
+            }
+            Some(signal) => {
+                let times = (signal, true);
+                let booked = f.flow_write_then_signal(data, (len, read), plan.dst, times);
+                // One packet is never pushed: its landing is final.
+                let (written, done, _unpushed) = booked.expect(checked)?;
+                (written, done)
+            }
+        })
     }
 
     /// [`plan`](Self::plan), taken from `memo` when its copy was between

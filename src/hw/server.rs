@@ -100,8 +100,8 @@ impl ServerStats {
 /// Bookings whose counts (jobs, bytes, busy time) their maker keeps for
 /// a while and adds to its servers later (a flow route's one-packet
 /// messages, ADR-0069): a maker that keeps some registers itself with
-/// [`defer_counts`], and is told to [`settle`](Self::settle) before any
-/// server's counters are read.
+/// [`defer_counts`], is told to [`settle`](Self::settle) before any
+/// server's counters are read, and settles its own when dropped.
 pub(crate) trait DeferredCounts {
     /// Adds the counts kept to the servers they belong to.
     fn settle(&self);
