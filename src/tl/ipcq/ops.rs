@@ -1,6 +1,7 @@
 //! The IPCQ calls of [`Tl`]: `send`, `send_raw`, `recv`, `recv_into`,
 //! `recv_any`, `recv_async` / `wait`, `release` (see the `ipcq` module
-//! docs for timing and the slot-release rule).
+//! docs for timing and the slot-release rule), and the steps of `send`
+//! and `recv` that a ring's exchange awaits itself (ADR-0070).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
