@@ -18,7 +18,7 @@
 //! between booked flows' packets ([`SerialServer::reserve_between`]). The
 //! busy time up to any instant stays exact and never exceeds the elapsed
 //! time. A caller may keep the counts of bookings it makes often and add
-//! them later ([`DeferredCounts`], ADR-0069): every read of the counters
+//! them later (`DeferredCounts`, ADR-0069): every read of the counters
 //! adds them first, so no reader sees the difference.
 //!
 //! Knows virtual time and an opaque name; nothing of what it serves.
@@ -647,7 +647,7 @@ impl SerialServer {
     }
 
     /// Counters as of `now` (any instant; a past one counts less busy time),
-    /// the counts kept by [`DeferredCounts`] makers added first.
+    /// the counts kept by `DeferredCounts` makers added first.
     pub fn stats(&self, now: SimTime) -> ServerStats {
         settle_deferred();
         let calendar = &self.calendar;

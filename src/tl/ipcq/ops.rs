@@ -162,8 +162,7 @@ impl Tl {
     /// booking (ADR-0048, ADR-0057, ADR-0060); any other message goes
     /// through the device's staged copy, and one larger than a slot as
     /// several segments, each boxed so that this future stays small. Its
-    /// steps ([`send_step`](Self::send_step), [`claim_credit`](Self::claim_credit),
-    /// [`book_send`](Self::book_send), [`send_landed`](Self::send_landed))
+    /// steps (`send_step`, `claim_credit`, `book_send`, `send_landed`)
     /// are the ring exchange's too, which awaits them itself (ADR-0070).
     pub async fn send(&self, dir: Dir, src: &TensorHandle) -> Result<(), KernelError> {
         let booking = match self.send_step(dir, src)? {
