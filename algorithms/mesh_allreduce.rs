@@ -26,7 +26,7 @@
 
 use kernbench::ccl::cost::{CostError, Network, sequence};
 use kernbench::ccl::helpers::{
-    ChunkDefault, MAX_CHUNK, Ring, finish_in_place, message_bytes, slice, split_tile,
+    ChunkDefault, MAX_CHUNK, Ring, TileSplit, finish_in_place, message_bytes, slice,
 };
 use kernbench::ccl::topology::{Dir, NeighborMap, TopologyError};
 use kernbench::ccl::{CclAlgorithm, Collective, Endpoints, KernelArgs, WorldShape};
@@ -186,16 +186,16 @@ async fn mesh_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError> {
         recv: Dir::N,
         max_message,
     };
-    let row_parts = split_tile(w as u64, n as u64, args.dtype);
-    row.reduce_scatter(&tl, op, &acc, &row_parts).await?;
-    let mine = row_parts[(row.pos + 1) % w];
-    let column_parts = mine.split(h as u64, args.dtype);
-    column.reduce_scatter(&tl, op, &acc, &column_parts).await?;
-    let owned = column.owned(&column_parts);
+    let row_parts = TileSplit::new(w as u64, n as u64, args.dtype);
+    row.reduce_scatter(&tl, op, &acc, row_parts).await?;
+    let mine = row.owned(row_parts);
+    let column_parts = mine.split_lazily(h as u64, args.dtype);
+    column.reduce_scatter(&tl, op, &acc, column_parts).await?;
+    let owned = column.owned(column_parts);
     if owned.n_elem > 0 {
-        finish_in_place(&tl, &args, &slice(&tl, &acc, owned)?).await?;
+        finish_in_place(&tl, &args, &slice(&tl, &acc, &owned)?).await?;
     }
-    column.all_gather(&tl, &acc, &column_parts).await?;
-    row.all_gather(&tl, &acc, &row_parts).await?;
+    column.all_gather(&tl, &acc, column_parts).await?;
+    row.all_gather(&tl, &acc, row_parts).await?;
     tl.store(tile, &acc).await
 }

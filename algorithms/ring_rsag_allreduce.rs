@@ -20,7 +20,7 @@
 
 use kernbench::ccl::cost::{CostError, Network};
 use kernbench::ccl::helpers::{
-    ChunkDefault, MAX_CHUNK, Ring, finish_in_place, message_bytes, slice, split_tile,
+    ChunkDefault, MAX_CHUNK, Ring, TileSplit, finish_in_place, message_bytes, slice,
 };
 use kernbench::ccl::topology::Dir;
 use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs};
@@ -74,12 +74,12 @@ async fn ring_rsag_allreduce(tl: Tl, args: KernelArgs) -> Result<(), KernelError
         recv: Dir::W,
         max_message: message_bytes(&args, MESSAGE),
     };
-    let parts = split_tile(len as u64, n as u64, args.dtype);
-    ring.reduce_scatter(&tl, args.op()?, &acc, &parts).await?;
-    let mine = ring.owned(&parts);
+    let parts = TileSplit::new(len as u64, n as u64, args.dtype);
+    ring.reduce_scatter(&tl, args.op()?, &acc, parts).await?;
+    let mine = ring.owned(parts);
     if mine.n_elem > 0 {
-        finish_in_place(&tl, &args, &slice(&tl, &acc, mine)?).await?;
+        finish_in_place(&tl, &args, &slice(&tl, &acc, &mine)?).await?;
     }
-    ring.all_gather(&tl, &acc, &parts).await?;
+    ring.all_gather(&tl, &acc, parts).await?;
     tl.store(tile, &acc).await
 }

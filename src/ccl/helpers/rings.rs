@@ -60,7 +60,7 @@ impl Ring {
         tl: &'a Tl,
         op: ReduceOp,
         acc: &'a TensorHandle,
-        parts: &'a [TileView],
+        parts: TileSplit,
     ) -> impl Future<Output = Result<(), KernelError>> + use<'a> {
         let reduce = move |part, received| reduce_owned(tl, op, part, received);
         self.steps(tl, acc, parts, self.pos, reduce)
@@ -68,8 +68,8 @@ impl Ring {
 
     /// The part of `parts` this position owns after
     /// [`reduce_scatter`](Self::reduce_scatter).
-    pub fn owned<'p>(&self, parts: &'p [TileView]) -> &'p TileView {
-        &parts[(self.pos + 1) % self.len.max(1)]
+    pub fn owned(&self, parts: TileSplit) -> TileView {
+        parts.part((self.pos + 1) % self.len.max(1))
     }
 
     /// The `len − 1` all-gather steps after [`reduce_scatter`](Self::reduce_scatter):
@@ -79,7 +79,7 @@ impl Ring {
         &self,
         tl: &'a Tl,
         acc: &'a TensorHandle,
-        parts: &'a [TileView],
+        parts: TileSplit,
     ) -> impl Future<Output = Result<(), KernelError>> + use<'a> {
         // `tl.store(&part, &received)`, with no future around the copy.
         let store = move |part: TensorHandle, received: TensorHandle| {
@@ -94,7 +94,7 @@ impl Ring {
         &self,
         tl: &'a Tl,
         acc: &'a TensorHandle,
-        parts: &'a [TileView],
+        parts: TileSplit,
         at: usize,
         merge: F,
     ) -> impl Future<Output = Result<(), KernelError>> + use<'a, F, Fut>
@@ -107,7 +107,8 @@ impl Ring {
             recv: self.recv,
             max_message: self.max_message,
         };
-        let steps = ring_steps(at, self.len).map(|(send, recv)| (parts[send], parts[recv]));
+        let steps =
+            ring_steps(at, self.len).map(move |(send, recv)| (parts.part(send), parts.part(recv)));
         exchange_each(tl, acc, how, steps, merge)
     }
 }

@@ -23,7 +23,7 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use crate::ccl::helpers::{Ring, finish_in_place, slice, split_tile};
+use crate::ccl::helpers::{Ring, TileSplit, finish_in_place, slice};
 use crate::ccl::{KernelArgs, ReduceOp, reduce_received};
 use crate::sim::Event;
 use crate::tl::{Dir, KernelError, TensorHandle, Tl};
@@ -124,10 +124,10 @@ where
     let tile = args.tile_addr(tl.program_id(1))?;
     let acc = tl.load(tile, &[n], dtype).await?;
     let ring = cube_ring_of(tl, args);
-    let parts = split_tile(ring.len as u64, n as u64, dtype);
-    ring.reduce_scatter(tl, args.op()?, &acc, &parts).await?;
-    reduce(slice(tl, &acc, ring.owned(&parts))?).await?;
-    ring.all_gather(tl, &acc, &parts).await?;
+    let parts = TileSplit::new(ring.len as u64, n as u64, dtype);
+    ring.reduce_scatter(tl, args.op()?, &acc, parts).await?;
+    reduce(slice(tl, &acc, &ring.owned(parts))?).await?;
+    ring.all_gather(tl, &acc, parts).await?;
     tl.store(tile, &acc).await
 }
 
@@ -155,8 +155,8 @@ impl<'a> GpuRun<'a> {
         share: Option<&TensorHandle>,
     ) -> Result<Self, KernelError> {
         let ring = cube_ring_of(tl, args);
-        let parts = split_tile(ring.len as u64, args.tile.n_elem as u64, args.dtype);
-        let share_len = ring.owned(&parts).n_elem as usize;
+        let parts = TileSplit::new(ring.len as u64, args.tile.n_elem as u64, args.dtype);
+        let share_len = ring.owned(parts).n_elem as usize;
         let chunk = share_len.div_ceil(program.nchunks);
         let gpu = program.gpu(args.sip_rank as usize);
         let buffer = |chunks: usize| tl.alloc(&[chunks * chunk], args.dtype);
