@@ -145,6 +145,7 @@ impl FlowRoute {
         bytes: u64,
     ) -> Result<(TransferReport, Pushed), HwError> {
         let plan = PacketPlan::new(bytes, self.max_payload);
+        self.hops.prefetch(plan.packets > 1);
         let start = sim::now();
         let mut slowest = Slowest::default();
         let (end, pushed) = self.cross(links, &plan, (0, start), |hop, link, residency| {
@@ -174,6 +175,7 @@ impl FlowRoute {
         start: SimTime,
     ) -> Result<(SimTime, Pushed), HwError> {
         let plan = PacketPlan::new(bytes, self.max_payload);
+        self.hops.prefetch(plan.packets > 1);
         let mut from = (0, start);
         if plan.packets == 1 && !trace::is_recording() && !super::explain::recording() {
             self.remember_tails(plan.last)?;
