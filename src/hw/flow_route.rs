@@ -160,6 +160,7 @@ impl FlowRoute {
         bytes: u64,
     ) -> Result<(TransferReport, Pushed), HwError> {
         let plan = PacketPlan::new(bytes, self.max_payload);
+        self.hops.prefetch(plan.packets > 1);
         let start = sim::now();
         let mut slowest = Slowest::default();
         let (end, pushed) = self.cross(links, &plan, (0, start), |hop, link, residency| {
@@ -191,6 +192,7 @@ impl FlowRoute {
         let mut from = (0, start);
         // One packet (its plan's last is `bytes`), told without dividing.
         let one_packet = bytes <= self.max_payload.get();
+        self.hops.prefetch(!one_packet);
         if one_packet && !trace::is_recording() && !super::explain::recording() {
             self.remember_tails(bytes)?;
             match self.lands_idle(start)? {
