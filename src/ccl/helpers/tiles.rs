@@ -287,12 +287,14 @@ mod tests {
         assert_eq!(uneven[2].offset, TileOffset(28));
         assert_eq!(span(&uneven, 1..3).offset, TileOffset(16));
         assert!(split_tile(0, 10, DType::F32).is_empty());
+        assert!(TileSplit::new(0, 10, DType::F32).is_empty());
     }
 
     #[test]
     fn a_part_made_alone_follows_the_one_before_it() {
         // Part i starts where part i - 1 ends, and the parts end where
-        // the view does: no part is computed from the others.
+        // the view does: no part is computed from the others. A lazy
+        // split makes the same parts.
         for n_elem in 0..40 {
             let whole = TileView {
                 offset: TileOffset(0x40),
@@ -300,9 +302,11 @@ mod tests {
                 nbytes: n_elem * 2,
             };
             for parts in 1..9 {
-                let mut next = whole.offset;
+                let (mut next, lazy) = (whole.offset, whole.split_lazily(parts, DType::F16));
+                assert_eq!(lazy.len(), parts as usize);
                 for i in 0..parts {
                     let part = whole.part(parts, i, DType::F16);
+                    assert_eq!(lazy.part(i as usize), part, "{n_elem} / {parts}, part {i}");
                     assert_eq!(part.offset, next, "{n_elem} / {parts}, part {i}");
                     assert!(part.n_elem.abs_diff(n_elem / parts) <= 1);
                     next = next + TileOffset(part.nbytes);
@@ -310,25 +314,6 @@ mod tests {
                 assert_eq!(next, whole.offset + TileOffset(whole.nbytes));
             }
         }
-    }
-
-    #[test]
-    fn a_lazy_split_gives_the_views_split_gives() {
-        for n_elem in 0..30 {
-            let whole = TileView {
-                offset: TileOffset(0x80),
-                n_elem,
-                nbytes: n_elem * 4,
-            };
-            for parts in 0..7 {
-                let lazy = whole.split_lazily(parts, DType::F32);
-                let listed = whole.split(parts, DType::F32);
-                assert_eq!(lazy.len(), listed.len());
-                let made: Vec<TileView> = (0..lazy.len()).map(|i| lazy.part(i)).collect();
-                assert_eq!(made, listed, "{n_elem} / {parts}");
-            }
-        }
-        assert!(TileSplit::new(0, 10, DType::F16).is_empty());
     }
 
     #[test]
