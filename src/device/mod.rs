@@ -299,7 +299,8 @@ impl Device {
         let id = self.apply_remembered(engine.name(), copy, &memo.regions)?;
         let read = f.flow_read_done(&plan.routes.request, plan.src, len, slot.started);
         let read = read.expect("a flow-mode read from a TCM is worked out ahead")?;
-        let (written, done) = self.book_checked(&plan, len, read, signal)?;
+        let booked = self.book_unchecked(&plan, len, read, signal)?;
+        let (written, done) = booked.expect("a copy checked above is booked whole");
         Ok(Some(BookedCopy {
             _slot: slot,
             id,
@@ -431,47 +432,35 @@ impl Device {
         read: SimTime,
         signal: Option<&Route>,
     ) -> Result<Option<(SimTime, SimTime)>, DeviceError> {
+        let one_packet = |route| self.fabric.is_one_packet(route, len);
+        if signal.is_some_and(|signal| !(one_packet(signal) && one_packet(&plan.routes.data))) {
+            return Ok(None);
+        }
+        self.book_unchecked(plan, len, read, signal)
+    }
+
+    /// [`book_whole`](Self::book_whole) without its packet counts'
+    /// check, for a copy [`copy_now`](Self::copy_now) has checked (not
+    /// checked again: ADR-0069).
+    #[inline(always)]
+    fn book_unchecked(
+        &self,
+        plan: &CopyPlan,
+        len: u64,
+        read: SimTime,
+        signal: Option<&Route>,
+    ) -> Result<Option<(SimTime, SimTime)>, DeviceError> {
         let (f, data) = (&self.fabric, &plan.routes.data);
         Ok(match signal {
             None => f
                 .flow_unbooked_write(data, plan.dst, len, read)
                 .transpose()?
                 .map(|written| (written, written)),
-            Some(signal) if f.is_one_packet(signal, len) && f.is_one_packet(data, len) => f
+            Some(signal) => f
                 .flow_write_then_signal(data, (len, read), plan.dst, (signal, true))
                 .transpose()?
                 // One packet is never pushed: its landing is final.
                 .map(|(written, done, _unpushed)| (written, done)),
-            Some(_) => None,
-        })
-    }
-
-    /// [`book_whole`](Self::book_whole) of a copy that
-    /// [`copy_now`](Self::copy_now) has checked can be booked whole (its
-    /// checks not made again: ADR-0069).
-    #[inline(always)]
-    fn book_checked(
-        &self,
-        plan: &CopyPlan,
-        len: u64,
-        read: SimTime,
-        signal: Option<&Route>,
-    ) -> Result<(SimTime, SimTime), DeviceError> {
-        let (f, data) = (&self.fabric, &plan.routes.data);
-        let checked = "a copy checked by copy_now is booked whole";
-        Ok(match signal {
-            None => {
-                let written = f.flow_unbooked_write(data, plan.dst, len, read);
-                let written = written.expect(checked)?;
-                (written, written)
-            }
-            Some(signal) => {
-                let times = (signal, true);
-                let booked = f.flow_write_then_signal(data, (len, read), plan.dst, times);
-                // One packet is never pushed: its landing is final.
-                let (written, done, _unpushed) = booked.expect(checked)?;
-                (written, done)
-            }
         })
     }
 

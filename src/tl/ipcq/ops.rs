@@ -396,13 +396,14 @@ impl Tl {
         dtype: DType,
     ) -> Result<TensorHandle, KernelError> {
         // As `recv_async(..).await`, without boxing the future; a message
-        // that has landed is taken with no wait future at all.
-        let (ring, ticket) = self.next_ticket(dir)?;
-        let sent = match ring.try_delivered(ticket) {
-            Some(sent) => sent,
-            None => ring.delivered(ticket).await,
+        // that has landed is taken with no wait future at all. The ring
+        // exchange takes these steps itself (ADR-0070).
+        let slot = self.recv_ticket(dir)?;
+        let landed = match slot.try_landed() {
+            Some(landed) => landed,
+            None => slot.landed().await,
         };
-        self.hold_slot(ring, ticket, sent, shape, dtype)
+        self.hold_landed(slot, landed, shape, dtype)
     }
 
     /// The next receive's ticket on the ring of `dir` (as `recv`, which
