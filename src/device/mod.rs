@@ -239,7 +239,7 @@ impl Device {
         dst: u64,
         len: u64,
     ) -> impl Future<Output = Result<CopyTiming, DeviceError>> + 'a {
-        self.copy(engine, initiator, CopyJob { src, dst, len }, None)
+        self.copy(engine, initiator, CopyJob { src, dst, len }, (None, None))
     }
 
     /// [`dma_copy`](Self::dma_copy), then a header-only write over
@@ -248,14 +248,17 @@ impl Device {
     /// written, except in flow mode when the write books nothing (a TCM):
     /// the signal's crossing is then worked out with the data's and one
     /// sleep covers both, the slot held until the signal lands (ADR-0024).
+    /// `memo` keeps the copy's routes and regions for the caller's next
+    /// copy, as [`copy_now`](Self::copy_now)'s does.
     pub fn dma_copy_then_signal<'a>(
         &'a self,
         engine: &'a DmaEngine,
         initiator: NodeId,
         (src, dst, len): (u64, u64, u64),
-        signal: &'a Route,
+        (signal, memo): (&'a Route, &'a RouteMemo),
     ) -> impl Future<Output = Result<CopyTiming, DeviceError>> + 'a {
-        self.copy(engine, initiator, CopyJob { src, dst, len }, Some(signal))
+        let job = CopyJob { src, dst, len };
+        self.copy(engine, initiator, job, (Some(signal), Some(memo)))
     }
 
     /// Flow mode: a copy from a memory that books nothing (a TCM) booked
@@ -318,12 +321,19 @@ impl Device {
         engine: &DmaEngine,
         initiator: NodeId,
         CopyJob { src, dst, len }: CopyJob,
-        signal: Option<&Route>,
+        (signal, memo): (Option<&Route>, Option<&RouteMemo>),
     ) -> Result<CopyTiming, DeviceError> {
-        let plan = self.plan(initiator, src, dst)?;
+        let plan = match memo {
+            Some(memo) => self.plan_remembered(initiator, src, dst, memo)?,
+            None => self.plan(initiator, src, dst)?,
+        };
         let (f, routes) = (&self.fabric, &plan.routes);
         let slot = self.start(engine, &plan).await?;
-        let id = self.apply(engine.name(), Op::Copy { src, dst, len })?;
+        let copy = Op::Copy { src, dst, len };
+        let id = match memo {
+            Some(memo) => self.apply_remembered(engine.name(), copy, &memo.regions)?,
+            None => self.apply(engine.name(), copy)?,
+        };
         let timing = |end| CopyTiming {
             requested: slot.requested,
             started: slot.started,
@@ -714,7 +724,8 @@ mod tests {
         let d = device.clone();
         let copy = simulation.spawn("pe0", async move {
             let engine = d.fabric().pe_dma(0, 0, 0).clone();
-            d.dma_copy_then_signal(&engine, pe, (src, dst, len), &signal)
+            let memo = RouteMemo::default();
+            d.dma_copy_then_signal(&engine, pe, (src, dst, len), (&signal, &memo))
                 .await
                 .map(|timing| (timing, sim::now()))
         });

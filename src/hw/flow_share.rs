@@ -117,7 +117,7 @@ impl HopFlows {
     pub(crate) fn prefetch(&self) {
         let list = self.0.take();
         if list.capacity() > 0 {
-            super::link::prefetch(list.as_ptr());
+            crate::sim::prefetch(list.as_ptr());
         }
         self.0.set(list);
     }

@@ -24,23 +24,6 @@ use super::HwError;
 use super::flow_share::HopFlows;
 use super::server::{Activity, Reservation, SerialServer, ServerStats};
 
-/// Asks the core to bring the cache line at `at` into its first-level
-/// cache, without waiting for it: a hint (nothing is read, no address
-/// faults), so that the misses of reads known ahead overlap instead of
-/// queueing one behind the other (ADR-0068). Nothing off x86-64.
-#[inline(always)]
-pub(crate) fn prefetch<T>(at: *const T) {
-    // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 has; it reads
-    // nothing, so any address will do.
-    #[cfg(target_arch = "x86_64")]
-    unsafe {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        _mm_prefetch::<_MM_HINT_T0>(at.cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = at;
-}
-
 /// The timing parameters of one hop (one link direction).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HopParams {

@@ -214,7 +214,7 @@ impl<T> HeldLinks<T> {
     #[inline(never)]
     fn prefetch_all(&self, flows: bool) {
         for (link, _) in self.iter() {
-            super::link::prefetch(link.server());
+            crate::sim::prefetch(link.server());
             if flows {
                 link.flows().prefetch();
             }

@@ -44,6 +44,12 @@ impl RunQueue {
         Some(id)
     }
 
+    /// The oldest id, left in place.
+    #[inline]
+    pub fn front(&self) -> Option<TaskId> {
+        (self.len > 0).then(|| self.ring[self.head])
+    }
+
     /// Forgets every queued id.
     pub fn clear(&mut self) {
         self.head = 0;

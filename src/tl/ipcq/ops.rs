@@ -341,7 +341,7 @@ impl Tl {
         async move {
             let copy = (src, ring.slot(seq), len);
             device
-                .dma_copy_then_signal(&dma, node, copy, &ring.doorbell)
+                .dma_copy_then_signal(&dma, node, copy, (&ring.doorbell, &ring.copy_routes))
                 .await?;
             ring.doorbell_landed(seq);
             Ok(())
