@@ -248,10 +248,11 @@ fn run_one(point: &Point) -> Result<(), Box<dyn Error>> {
     }
     .with("algorithm", point.algorithm)
     .with("size", point.bytes);
-    let (mut set_up, mut cpu_set_up) = ((start, 0), cpu_start);
+    let (mut set_up, mut cpu_set_up, mut set_up_rss) = ((start, 0), cpu_start, 0.0);
     let report = workloads::find(point.bench)?.run_marked(machine, &options, &mut |events| {
         set_up = (Instant::now(), events);
         cpu_set_up = cpu_seconds();
+        set_up_rss = status_mib("VmRSS:");
     })?;
     let (end, cpu_end) = (Instant::now(), cpu_seconds());
     let wall = (end - start).as_secs_f64();
@@ -280,6 +281,7 @@ fn run_one(point: &Point) -> Result<(), Box<dyn Error>> {
         "set_up_cpu_s": cpu_set_up - cpu_start,
         "sim_cpu_s": cpu_end - cpu_set_up,
         "peak_rss_mib": peak_rss_mib(),
+        "set_up_rss_mib": set_up_rss,
         "sim_events": events,
         "ipcq_messages": messages,
         "wall_us_per_message": if messages > 0 { wall * 1e6 / messages as f64 } else { 0.0 },
@@ -328,10 +330,16 @@ fn cpu_seconds_in_ticks() -> f64 {
 
 /// This process's peak resident set (VmHWM), in MiB.
 fn peak_rss_mib() -> f64 {
+    status_mib("VmHWM:")
+}
+
+/// A figure of `/proc/self/status` given in kB (`VmHWM:`, `VmRSS:`), in
+/// MiB; 0 where there is none.
+fn status_mib(field: &str) -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map_or(0.0, |kb| kb / 1024.0)
 }
