@@ -9,10 +9,10 @@
 use kernbench::sim::SimError;
 use kernbench::sim::speed::{self, SpeedResult};
 
-/// The allocator of every binary (ADR-0026): the simulator makes and
-/// frees millions of small objects; mimalloc keeps them closer together.
+/// The allocator of every binary (ADR-0026), which `main` tells to keep
+/// the memory it frees (ADR-0072).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: kernbench::allocator::Allocator = kernbench::allocator::Allocator;
 
 /// Timed runs per workload.
 const RUNS: usize = 10;
@@ -38,6 +38,7 @@ fn bench(workload: fn() -> Result<SpeedResult, SimError>) -> Result<(), SimError
 }
 
 fn main() -> Result<(), SimError> {
+    kernbench::allocator::keep_freed_memory();
     // `cargo test --benches` passes `--test`-style flags; a bench run is
     // `--bench`. Only a bench run measures.
     if !std::env::args().any(|a| a == "--bench") {

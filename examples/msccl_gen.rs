@@ -7,11 +7,13 @@ use std::process::ExitCode;
 
 use kernbench::ccl::msccl::generate;
 
-/// Every binary of the project allocates with mimalloc (ADR-0026).
+/// The allocator of every binary (ADR-0026), which `main` tells to keep
+/// the memory it frees (ADR-0072).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: kernbench::allocator::Allocator = kernbench::allocator::Allocator;
 
 fn main() -> ExitCode {
+    kernbench::allocator::keep_freed_memory();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let n = args.get(1).and_then(|n| n.parse::<usize>().ok());
     let text = match (args.first().map(String::as_str), n) {

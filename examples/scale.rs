@@ -51,10 +51,10 @@ use kernbench::topology::{Machine, TopologySpec};
 use kernbench::workloads::{self, Options};
 use serde_json::{Value, json};
 
-/// The allocator of every binary (ADR-0026): the simulator makes and
-/// frees millions of small objects; mimalloc keeps them closer together.
+/// The allocator of every binary (ADR-0026), which `main` tells to keep
+/// the memory it frees (ADR-0072).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: kernbench::allocator::Allocator = kernbench::allocator::Allocator;
 
 /// One simulated run: workload, machine, size, fidelity, algorithm.
 #[derive(Debug, Clone)]
@@ -590,6 +590,7 @@ fn compare(points: &[Point], timeout: Duration) -> Result<Outcome, Box<dyn Error
 }
 
 fn main() -> ExitCode {
+    kernbench::allocator::keep_freed_memory();
     match run() {
         Ok(None) => ExitCode::SUCCESS,
         Ok(Some(what)) => {

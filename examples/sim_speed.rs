@@ -19,10 +19,10 @@ use std::process::ExitCode;
 use kernbench::sim::SimError;
 use kernbench::sim::speed::{self, SpeedResult};
 
-/// The allocator of every binary (ADR-0026): the simulator makes and
-/// frees millions of small objects; mimalloc keeps them closer together.
+/// The allocator of every binary (ADR-0026), which `main` tells to keep
+/// the memory it frees (ADR-0072).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: kernbench::allocator::Allocator = kernbench::allocator::Allocator;
 
 /// Alternated runs of W1 and of the bare loop.
 const PAIRS: usize = 3;
@@ -70,6 +70,7 @@ fn only() -> Result<Option<Workload>, String> {
 }
 
 fn main() -> ExitCode {
+    kernbench::allocator::keep_freed_memory();
     let json = std::env::args().any(|a| a == "--json");
     let outcome = match only() {
         Err(message) => {

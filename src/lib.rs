@@ -34,6 +34,9 @@
 //!   clock, and `Resource`, `channel`, `Event`, `Barrier`. It knows nothing of
 //!   hardware.
 //!
+//! Beside the layers, [`allocator`]: the global allocator the binaries
+//! declare and its setting.
+//!
 //! `docs/ARCHITECTURE.md` gives one paragraph per module with what it owns
 //! and what it must not know.
 
@@ -41,6 +44,7 @@
 // ADR-0009, ADR-0011) name the library `kernbench::`, as code outside it does.
 extern crate self as kernbench;
 
+pub mod allocator;
 pub mod ccl;
 pub mod chakra;
 pub mod config;

@@ -32,10 +32,10 @@ use kernbench::trace::{
 };
 use kernbench::workloads::{self, Options, WorkloadError};
 
-/// The allocator of every binary (ADR-0026): the simulator makes and
-/// frees millions of small objects; mimalloc keeps them closer together.
+/// The allocator of every binary (ADR-0026), which `main` tells to keep
+/// the memory it frees (ADR-0072).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: kernbench::allocator::Allocator = kernbench::allocator::Allocator;
 
 /// Deterministic discrete-event simulator of the multi-device AHBM accelerator.
 #[derive(Debug, Parser)]
@@ -1192,6 +1192,7 @@ fn command() -> clap::Command {
 }
 
 fn main() -> ExitCode {
+    kernbench::allocator::keep_freed_memory();
     let matches = command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
     let outcome = init_tracing(&cli).and_then(|guard| {

@@ -30,10 +30,10 @@ use serde_json::Value;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
-/// The allocator of every binary (ADR-0026): the simulator makes and
-/// frees millions of small objects; mimalloc keeps them closer together.
+/// The allocator of every binary (ADR-0026), which `main` tells to keep
+/// the memory it frees (ADR-0072).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: kernbench::allocator::Allocator = kernbench::allocator::Allocator;
 
 const USAGE: &str = "usage: allreduce [-b BYTES] [-e BYTES] [-f FACTOR] [--algorithm NAME] \
                      [--fidelity packet|flow] [--trace FILE]";
@@ -126,6 +126,7 @@ fn sizes(args: &Args) -> Vec<u64> {
 }
 
 fn main() -> ExitCode {
+    kernbench::allocator::keep_freed_memory();
     let args = match parse(std::env::args().skip(1)) {
         Ok(args) => args,
         Err(usage) => {
