@@ -478,6 +478,10 @@ impl Device {
     /// the same memories, by the same initiator: each address is then
     /// checked to fall inside the memory remembered (one subtraction and
     /// one compare, the same answer as a decode), not decoded again.
+    /// Inlined: `copy_now`'s one-packet path, which calls it for every
+    /// IPCQ message, paid about 30 instructions a call more when a second caller
+    /// (`copy`) made the compiler keep it out of line (ADR-0071).
+    #[inline(always)]
     fn plan_remembered(
         &self,
         initiator: NodeId,
