@@ -724,7 +724,7 @@ fn start_poll(slots: &mut [HotSlot], id: TaskId) -> Option<Started> {
 /// How many task slots a simulation has at most for the next task's
 /// future to be left unasked for ([`prefetch_future`], ADR-0071): at 16
 /// SIPs (256 endpoints) the futures stay in the core's caches and the
-/// hint only costs instructions (+1.3 % on the yardstick); at 256 SIPs
+/// hint only costs instructions (+0.3 % on the yardstick); at 256 SIPs
 /// (4,096 endpoints) they do not.
 const FAR_TASKS: usize = 1 << 11;
 

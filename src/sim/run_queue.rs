@@ -93,6 +93,7 @@ mod tests {
                 next += 1;
             }
             for _ in 0..(round % 5) {
+                assert_eq!(ring.front(), deque.front().copied());
                 assert_eq!(ring.pop_front(), deque.pop_front());
             }
         }
@@ -100,6 +101,7 @@ mod tests {
             assert_eq!(ring.pop_front(), Some(expected));
         }
         assert_eq!(ring.pop_front(), None);
+        assert_eq!(ring.front(), None);
         ring.push_back(id(1));
         ring.clear();
         assert_eq!(ring.pop_front(), None);
