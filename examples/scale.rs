@@ -457,8 +457,8 @@ fn per_event(timeout: Duration, as_json: bool) -> Result<Outcome, Box<dyn Error>
         .flat_map(|_| per_event_points())
         .collect();
     let lines = scale(&points, timeout, as_json)?;
-    if failures(&lines).is_some() {
-        return Ok(failures(&lines));
+    if let Some(failure) = failures(&lines) {
+        return Ok(Some(failure));
     }
     // The median over the rounds of `key` at point `which` (0: 16 SIPs).
     let median = |which: usize, key: &str| {

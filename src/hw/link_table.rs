@@ -144,7 +144,7 @@ impl LinkTable {
 /// How many edges a machine has at most for its links' lines to be left
 /// unasked for ahead of a walk ([`HeldLinks::prefetch`], ADR-0068): at 16
 /// SIPs (45,632 edges; about 19,000 links made, 2.4 MB) what a run
-/// touches stays in a core's 4 MiB L2 and the hints would only cost
+/// touches stays in the core's 2 MiB L2 and the hints would only cost
 /// instructions; at 64 SIPs (182,528) and beyond it does not.
 const FAR_EDGES: usize = 1 << 16;
 
