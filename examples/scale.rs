@@ -105,6 +105,12 @@ impl Point {
     }
 
     fn parse(args: &[String]) -> Result<Point, Box<dyn Error>> {
+        /// `value`, `--one`'s argument `name`, as a whole number.
+        fn whole<N: std::str::FromStr>(name: &str, value: &str) -> Result<N, String> {
+            value.parse().map_err(|_| {
+                format!("--one: {name} `{value}` is not a whole number in range (e.g. 16 or 65536)")
+            })
+        }
         let (args, bench) = match args {
             [rest @ .., bench] if rest.len() == 5 => (rest, bench.as_str()),
             _ => (args, "ccl_allreduce"),
@@ -115,8 +121,8 @@ impl Point {
         let leak = |s: &str| -> &'static str { Box::leak(s.to_owned().into_boxed_str()) };
         Ok(Point {
             bench: leak(bench),
-            sips: sips.parse()?,
-            bytes: bytes.parse()?,
+            sips: whole("SIPS", sips)?,
+            bytes: whole("BYTES", bytes)?,
             fidelity: leak(fidelity),
             algorithm: leak(algorithm),
             topology: leak(topology),
