@@ -1,6 +1,7 @@
 //! The allocator every kernbench binary declares (ADR-0026) and the one
 //! setting they give it (ADR-0072): memory freed is kept for reuse, not
-//! handed back to the kernel while the process runs.
+//! handed back to the kernel while the process runs. Everything else is
+//! mimalloc's default, transparent huge pages included (ADR-0073).
 //!
 //! Used by the binaries only (`main`, `src/bin`, the examples and
 //! benches); the library itself allocates through whatever global
