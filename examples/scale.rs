@@ -327,10 +327,16 @@ fn cpu_seconds() -> f64 {
 /// moves a small run's figures by a third (ADR-0073). 0 where the call
 /// fails.
 fn system_seconds() -> f64 {
+    // The main thread (which runs the simulation) where the kernel can
+    // tell threads apart, else the process.
+    #[cfg(target_os = "linux")]
+    let who = libc::RUSAGE_THREAD;
+    #[cfg(not(target_os = "linux"))]
+    let who = libc::RUSAGE_SELF;
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: `getrusage` writes one `rusage` into the pointer it is
     // given, which points at one, zeroed.
-    let ok = unsafe { libc::getrusage(libc::RUSAGE_THREAD, usage.as_mut_ptr()) } == 0;
+    let ok = unsafe { libc::getrusage(who, usage.as_mut_ptr()) } == 0;
     if !ok {
         return 0.0;
     }
