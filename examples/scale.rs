@@ -21,7 +21,9 @@
 //!   hours), then 256 and 1,024 SIPs (16 × 16, 32 × 32) × 1 MiB, 64 MiB in
 //!   flow mode; one JSON object per run with `--json`: wall time split into
 //!   set-up (spec, machine, device and every event of simulated time zero:
-//!   the process group) and simulation, peak RSS, simulated events, IPCQ
+//!   the process group) and simulation, each also in CPU time and in its
+//!   system part (`set_up_sys_s`, `sim_sys_s`: mostly fresh pages cleared,
+//!   ADR-0073), resident set after set-up and peak, simulated events, IPCQ
 //!   messages, wall µs per message and per event (simulation alone, in wall
 //!   and in CPU time: on a loaded machine only the CPU figure means
 //!   anything), events per wall second, the simulated all-reduce time
