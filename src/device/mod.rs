@@ -26,21 +26,24 @@
 //! [`mem`]: crate::mem
 
 use std::cell::{Cell, Ref, RefCell};
-use std::future::Future;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use crate::hw::{DmaEngine, DmaSlot, Fabric, HwError, Route, explain};
+use crate::hw::{Fabric, HwError, Route};
 use crate::mem::{
     DataMode, DeviceAllocError, DeviceAllocators, MemoryStore, Op, OpLog, OpLogError, Payload,
     RegionMemo, StoreError,
 };
 use crate::sim::{self, SimDuration, SimTime};
-use crate::topology::{
-    AddressError, Fidelity, Machine, MemSpace, NodeId, RouteError, TopologySpec,
-};
+use crate::topology::{AddressError, Machine, MemSpace, NodeId, RouteError, TopologySpec};
+
+mod copy;
+
+pub use copy::{BookedCopy, CopyJob, CopyRequest, CopyStart, PendingCopy};
+
+use copy::CopyPath;
 
 /// Allocation granule of every device memory: one 64-byte line.
 pub const GRANULE: u64 = 64;
@@ -228,174 +231,6 @@ impl Device {
         Ok(self.oplog.borrow_mut().complete(id, sim::now())?)
     }
 
-    /// Copies `len` bytes from `src` to `dst` with DMA `engine`, on behalf
-    /// of node `initiator` (where the read request starts). See the module
-    /// docs for the stages.
-    pub fn dma_copy<'a>(
-        &'a self,
-        engine: &'a DmaEngine,
-        initiator: NodeId,
-        src: u64,
-        dst: u64,
-        len: u64,
-    ) -> impl Future<Output = Result<CopyTiming, DeviceError>> + 'a {
-        self.copy(engine, initiator, CopyJob { src, dst, len }, (None, None))
-    }
-
-    /// [`dma_copy`](Self::dma_copy), then a header-only write over
-    /// `signal` (an IPCQ doorbell) once the last byte is written; returns
-    /// when the signal has landed. The DMA slot is freed when the data is
-    /// written, except in flow mode when the write books nothing (a TCM):
-    /// the signal's crossing is then worked out with the data's and one
-    /// sleep covers both, the slot held until the signal lands (ADR-0024).
-    /// `memo` keeps the copy's routes and regions for the caller's next
-    /// copy, as [`copy_now`](Self::copy_now)'s does.
-    pub fn dma_copy_then_signal<'a>(
-        &'a self,
-        engine: &'a DmaEngine,
-        initiator: NodeId,
-        (src, dst, len): (u64, u64, u64),
-        (signal, memo): (&'a Route, &'a RouteMemo),
-    ) -> impl Future<Output = Result<CopyTiming, DeviceError>> + 'a {
-        let job = CopyJob { src, dst, len };
-        self.copy(engine, initiator, job, (Some(signal), Some(memo)))
-    }
-
-    /// Flow mode: a copy from a memory that books nothing (a TCM) booked
-    /// whole now, with no future of its own (ADR-0048, ADR-0057): issue,
-    /// read, data, write and, with `signal`, the signal. Two kinds are:
-    /// a signalled copy of one packet of the signal's route into a memory
-    /// that books nothing (an IPCQ message from a TCM into a TCM slot; its
-    /// data booked from the read's end, the signal its route's uncontended
-    /// crossing), and a copy without a signal whose data crosses no link
-    /// (within one TCM). `None`, with nothing booked or applied, for any
-    /// other copy or when the engine has no free slot: the caller awaits
-    /// [`dma_copy`](Self::dma_copy) or
-    /// [`dma_copy_then_signal`](Self::dma_copy_then_signal) instead. The
-    /// caller sleeps until [`BookedCopy::done`] and then calls
-    /// [`BookedCopy::finish`]. `memo` keeps the copy's routes for the
-    /// caller's next copy.
-    pub fn copy_now(
-        &self,
-        engine: &DmaEngine,
-        initiator: NodeId,
-        (src, dst, len): (u64, u64, u64),
-        (signal, memo): (Option<&Route>, &RouteMemo),
-    ) -> Result<Option<BookedCopy>, DeviceError> {
-        let f = &self.fabric;
-        if f.fidelity() != Fidelity::Flow || signal.is_some_and(|s| !f.is_one_packet(s, len)) {
-            return Ok(None);
-        }
-        let plan = self.plan_remembered(initiator, src, dst, memo)?;
-        let crosses = !plan.routes.data.path().edges().is_empty();
-        let unbooked = f.flow_reads_unbooked(plan.src) && f.flow_reads_unbooked(plan.dst);
-        // A flow of more than one packet may be pushed by a later one
-        // (ADR-0056), so its waiter must be able to sleep again.
-        let one_packet = f.is_one_packet(&plan.routes.data, len);
-        if !unbooked || (signal.is_none() && crosses) || (signal.is_some() && !one_packet) {
-            return Ok(None);
-        }
-        let Some(slot) = engine.start_now()? else {
-            return Ok(None);
-        };
-        let copy = Op::Copy { src, dst, len };
-        let id = self.apply_remembered(engine.name(), copy, &memo.regions)?;
-        let read = f.flow_read_done(&plan.routes.request, plan.src, len, slot.started);
-        let read = read.expect("a flow-mode read from a TCM is worked out ahead")?;
-        let booked = self.book_unchecked(&plan, len, read, signal)?;
-        let (written, done) = booked.expect("a copy checked above is booked whole");
-        Ok(Some(BookedCopy {
-            _slot: slot,
-            id,
-            written,
-            done,
-        }))
-    }
-
-    // Values worked out before an `await` are bound in statements of
-    // their own: a temporary (or an `if let` binding) whose scope spans
-    // the `await` is kept in the future, which every caller then carries
-    // and moves.
-    async fn copy(
-        &self,
-        engine: &DmaEngine,
-        initiator: NodeId,
-        CopyJob { src, dst, len }: CopyJob,
-        (signal, memo): (Option<&Route>, Option<&RouteMemo>),
-    ) -> Result<CopyTiming, DeviceError> {
-        let plan = match memo {
-            Some(memo) => self.plan_remembered(initiator, src, dst, memo)?,
-            None => self.plan(initiator, src, dst)?,
-        };
-        let (f, routes) = (&self.fabric, &plan.routes);
-        let slot = self.start(engine, &plan).await?;
-        let copy = Op::Copy { src, dst, len };
-        let id = match memo {
-            Some(memo) => self.apply_remembered(engine.name(), copy, &memo.regions)?,
-            None => self.apply(engine.name(), copy)?,
-        };
-        let timing = |end| CopyTiming {
-            requested: slot.requested,
-            started: slot.started,
-            end,
-        };
-        let read = f
-            .flow_read_done(&routes.request, plan.src, len, slot.started)
-            .transpose()?;
-        match read {
-            Some(read) => {
-                if let Some((written, done)) = self.book_whole(&plan, len, read, signal)? {
-                    explain::sleep_until(done).await;
-                    self.oplog.borrow_mut().complete(id, written)?;
-                    return Ok(timing(written));
-                }
-                explain::sleep_until(read).await;
-            }
-            None => {
-                f.send_then_access(&routes.request, 0, plan.src, len)
-                    .await?
-            }
-        }
-        let with_data = match signal {
-            Some(signal) => f
-                .flow_write_then_signal(&routes.data, (len, sim::now()), plan.dst, (signal, false))
-                .transpose()?,
-            None => None,
-        };
-        if let Some((written, signalled, pushed)) = with_data {
-            explain::sleep_until(signalled).await;
-            // Flows booked after this one may have pushed its landing
-            // (ADR-0056): the write and the signal move with it.
-            let written = written + pushed.settle(signalled).await;
-            self.oplog.borrow_mut().complete(id, written)?;
-            return Ok(timing(written));
-        }
-        f.send_then_access(&routes.data, len, plan.dst, len).await?;
-        self.complete(id)?;
-        let copied = timing(sim::now());
-        drop(slot);
-        if let Some(signal) = signal {
-            // Boxed, as in `Fabric::send_then_access`: packet mode only.
-            let signalled = Box::pin(f.send(signal, 0));
-            signalled.await?;
-        }
-        Ok(copied)
-    }
-
-    /// Issues a copy on `engine` and takes a slot. In flow mode, when its
-    /// read books nothing and a slot is free, both happen now and the
-    /// caller works out the read from here, one sleep for issue, request
-    /// and read (ADR-0027); otherwise as `engine.run(job)` does, without
-    /// moving a job future into it.
-    async fn start(&self, engine: &DmaEngine, plan: &CopyPlan) -> Result<DmaSlot, DeviceError> {
-        if self.fabric.flow_reads_unbooked(plan.src)
-            && let Some(slot) = engine.start_now()?
-        {
-            return Ok(slot);
-        }
-        Ok(engine.start().await?)
-    }
-
     /// The uncontended time of [`dma_copy`](Self::dma_copy) from request
     /// to last byte written.
     pub fn dma_copy_formula(
@@ -417,60 +252,14 @@ impl Device {
         Ok(stages.into_iter().fold(engine_issue, |sum, d| sum + d))
     }
 
-    fn plan(&self, initiator: NodeId, src: u64, dst: u64) -> Result<CopyPlan, DeviceError> {
+    fn plan(&self, initiator: NodeId, src: u64, dst: u64) -> Result<CopyPath, DeviceError> {
         let map = self.fabric.machine().address_map();
         let (src_space, src_offset) = map.decode(src)?;
         let (dst_space, dst_offset) = map.decode(dst)?;
-        Ok(CopyPlan {
+        Ok(CopyPath {
             routes: self.routes(initiator, src_space, dst_space)?,
             src: (src_space, src_offset),
             dst: (dst_space, dst_offset),
-        })
-    }
-
-    /// Flow mode: the write (and signal) of a copy whose read ends at
-    /// `read`, booked whole now, from that instant (one sleep: ADR-0048),
-    /// when it can be: a copy whose data crosses no link into a memory
-    /// that books nothing, or a signalled copy of one packet of its
-    /// signal's route and of its data's (an IPCQ message as one unit; a
-    /// longer flow may be pushed by a later one, ADR-0056, and its waiter
-    /// must be able to sleep again). `(written, done)`, or `None`.
-    fn book_whole(
-        &self,
-        plan: &CopyPlan,
-        len: u64,
-        read: SimTime,
-        signal: Option<&Route>,
-    ) -> Result<Option<(SimTime, SimTime)>, DeviceError> {
-        let one_packet = |route| self.fabric.is_one_packet(route, len);
-        if signal.is_some_and(|signal| !(one_packet(signal) && one_packet(&plan.routes.data))) {
-            return Ok(None);
-        }
-        self.book_unchecked(plan, len, read, signal)
-    }
-
-    /// [`book_whole`](Self::book_whole) without its packet counts'
-    /// check, for a copy [`copy_now`](Self::copy_now) has checked (not
-    /// checked again: ADR-0069).
-    #[inline(always)]
-    fn book_unchecked(
-        &self,
-        plan: &CopyPlan,
-        len: u64,
-        read: SimTime,
-        signal: Option<&Route>,
-    ) -> Result<Option<(SimTime, SimTime)>, DeviceError> {
-        let (f, data) = (&self.fabric, &plan.routes.data);
-        Ok(match signal {
-            None => f
-                .flow_unbooked_write(data, plan.dst, len, read)
-                .transpose()?
-                .map(|written| (written, written)),
-            Some(signal) => f
-                .flow_write_then_signal(data, (len, read), plan.dst, (signal, true))
-                .transpose()?
-                // One packet is never pushed: its landing is final.
-                .map(|(written, done, _unpushed)| (written, done)),
         })
     }
 
@@ -478,7 +267,7 @@ impl Device {
     /// the same memories, by the same initiator: each address is then
     /// checked to fall inside the memory remembered (one subtraction and
     /// one compare, the same answer as a decode), not decoded again.
-    /// Inlined: `copy_now`'s one-packet path, which calls it for every
+    /// Inlined: `start_copy`'s whole path, which calls it for every
     /// IPCQ message, paid about 30 instructions a call more when a second caller
     /// (`copy`) made the compiler keep it out of line (ADR-0071).
     #[inline(always)]
@@ -488,14 +277,14 @@ impl Device {
         src: u64,
         dst: u64,
         memo: &RouteMemo,
-    ) -> Result<CopyPlan, DeviceError> {
+    ) -> Result<CopyPath, DeviceError> {
         if let Some(remembered) = &*memo.remembered.borrow()
             && remembered.initiator == initiator
             && let Some(src) = remembered.src.locate(src)
             && let Some(dst) = remembered.dst.locate(dst)
         {
             let routes = remembered.routes.clone();
-            return Ok(CopyPlan { routes, src, dst });
+            return Ok(CopyPath { routes, src, dst });
         }
         let map = self.fabric.machine().address_map();
         let (src, dst) = ((src, map.decode(src)?), (dst, map.decode(dst)?));
@@ -511,7 +300,7 @@ impl Device {
             dst: memory(dst),
             routes: routes.clone(),
         });
-        Ok(CopyPlan {
+        Ok(CopyPath {
             routes,
             src: src.1,
             dst: dst.1,
@@ -584,41 +373,6 @@ impl Memory {
 /// A copy's initiator, source memory and destination memory.
 type RouteKey = (NodeId, MemSpace, MemSpace);
 
-/// A copy booked whole by [`Device::copy_now`]: it holds its DMA slot
-/// until [`finish`](Self::finish)ed at [`done`](Self::done).
-#[must_use = "a booked copy holds its DMA slot until finished"]
-pub struct BookedCopy {
-    _slot: DmaSlot,
-    id: crate::mem::OpId,
-    written: SimTime,
-    /// When the copy is done: its last byte written, or its signal landed.
-    pub done: SimTime,
-}
-
-impl BookedCopy {
-    /// Marks the copy's op complete at its last byte's write and frees
-    /// its DMA slot (call it at [`done`](Self::done)).
-    pub fn finish(self, device: &Device) -> Result<(), DeviceError> {
-        device.oplog.borrow_mut().complete(self.id, self.written)?;
-        Ok(())
-    }
-}
-
-/// What one DMA copy moves.
-#[derive(Clone, Copy)]
-struct CopyJob {
-    src: u64,
-    dst: u64,
-    len: u64,
-}
-
-/// The routes and memories of one copy.
-struct CopyPlan {
-    routes: Rc<RoutePair>,
-    src: (MemSpace, u64),
-    dst: (MemSpace, u64),
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -671,7 +425,7 @@ mod tests {
         let d = device.clone();
         let copy = simulation.spawn("pe0", async move {
             let engine = d.fabric().pe_dma(0, 0, 0).clone();
-            d.dma_copy(&engine, pe, src, dst, len).await
+            d.dma_copy(&engine, pe, CopyJob { src, dst, len }).await
         });
         let stats = simulation.run().unwrap();
         let timing = copy.output().unwrap().unwrap();
@@ -729,9 +483,12 @@ mod tests {
         let copy = simulation.spawn("pe0", async move {
             let engine = d.fabric().pe_dma(0, 0, 0).clone();
             let memo = RouteMemo::default();
-            d.dma_copy_then_signal(&engine, pe, (src, dst, len), (&signal, &memo))
-                .await
-                .map(|timing| (timing, sim::now()))
+            let request = CopyRequest {
+                memo: Some(&memo),
+                doorbell: Some(&signal),
+                ..CopyRequest::plain(&engine, pe, CopyJob { src, dst, len })
+            };
+            d.copy(request).await.map(|timing| (timing, sim::now()))
         });
         let stats = simulation.run().unwrap();
         let (timing, landed) = copy.output().unwrap().unwrap();
@@ -855,7 +612,7 @@ mod tests {
                 let d = device.clone();
                 simulation.spawn("copy", async move {
                     let engine = d.fabric().pe_dma(0, 0, 0).clone();
-                    d.dma_copy(&engine, pe, src, dst, len).await
+                    d.dma_copy(&engine, pe, CopyJob { src, dst, len }).await
                 })
             })
             .collect();
@@ -870,10 +627,10 @@ mod tests {
         assert_eq!(last.started, first_free);
     }
 
-    /// `copy_now` of 4 KiB by PE 0 of cube 0 from its TCM to `to`, no
-    /// signal, at time zero: (when it is done, if booked; the formula; ops
-    /// applied).
-    fn copy_now_to(fidelity: Fidelity, to: MemSpace) -> (Option<SimTime>, SimDuration, usize) {
+    /// `start_copy` of 4 KiB by PE 0 of cube 0 from its TCM to `to`, no
+    /// doorbell, at time zero: (when it is done, if booked; the formula;
+    /// ops applied).
+    fn start_copy_to(fidelity: Fidelity, to: MemSpace) -> (Option<SimTime>, SimDuration, usize) {
         let device = timing_device(fidelity);
         let len = 4 << 10;
         let (src, dst) = (
@@ -889,12 +646,18 @@ mod tests {
         let booked = simulation.spawn("pe0", async move {
             let engine = d.fabric().pe_dma(0, 0, 0).clone();
             let memo = RouteMemo::default();
-            let booked = d.copy_now(&engine, pe, (src, dst, len), (None, &memo));
-            let done = booked.unwrap().map(|copy| {
-                let done = copy.done;
-                copy.finish(&d).unwrap();
-                done
-            });
+            let request = CopyRequest {
+                memo: Some(&memo),
+                ..CopyRequest::plain(&engine, pe, CopyJob { src, dst, len })
+            };
+            let done = match d.start_copy(request).unwrap() {
+                CopyStart::Booked(copy) => {
+                    let done = copy.done;
+                    copy.finish(&d).unwrap();
+                    Some(done)
+                }
+                CopyStart::Pending(_) => None,
+            };
             (done, d.oplog().len())
         });
         simulation.run().unwrap();
@@ -903,21 +666,21 @@ mod tests {
     }
 
     #[test]
-    fn copy_now_books_a_copy_within_a_tcm_whole_and_nothing_else() {
+    fn start_copy_books_a_copy_within_a_tcm_whole_and_nothing_else() {
         // ADR-0057: within one TCM in flow mode, booked at once and done
         // at its formula; across a link or in packet mode, nothing booked
         // and nothing applied.
-        let (done, formula, ops) = copy_now_to(Fidelity::Flow, TCM0);
+        let (done, formula, ops) = start_copy_to(Fidelity::Flow, TCM0);
         assert_eq!((done, ops), (Some(SimTime::ZERO + formula), 1));
         let far = MemSpace::Tcm {
             sip: 0,
             cube: 5,
             pe: 3,
         };
-        assert_eq!(copy_now_to(Fidelity::Flow, far).0, None);
-        assert_eq!(copy_now_to(Fidelity::Flow, far).2, 0);
-        assert_eq!(copy_now_to(Fidelity::Packet, TCM0).0, None);
-        assert_eq!(copy_now_to(Fidelity::Packet, TCM0).2, 0);
+        assert_eq!(start_copy_to(Fidelity::Flow, far).0, None);
+        assert_eq!(start_copy_to(Fidelity::Flow, far).2, 0);
+        assert_eq!(start_copy_to(Fidelity::Packet, TCM0).0, None);
+        assert_eq!(start_copy_to(Fidelity::Packet, TCM0).2, 0);
     }
 
     /// ADR-0059: a memo answers for addresses inside the memories it
@@ -960,8 +723,8 @@ mod tests {
         let d = device.clone();
         let copy = simulation.spawn("pe0", async move {
             let engine = d.fabric().pe_dma(0, 0, 0).clone();
-            d.dma_copy(&engine, pe, 0x0900_0000_0000_0000, dst, 64)
-                .await
+            let src = 0x0900_0000_0000_0000;
+            d.dma_copy(&engine, pe, CopyJob { src, dst, len: 64 }).await
         });
         simulation.run().unwrap();
         let error = copy.output().unwrap().unwrap_err().to_string();

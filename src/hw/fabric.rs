@@ -26,6 +26,10 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+mod copy;
+
+pub use copy::{HeaderCrossing, WholeCopy, WholeTimes};
+
 use super::explain;
 use super::flow_route::FlowRoute;
 use super::flow_share::Pushed;
@@ -311,10 +315,10 @@ impl Fabric {
 
     /// [`book_send`](Self::book_send)'s landing instant alone (no
     /// bottleneck looked for): a header's crossing, or a flow's booking.
-    fn flow_lands(&self, route: &Route, bytes: u64) -> Result<(SimTime, Pushed), HwError> {
+    fn book_flow_now(&self, route: &Route, bytes: u64) -> Result<(SimTime, Pushed), HwError> {
         match bytes {
             0 => Ok((self.header_lands(route, sim::now())?, Pushed::default())),
-            _ => self.with_flow(route, |flow| flow.lands(&self.links, bytes)),
+            _ => self.with_flow(route, |flow| flow.book_flow(&self.links, bytes, sim::now())),
         }
     }
 
@@ -334,21 +338,21 @@ impl Fabric {
     }
 
     /// When an IPCQ credit sent over `route` at `start` lands, in flow
-    /// mode: as a doorbell does ([`signal_lands`](Self::signal_lands) for
-    /// the slot of a message booked `as_unit`, else
-    /// [`header_lands`](Self::header_lands)), with no term pushed for
-    /// `--explain`: no sleep of the poll that sends it covers it (the
+    /// mode: as its message's doorbell crossed (`crossing`:
+    /// [`signal_lands`](Self::signal_lands)' constant, or
+    /// [`header_lands`](Self::header_lands)' hops), with no term pushed
+    /// for `--explain`: no sleep of the poll that sends it covers it (the
     /// sender's claim waits for it, a credit wait; ADR-0051). Its queueing
     /// at busy hops still counts in their utilisation.
     pub fn credit_lands(
         &self,
         route: &Route,
         start: SimTime,
-        as_unit: bool,
+        crossing: HeaderCrossing,
     ) -> Result<SimTime, HwError> {
-        self.with_flow(route, |flow| match as_unit {
-            true => flow.signal_crossing(start),
-            false => flow.header_crossing(&self.links, start, false),
+        self.with_flow(route, |flow| match crossing {
+            HeaderCrossing::Constant => flow.signal_crossing(start),
+            HeaderCrossing::Hops => flow.header_crossing(&self.links, start, false),
         })
     }
 
@@ -403,11 +407,9 @@ impl Fabric {
         (space, offset): (MemSpace, u64),
         len: u64,
     ) -> Result<(), HwError> {
-        if self.fidelity() == Fidelity::Flow
-            && let Some(took) = self.unbooked_access(space, offset, len)
-        {
-            let (lands, pushed) = self.flow_lands(route, bytes)?;
-            let took = took?;
+        if self.works_ahead(space) {
+            let (lands, pushed) = self.book_flow_now(route, bytes)?;
+            let took = self.access_formula(space, offset, len)?;
             let accessed = super::later(lands, took, "memory access")?;
             if explain::recording() {
                 explain_unbooked(space, took);
@@ -425,109 +427,6 @@ impl Fabric {
             self.access(space, offset, len).await
         });
         stages.await
-    }
-
-    /// Flow mode, when the write at the end of `path` books nothing (a
-    /// TCM, the host): `bytes` sent over `path` from `start` (now, or
-    /// later for a message booked as one unit: booked now, ADR-0048),
-    /// written to `space`, then a header sent over `signal` from there;
-    /// when the last byte is written and when the signal lands (ADR-0024).
-    /// The signal crosses its hops, or with `as_unit` takes its route's
-    /// uncontended crossing ([`signal_lands`](Self::signal_lands)).
-    /// `None` otherwise: the caller runs the stages in turn. With the
-    /// times, what may push them later (ADR-0056: the caller sleeps until
-    /// the signal lands, then [`Pushed::settle`]s).
-    pub fn flow_write_then_signal(
-        &self,
-        route: &Route,
-        (bytes, start): (u64, SimTime),
-        (space, offset): (MemSpace, u64),
-        (signal, as_unit): (&Route, bool),
-    ) -> Option<Result<(SimTime, SimTime, Pushed), HwError>> {
-        if self.fidelity() != Fidelity::Flow {
-            return None;
-        }
-        let took = self.unbooked_access(space, offset, bytes)?;
-        let times = || {
-            let (lands, pushed) = match bytes {
-                0 => (self.header_lands(route, start)?, Pushed::default()),
-                _ => self.with_flow(route, |flow| flow.lands_from(&self.links, bytes, start))?,
-            };
-            let took = took?;
-            explain_unbooked(space, took);
-            let written = super::later(lands, took, "memory access")?;
-            let signalled = match as_unit {
-                true => self.signal_lands(signal, written)?,
-                false => self.header_lands(signal, written)?,
-            };
-            Ok((written, signalled, pushed))
-        };
-        Some(times())
-    }
-
-    /// Whether a copy's read of `src` books nothing in flow mode, so that
-    /// its read request and read can be worked out ahead
-    /// ([`flow_read_done`](Self::flow_read_done), ADR-0027).
-    pub fn flow_reads_unbooked(&self, (space, _): (MemSpace, u64)) -> bool {
-        self.fidelity() == Fidelity::Flow && unbooked(space)
-    }
-
-    /// Flow mode, a read that books nothing (a TCM, the host): when `len`
-    /// bytes at `src` have been read, the read request sent over `request`
-    /// at `sent`, the same stages as
-    /// [`send_then_access`](Self::send_then_access) times them. `None`
-    /// otherwise.
-    pub fn flow_read_done(
-        &self,
-        request: &Route,
-        src: (MemSpace, u64),
-        len: u64,
-        sent: SimTime,
-    ) -> Option<Result<SimTime, HwError>> {
-        if self.fidelity() != Fidelity::Flow {
-            return None;
-        }
-        let read = self.unbooked_access(src.0, src.1, len)?;
-        let done = || {
-            let lands = self.header_lands(request, sent)?;
-            let read = read?;
-            explain_unbooked(src.0, read);
-            super::later(lands, read, "memory access")
-        };
-        Some(done())
-    }
-
-    /// Flow mode, data that crosses no link (within one TCM, say) to a
-    /// memory whose write books nothing: when its last byte is written,
-    /// read at `read`. Nothing in it books, so it is known at once. `None`
-    /// otherwise: the caller runs the stages in turn.
-    pub fn flow_unbooked_write(
-        &self,
-        data: &Route,
-        dst: (MemSpace, u64),
-        len: u64,
-        read: SimTime,
-    ) -> Option<Result<SimTime, HwError>> {
-        if self.fidelity() != Fidelity::Flow || !data.path().edges().is_empty() {
-            return None;
-        }
-        let write = self.unbooked_access(dst.0, dst.1, len)?;
-        Some(write.and_then(|write| {
-            explain_unbooked(dst.0, write);
-            super::later(read, write, "memory access")
-        }))
-    }
-
-    /// [`access_formula`](Self::access_formula) of the memories whose
-    /// access books nothing (a TCM's latency, the host's nothing); `None`
-    /// for those with pseudo-channels or a port to book.
-    fn unbooked_access(
-        &self,
-        space: MemSpace,
-        offset: u64,
-        len: u64,
-    ) -> Option<Result<SimDuration, HwError>> {
-        unbooked(space).then(|| self.access_formula(space, offset, len))
     }
 
     /// The uncontended time of [`send`](Self::send).
@@ -794,8 +693,9 @@ mod tests {
         let f = fabric.clone();
         simulation.spawn("receiver", async move {
             let now = sim::now();
-            f.credit_lands(&route, now, true).unwrap();
-            f.credit_lands(&route, now, false).unwrap();
+            f.credit_lands(&route, now, HeaderCrossing::Constant)
+                .unwrap();
+            f.credit_lands(&route, now, HeaderCrossing::Hops).unwrap();
             explain::push_named("math", Class::PeMath, TermKind::Service, 7);
             explain::sleep_until(now + SimDuration::from_ps(10)).await;
             let lands = f.signal_lands(&route, sim::now()).unwrap();

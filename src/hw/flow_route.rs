@@ -34,7 +34,7 @@ use crate::sim::{self, SimDuration, SimTime};
 use crate::topology::Path;
 use crate::trace;
 
-/// How far [`FlowRoute::lands_idle`] took a one-packet flow.
+/// How far [`FlowRoute::book_idle_hops`] took a one-packet flow.
 enum Crossed {
     /// Over every hop: it lands then.
     Landed(SimTime),
@@ -83,12 +83,12 @@ pub(crate) struct FlowRoute {
     last: Cell<u64>,
     /// `Σ (tail + L_h)`, `None` past u64 picoseconds: a one-packet flow
     /// that leaves early enough to land by then has no sum that
-    /// overflows ([`lands_idle`](Self::lands_idle)).
+    /// overflows ([`book_idle_hops`](Self::book_idle_hops)).
     idle_span: Cell<Option<u64>>,
     /// One-packet flows of `last` bytes booked on every hop and not yet
-    /// counted on the links ([`settle_hops`](Self::settle_hops)).
-    unsettled: Cell<u64>,
-    /// Whether the route is registered to be settled ([`defer_counts`]).
+    /// counted on the links ([`flush_hops`](Self::flush_hops)).
+    unflushed: Cell<u64>,
+    /// Whether the route is registered to be flushed ([`defer_counts`]).
     registered: Cell<bool>,
     /// The route itself, to register.
     me: Weak<FlowRoute>,
@@ -131,7 +131,7 @@ impl FlowRoute {
             signal,
             last: Cell::new(max_payload.get()),
             idle_span: Cell::new(None),
-            unsettled: Cell::new(0),
+            unflushed: Cell::new(0),
             registered: Cell::new(false),
             me: me.clone(),
             explain: Default::default(),
@@ -169,36 +169,42 @@ impl FlowRoute {
         Ok((slowest.report(start, end, &plan), pushed))
     }
 
-    /// [`book`](Self::book), telling only when the last byte lands.
-    pub(crate) fn lands(
-        &self,
-        links: &LinkTable,
-        bytes: u64,
-    ) -> Result<(SimTime, Pushed), HwError> {
-        self.lands_from(links, bytes, sim::now())
-    }
-
-    /// [`lands`](Self::lands) for a flow that leaves at `start` (now or
-    /// later): booked now, from its arrival at each hop (ADR-0048). A
-    /// one-packet flow first crosses the hops that are idle from its
-    /// arrival on in one plain pass ([`lands_idle`](Self::lands_idle));
-    /// from the first that is not, the general booking.
-    pub(crate) fn lands_from(
+    /// [`book`](Self::book), telling only when the last byte of a flow
+    /// that leaves at `start` (now or later) lands: booked now, from its
+    /// arrival at each hop (ADR-0048), by the general booking.
+    pub(crate) fn book_flow(
         &self,
         links: &LinkTable,
         bytes: u64,
         start: SimTime,
     ) -> Result<(SimTime, Pushed), HwError> {
+        let plan = PacketPlan::new(bytes, self.max_payload);
+        self.hops.prefetch(plan.packets > 1);
+        self.cross(links, &plan, (0, start), |_, _, _| {})
+    }
+
+    /// When one packet of `bytes` (at most the route's payload: a copy
+    /// booked whole, which its plan found to be one packet) leaving at
+    /// `start` lands, booked now. It first crosses the hops that are idle
+    /// from its arrival on in one plain pass
+    /// ([`book_idle_hops`](Self::book_idle_hops)); from the first that is not, the
+    /// general booking. Never pushed: a packet is served whole.
+    #[inline(always)]
+    pub(crate) fn book_packet(
+        &self,
+        links: &LinkTable,
+        bytes: u64,
+        start: SimTime,
+    ) -> Result<SimTime, HwError> {
+        debug_assert!(bytes <= self.max_payload.get());
         let mut from = (0, start);
-        // One packet (its plan's last is `bytes`), told without dividing.
-        let one_packet = bytes <= self.max_payload.get();
-        self.hops.prefetch(!one_packet);
-        if one_packet && !trace::is_recording() && !super::explain::recording() {
+        self.hops.prefetch(false);
+        if !trace::is_recording() && !super::explain::recording() {
             self.remember_tails(bytes)?;
-            match self.lands_idle(start)? {
+            match self.book_idle_hops(start)? {
                 Crossed::Landed(lands) => {
                     self.defer_count();
-                    return Ok((lands, Pushed::default()));
+                    return Ok(lands);
                 }
                 Crossed::Busy { hop, arrives } => {
                     self.count_hops(hop);
@@ -207,14 +213,14 @@ impl FlowRoute {
             }
         }
         let plan = PacketPlan::new(bytes, self.max_payload);
-        self.cross(links, &plan, from, |_, _, _| {})
+        Ok(self.cross(links, &plan, from, |_, _, _| {})?.0)
     }
 
     /// Counts a one-packet flow of `last` bytes that crossed every hop
     /// idle, to be added to the links' counters later (ADR-0069).
     #[inline(always)]
     fn defer_count(&self) {
-        self.unsettled.set(self.unsettled.get() + 1);
+        self.unflushed.set(self.unflushed.get() + 1);
         if !self.registered.replace(true) {
             defer_counts(self.me.clone());
         }
@@ -232,8 +238,8 @@ impl FlowRoute {
     /// Adds the one-packet flows counted on the route
     /// ([`defer_count`](Self::defer_count)) to its links' counters: what
     /// counting each at its booking adds up to.
-    fn settle_hops(&self) {
-        let flows = self.unsettled.replace(0);
+    fn flush_hops(&self) {
+        let flows = self.unflushed.replace(0);
         if flows == 0 {
             return;
         }
@@ -256,7 +262,7 @@ impl FlowRoute {
     /// `start + Σ (tail + L_h)`: when that fits in u64 picoseconds (all
     /// but never), the sums are plain; else each is checked, an overflow
     /// named as the general booking names it (ADR-0065).
-    fn lands_idle(&self, start: SimTime) -> Result<Crossed, HwError> {
+    fn book_idle_hops(&self, start: SimTime) -> Result<Crossed, HwError> {
         let fits = |span| start.as_ps().checked_add(span).is_some();
         match self.idle_span.get().is_some_and(fits) {
             true => self.cross_idle(start, |at, d| {
@@ -266,7 +272,7 @@ impl FlowRoute {
         }
     }
 
-    /// [`lands_idle`](Self::lands_idle) with `add` for its sums (`None`:
+    /// [`book_idle_hops`](Self::book_idle_hops) with `add` for its sums (`None`:
     /// an overflow).
     #[inline(always)]
     fn cross_idle(
@@ -345,7 +351,7 @@ impl FlowRoute {
     #[inline(never)]
     fn recompute_tails(&self, last: u64) -> Result<(), HwError> {
         // The flows counted on the route are of the old size.
-        self.settle_hops();
+        self.flush_hops();
         // Unknown while the tails change (and if an occupancy fails).
         self.idle_span.set(None);
         for (link, hop) in self.hops.iter() {
@@ -487,9 +493,9 @@ impl FlowRoute {
 }
 
 impl DeferredCounts for FlowRoute {
-    fn settle(&self) {
+    fn flush(&self) {
         self.registered.set(false);
-        self.settle_hops();
+        self.flush_hops();
     }
 }
 
@@ -497,7 +503,7 @@ impl Drop for FlowRoute {
     /// Its links outlive it (a route holds them, not the reverse): the
     /// flows it counted are added to them.
     fn drop(&mut self) {
-        self.settle_hops();
+        self.flush_hops();
     }
 }
 
@@ -562,11 +568,11 @@ mod tests {
             for (wait, bytes, contended) in flows {
                 sim::sleep(SimDuration::from_ps(wait)).await;
                 if contended {
-                    route.lands(f.links(), 64 << 10).unwrap();
+                    route.book_flow(f.links(), 64 << 10, sim::now()).unwrap();
                     explain::discard();
                 }
                 let start = sim::now();
-                let (lands, _) = route.lands(f.links(), bytes).unwrap();
+                let (lands, _) = route.book_flow(f.links(), bytes, sim::now()).unwrap();
                 explain::sleep_until(lands).await;
                 took.push(lands.saturating_since(start).as_ps());
             }
@@ -609,13 +615,23 @@ mod tests {
         assert!(e != a);
     }
 
-    /// `lands` gives every flow the time `book` gives it and leaves every
+    /// A one-packet flow by [`FlowRoute::book_packet`], any other by the
+    /// general [`FlowRoute::book_flow`].
+    fn one_packet_or_general(route: &FlowRoute, links: &LinkTable, bytes: u64) -> SimTime {
+        match bytes <= route.max_payload.get() {
+            true => route.book_packet(links, bytes, sim::now()).unwrap(),
+            false => route.book_flow(links, bytes, sim::now()).unwrap().0,
+        }
+    }
+
+    /// `book_packet` gives every one-packet flow the time `book` gives it
+    /// and leaves every
     /// link's statistics the same after each flow (the counts a route
     /// keeps added when they are read, ADR-0069), one-packet flows
     /// (carried as one instant while their hops are idle, then in
     /// general) mixed with long ones on routes that share links.
     #[test]
-    fn lands_times_and_books_as_the_general_booking() {
+    fn packet_lands_times_and_books_as_the_general_booking() {
         let pairs = [((0, 0), (5, 0)), ((1, 0), (5, 0)), ((4, 1), (6, 0))];
         // (wait before, route, bytes): one-packet flows onto idle links,
         // onto links a long flow holds, and into the gaps it leaves.
@@ -637,7 +653,7 @@ mod tests {
             let mut times = Vec::new();
             for (wait, route, bytes) in flows {
                 sim::sleep(SimDuration::from_ps(wait)).await;
-                let fast = routes_a[route].lands(fa.links(), bytes).unwrap().0;
+                let fast = one_packet_or_general(&routes_a[route], fa.links(), bytes);
                 let general = routes_b[route].book(fb.links(), bytes).unwrap().0.end;
                 times.push((fast, general));
                 // The counts kept on a route are added before any read.
@@ -673,11 +689,11 @@ mod tests {
                 // Long enough for the flow before to have landed: every
                 // hop idle.
                 sim::sleep(SimDuration::from_us(10)).await;
-                route_a.lands(fa.links(), bytes).unwrap();
+                route_a.book_packet(fa.links(), bytes, sim::now()).unwrap();
                 route_b.book(fb.links(), bytes).unwrap();
             }
             // Dropped with flows of 16 bytes counted, never read.
-            assert!(route_a.unsettled.get() > 0);
+            assert!(route_a.unflushed.get() > 0);
         });
         simulation.run().unwrap();
         drop(simulation);

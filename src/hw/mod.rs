@@ -44,7 +44,7 @@ pub mod server;
 pub mod transit;
 
 pub use dma::{DmaCompletion, DmaEngine, DmaSlot};
-pub use fabric::{CubeUnits, Fabric, PeUnits, Route};
+pub use fabric::{CubeUnits, Fabric, HeaderCrossing, PeUnits, Route, WholeCopy, WholeTimes};
 pub use flow_share::Pushed;
 pub use hbm::{HbmController, hbm_formula, pc_shares};
 pub use io_cpu::{CubeFanout, IoCpu, LaunchReport};

@@ -100,11 +100,11 @@ impl ServerStats {
 /// Bookings whose counts (jobs, bytes, busy time) their maker keeps for
 /// a while and adds to its servers later (a flow route's one-packet
 /// messages, ADR-0069): a maker that keeps some registers itself with
-/// [`defer_counts`], is told to [`settle`](Self::settle) before any
-/// server's counters are read, and settles its own when dropped.
+/// [`defer_counts`], is told to [`flush`](Self::flush) them before any
+/// server's counters are read, and flushes its own when dropped.
 pub(crate) trait DeferredCounts {
     /// Adds the counts kept to the servers they belong to.
-    fn settle(&self);
+    fn flush(&self);
 }
 
 thread_local! {
@@ -112,17 +112,17 @@ thread_local! {
     static DEFERRED: RefCell<Vec<Weak<dyn DeferredCounts>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Registers `maker`, which keeps counts, to be settled before the next
+/// Registers `maker`, which keeps counts, to be flushed before the next
 /// read of any server's counters. A maker registers once until then.
 pub(crate) fn defer_counts(maker: Weak<dyn DeferredCounts>) {
     DEFERRED.with_borrow_mut(|makers| makers.push(maker));
 }
 
-/// Settles every registered maker's counts (one gone settled its own).
-fn settle_deferred() {
+/// Flushes every registered maker's counts (one gone flushed its own).
+fn flush_deferred() {
     let makers = DEFERRED.with_borrow_mut(std::mem::take);
     for maker in makers.iter().filter_map(Weak::upgrade) {
-        maker.settle();
+        maker.flush();
     }
 }
 
@@ -649,7 +649,7 @@ impl SerialServer {
     /// Counters as of `now` (any instant; a past one counts less busy time),
     /// the counts kept by `DeferredCounts` makers added first.
     pub fn stats(&self, now: SimTime) -> ServerStats {
-        settle_deferred();
+        flush_deferred();
         let calendar = &self.calendar;
         let ahead = calendar.free_at.get().saturating_since(now).as_ps();
         let first = calendar.has_gap().then_some(calendar.first_gap.get());

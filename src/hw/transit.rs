@@ -213,7 +213,7 @@ pub(crate) struct HopTimes {
 /// on each hop as packet mode serves packets among the flows still in
 /// service there ([`flow_share`](super::flow_share), ADR-0056).
 /// Out of line: inlined in a one-packet flow's idle pass
-/// (`FlowRoute::lands_from`), it made that pass dearer (ADR-0068).
+/// (`FlowRoute::book_flow`), it made that pass dearer (ADR-0068).
 #[inline(never)]
 pub(crate) fn cross_hops<'a>(
     hops: impl IntoIterator<Item = (&'a Link, HopTimes)>,

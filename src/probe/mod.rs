@@ -34,7 +34,7 @@ use std::sync::Arc;
 pub use catalogue::{Category, Flow, ProbeCase, catalogue};
 pub use report::{Check, ProbeReport};
 
-use crate::device::{Device, DeviceError};
+use crate::device::{CopyJob, Device, DeviceError};
 use crate::mem::DataMode;
 use crate::sim::{SimDuration, SimError, SimTime, Simulation};
 use crate::topology::{Machine, MemSpace, NodeId};
@@ -243,7 +243,15 @@ fn simulate(
             simulation.spawn(&format!("flow{i}"), async move {
                 let engine = flow.engine.resolve(device.fabric());
                 device
-                    .dma_copy(engine.dma(), initiator, src, dst, bytes)
+                    .dma_copy(
+                        engine.dma(),
+                        initiator,
+                        CopyJob {
+                            src,
+                            dst,
+                            len: bytes,
+                        },
+                    )
                     .await
             })
         })

@@ -46,7 +46,7 @@ use tracing::Instrument;
 use super::placement::{DPPolicy, PlacementError, ShardSpec};
 use super::torch::{Runtime, TENSOR_PAGE_SIZE};
 use super::worker;
-use crate::device::{Device, DeviceError};
+use crate::device::{CopyJob, Device, DeviceError};
 use crate::hw::Mcpu;
 use crate::mem::{DType, DataMode, Extent, VaError};
 use crate::topology::{MemSpace, NodeId, naming};
@@ -528,7 +528,15 @@ async fn h2d(device: &Device, shard: &Shard, block: Option<&[u8]>) -> Result<(),
     }
     let (mcpu, host) = host_copy_engine(device, shard);
     let copied = device
-        .dma_copy(mcpu.dma(), host, staging, shard.addr, shard.bytes)
+        .dma_copy(
+            mcpu.dma(),
+            host,
+            CopyJob {
+                src: staging,
+                dst: shard.addr,
+                len: shard.bytes,
+            },
+        )
         .await;
     device.free(staging)?;
     copied.map(|_| ())
@@ -539,7 +547,15 @@ async fn d2h(device: &Device, shard: &Shard) -> Result<Option<Vec<u8>>, DeviceEr
     let staging = device.alloc(MemSpace::Host, shard.bytes)?;
     let (mcpu, host) = host_copy_engine(device, shard);
     let copied = device
-        .dma_copy(mcpu.dma(), host, shard.addr, staging, shard.bytes)
+        .dma_copy(
+            mcpu.dma(),
+            host,
+            CopyJob {
+                src: shard.addr,
+                dst: staging,
+                len: shard.bytes,
+            },
+        )
         .await;
     let bytes = match (&copied, device.data_mode()) {
         (Ok(_), DataMode::On) => Some(device.read_untimed(staging, shard.bytes)?),

@@ -6,7 +6,7 @@ use std::fmt;
 use std::future::Future;
 use std::rc::Rc;
 
-use crate::device::{Device, RouteMemo};
+use crate::device::{CopyJob, CopyRequest, CopyStart, Device, RouteMemo};
 use crate::hw::{DmaEngine, GemmEngine, MathEngine, explain};
 use crate::mem::{DType, RegionMemo};
 use crate::sim::Event;
@@ -236,18 +236,24 @@ impl Tl {
 
     /// Copies `len` bytes from `src` to `dst` with PE_DMA (what `load` and
     /// `store` do; a caller holding only addresses awaits it directly). A
-    /// copy within a TCM is booked at once and slept for once (flow mode,
-    /// `Device::copy_now`, ADR-0057); any other awaits the device's staged
-    /// copy, boxed so that this future stays small (ADR-0060).
+    /// copy booked whole (within a TCM, flow mode: `Device::start_copy`,
+    /// ADR-0057) is slept for once; any other awaits the rest of the
+    /// device's copy, boxed so that this future stays small (ADR-0060).
     pub(crate) async fn copy(&self, src: u64, dst: u64, len: u64) -> Result<(), KernelError> {
         let p = &self.program;
-        let local = (None, &p.copy_routes);
-        let Some(booked) = p.device.copy_now(&p.dma, p.node, (src, dst, len), local)? else {
-            Box::pin(p.device.dma_copy(&p.dma, p.node, src, dst, len)).await?;
-            return Ok(());
+        let request = CopyRequest {
+            memo: Some(&p.copy_routes),
+            ..CopyRequest::plain(&p.dma, p.node, CopyJob { src, dst, len })
         };
-        explain::sleep_until(booked.done).await;
-        booked.finish(&p.device)?;
+        match p.device.start_copy(request)? {
+            CopyStart::Booked(booked) => {
+                explain::sleep_until(booked.done).await;
+                booked.finish(&p.device)?;
+            }
+            CopyStart::Pending(rest) => {
+                Box::pin(rest.run()).await?;
+            }
+        }
         Ok(())
     }
 

@@ -8,7 +8,7 @@
 //! SRAM). Each ring has exactly one sender (a PE and its send direction).
 //!
 //! A send waits for a free slot (a credit), copies the message into the
-//! slot with the sender's PE_DMA over the real route (`Device::dma_copy_then_signal`,
+//! slot with the sender's PE_DMA over the real route (`Device::start_copy`,
 //! source snapshotted at issue) and then rings a doorbell: a header-only
 //! transfer sender PE → receiver PE. The slot is receivable when the
 //! doorbell lands; the send returns then. A released slot returns its
@@ -58,7 +58,7 @@ use crate::sim::{PS_PER_NS, SimDuration, SimTime};
 use crate::topology::MemSpace;
 
 pub use dir::Dir;
-pub(crate) use ops::{Booking, IpcqPort, SendStep};
+pub(crate) use ops::IpcqPort;
 pub use ops::{RecvFuture, SendArgs};
 
 use super::PeCoord;

@@ -6,8 +6,6 @@ use std::pin::Pin;
 
 use futures::future::Either;
 
-use crate::tl::ipcq::{Booking, SendStep};
-
 use super::*;
 
 /// The chunk position `pos` sends and the chunk it receives at `step` of
@@ -193,35 +191,13 @@ where
         for i in 0..outs.max(ins) {
             if i < outs {
                 let src = slice(tl, acc, &out.part(outs, i, dtype))?;
-                // `tl.send(how.send, &src)`, with no future around its waits.
-                let booking = match tl.send_step(how.send, &src)? {
-                    SendStep::Claimed(slot) => tl.book_send(slot, &src)?,
-                    SendStep::NoCredit(ring) => {
-                        let slot = tl.claim_credit(ring).await?;
-                        tl.book_send(slot, &src)?
-                    }
-                    SendStep::Segments(rest) => Booking::Staged(rest),
-                };
-                match booking {
-                    Booking::Whole(booked) => {
-                        booked.sleep().await;
-                        tl.send_landed(booked)?;
-                    }
-                    Booking::Staged(rest) => rest.await?,
-                }
+                tl.send(how.send, &src).await?;
             }
             if i < ins {
-                let message = into.part(ins, i, dtype);
-                let part = slice(tl, acc, &message)?;
-                // `tl.recv`, with no future around the wait.
-                let slot = tl.recv_ticket(how.recv)?;
-                let landed = match slot.try_landed() {
-                    Some(landed) => landed,
-                    None => slot.landed().await,
-                };
-                let received = tl.hold_landed(slot, landed, part.shape(), part.dtype())?;
+                let part = slice(tl, acc, &into.part(ins, i, dtype))?;
+                let (received, held) = tl.recv_held(how.recv, part.shape(), part.dtype()).await?;
                 merge(part, received).await?;
-                tl.release_ticket(slot)?;
+                tl.release_held_slot(held)?;
             }
         }
     }

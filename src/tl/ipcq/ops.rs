@@ -1,7 +1,7 @@
 //! The IPCQ calls of [`Tl`]: `send`, `send_raw`, `recv`, `recv_into`,
 //! `recv_any`, `recv_async` / `wait`, `release` (see the `ipcq` module
-//! docs for timing and the slot-release rule), and the steps of `send`
-//! and `recv` that a ring's exchange awaits itself (ADR-0070).
+//! docs for timing and the slot-release rule), and `recv_held`, a
+//! receive whose slot its caller releases by ticket (ADR-0070).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 
 use futures::FutureExt;
 
-use crate::device::BookedCopy;
+use crate::device::{BookedCopy, CopyJob, CopyRequest, CopyStart};
 use crate::hw::explain;
 use crate::mem::DType;
 use crate::sim::{self, SimDuration};
@@ -20,8 +20,9 @@ use crate::tl::handle::checked_bytes;
 use crate::tl::{Address, KernelError, PeCoord, Shape, TensorHandle, Tl};
 use crate::topology::MemSpace;
 
-use super::ring::{Message, Ring};
+use super::ring::{FirstLook, Message, Ring};
 use super::{Backpressure, Dir, IpcqError, IpcqNetwork, Mismatch, ns_one_decimal};
+use crate::tl::context::Program;
 
 /// The keyword form of a send (`tl.send(dir, src_addr=..., nbytes=...,
 /// shape=..., dtype=..., space=...)`).
@@ -40,70 +41,42 @@ pub struct SendArgs {
 }
 
 /// Where a send stands after its first look ([`Tl::send_step`]).
-pub(crate) enum SendStep<'a> {
-    /// A slot claimed: book the copy ([`Tl::book_send`]).
+enum SendStep<'a> {
+    /// A slot claimed: book the copy ([`Tl::fill_slot`]).
     Claimed(SendSlot<'a>),
-    /// No credit free now: wait for one ([`Tl::claim_credit`]).
-    NoCredit(SendRing<'a>),
+    /// No credit free now: wait for one.
+    NoCredit(&'a Rc<Ring>),
     /// A message of several segments: the whole send.
     Segments(Pin<Box<dyn Future<Output = Result<(), KernelError>> + 'a>>),
 }
 
-/// The ring of a send that waits for a credit.
-pub(crate) struct SendRing<'a>(&'a Rc<Ring>);
-
 /// A send's claimed slot.
-pub(crate) struct SendSlot<'a> {
+struct SendSlot<'a> {
     ring: &'a Rc<Ring>,
     seq: u64,
 }
 
-/// A send's copy ([`Tl::book_send`]).
-pub(crate) enum Booking<'a> {
+/// A send's copy ([`Tl::fill_slot`]).
+enum Booking<'a> {
     /// Booked whole: sleep until it is done, then [`Tl::send_landed`].
     Whole(BookedSend<'a>),
-    /// The staged copy (or a message of several segments): the rest of
-    /// the send.
+    /// The rest of the copy (or of a message of several segments).
     Staged(Pin<Box<dyn Future<Output = Result<(), KernelError>> + 'a>>),
 }
 
 /// A send's copy booked whole, done at a known instant.
-pub(crate) struct BookedSend<'a> {
+struct BookedSend<'a> {
     slot: SendSlot<'a>,
     copy: BookedCopy,
 }
 
-impl BookedSend<'_> {
-    /// Sleeps until the copy is done and its doorbell has landed.
-    pub(crate) fn sleep(&self) -> sim::Sleep {
-        explain::sleep_until(self.copy.done)
-    }
-}
-
-/// A receive's ticket on its ring ([`Tl::recv_ticket`]): the slot it
-/// takes when its message has landed, and holds once taken
-/// ([`Tl::hold_landed`]) until [`Tl::release_ticket`]. A caller that
-/// awaits the landing itself receives with no future of `recv`'s around
-/// the wait, and releases with no search by address (ADR-0070).
+/// A slot a receive holds ([`Tl::recv_held`]) until
+/// [`Tl::release_held_slot`]: released by its ring and ticket, with no
+/// search by address (ADR-0070).
 #[derive(Clone, Copy)]
-pub(crate) struct SlotTicket<'a> {
+pub(crate) struct HeldSlot<'a> {
     ring: &'a Rc<Ring>,
     ticket: u64,
-}
-
-/// A ticket's message, landed and not yet held.
-pub(crate) struct Landed(Message);
-
-impl<'a> SlotTicket<'a> {
-    /// The message if it has landed (taken: call once it is `Some`).
-    pub(crate) fn try_landed(&self) -> Option<Landed> {
-        self.ring.try_delivered(self.ticket).map(Landed)
-    }
-
-    /// Waits until the message has landed; takes it.
-    pub(crate) fn landed(self) -> impl Future<Output = Landed> + 'a {
-        self.ring.delivered(self.ticket).map(Landed)
-    }
 }
 
 /// A receive in flight ([`Tl::recv_async`]); await it or pass it to
@@ -157,25 +130,24 @@ impl Tl {
     /// the doorbell has landed. A handle's address, memory and size were
     /// checked when it was made: they are not checked again.
     ///
-    /// In flow mode one packet from a TCM into a TCM slot is booked whole
-    /// at once and the send sleeps once, with no future between it and the
-    /// booking (ADR-0048, ADR-0057, ADR-0060); any other message goes
-    /// through the device's staged copy, and one larger than a slot as
-    /// several segments, each boxed so that this future stays small. Its
-    /// steps (`send_step`, `claim_credit`, `book_send`, `send_landed`)
-    /// are the ring exchange's too, which awaits them itself (ADR-0070).
+    /// A message the device books whole (in flow mode, one packet from a
+    /// TCM into a TCM slot: `Device::start_copy`) is booked at once and
+    /// the send sleeps once (ADR-0048, ADR-0057, ADR-0060); any other
+    /// awaits the rest of the device's copy, and one larger than a slot
+    /// goes as several segments, each boxed so that this future stays
+    /// small.
     pub async fn send(&self, dir: Dir, src: &TensorHandle) -> Result<(), KernelError> {
         let booking = match self.send_step(dir, src)? {
-            SendStep::Claimed(slot) => self.book_send(slot, src)?,
+            SendStep::Claimed(slot) => self.fill_slot(slot, src)?,
             SendStep::NoCredit(ring) => {
-                let slot = self.claim_credit(ring).await?;
-                self.book_send(slot, src)?
+                let slot = self.claim(ring, FirstLook::Skip).await?;
+                self.fill_slot(slot, src)?
             }
             SendStep::Segments(rest) => Booking::Staged(rest),
         };
         match booking {
             Booking::Whole(booked) => {
-                booked.sleep().await;
+                explain::sleep_until(booked.copy.done).await;
                 self.send_landed(booked)
             }
             Booking::Staged(rest) => rest.await,
@@ -185,11 +157,7 @@ impl Tl {
     /// A send's first step: its ring, and a slot claimed if a credit is
     /// free; a message of several segments is the whole send, boxed.
     #[inline]
-    pub(crate) fn send_step<'a>(
-        &'a self,
-        dir: Dir,
-        src: &TensorHandle,
-    ) -> Result<SendStep<'a>, KernelError> {
+    fn send_step<'a>(&'a self, dir: Dir, src: &TensorHandle) -> Result<SendStep<'a>, KernelError> {
         let ring = self.ring(dir, "send")?;
         let len = src.bytes();
         let segments = Message::segments(len, ring.slot_bytes);
@@ -203,42 +171,38 @@ impl Tl {
                 ring,
                 seq: claimed?,
             }),
-            None => SendStep::NoCredit(SendRing(ring)),
+            None => SendStep::NoCredit(ring),
         })
     }
 
-    /// Waits for a credit on a ring whose `try_claim` has just found none
-    /// and claims a slot (as the backpressure mode says).
-    pub(crate) fn claim_credit<'a>(
-        &'a self,
-        SendRing(ring): SendRing<'a>,
-    ) -> impl Future<Output = Result<SendSlot<'a>, KernelError>> + 'a {
-        self.claim(ring, true)
-    }
-
-    /// Puts `src` in the claimed slot and books its copy: whole when it
-    /// can be (`Device::copy_now`), else the staged copy, boxed.
+    /// Puts `src` in the claimed slot and starts its copy: booked whole
+    /// if the device books it so, else the rest of the copy, boxed.
     #[inline]
-    pub(crate) fn book_send<'a>(
+    fn fill_slot<'a>(
         &'a self,
         slot: SendSlot<'a>,
         src: &TensorHandle,
     ) -> Result<Booking<'a>, KernelError> {
         let message = self.message(src.shape(), src.dtype(), src.bytes());
-        let (addr, len) = (src.addr(), message.nbytes);
-        Ok(match self.book_one(slot.ring, slot.seq, addr, message)? {
-            Some(copy) => Booking::Whole(BookedSend { slot, copy }),
-            None => {
-                let copy = self.copy_segment(slot.ring.clone(), slot.seq, addr, len);
-                Booking::Staged(Box::pin(copy))
-            }
-        })
+        Ok(
+            match self.start_slot_copy(slot.ring, slot.seq, src.addr(), message)? {
+                CopyStart::Booked(copy) => Booking::Whole(BookedSend { slot, copy }),
+                CopyStart::Pending(rest) => {
+                    let (ring, seq) = (slot.ring, slot.seq);
+                    Booking::Staged(Box::pin(async move {
+                        rest.run().await?;
+                        ring.doorbell_landed(seq);
+                        Ok(())
+                    }))
+                }
+            },
+        )
     }
 
     /// A whole booked send at its end: the copy finished, the doorbell
     /// landed.
     #[inline]
-    pub(crate) fn send_landed(&self, booked: BookedSend<'_>) -> Result<(), KernelError> {
+    fn send_landed(&self, booked: BookedSend<'_>) -> Result<(), KernelError> {
         let BookedSend { slot, copy } = booked;
         copy.finish(&self.program.device)?;
         slot.ring.doorbell_landed(slot.seq);
@@ -268,23 +232,24 @@ impl Tl {
         }
     }
 
-    /// Puts the one-segment `message` from `src` in slot `seq` and books
-    /// its copy whole if it can be (`Device::copy_now`); `None` when
-    /// nothing was booked.
-    fn book_one(
-        &self,
-        ring: &Ring,
+    /// Puts the one-segment `message` from `src` in slot `seq` and starts
+    /// its copy into the slot, its doorbell rung once written
+    /// (`Device::start_copy`).
+    #[inline(always)]
+    fn start_slot_copy<'a>(
+        &'a self,
+        ring: &'a Ring,
         seq: u64,
         src: u64,
         message: Message,
-    ) -> Result<Option<BookedCopy>, KernelError> {
+    ) -> Result<CopyStart<'a>, KernelError> {
         let len = message.nbytes;
         self.log_send(ring, len, seq);
         let p = &self.program;
-        let unit = p.device.fabric().is_one_packet(&ring.doorbell, len);
-        let copy = (src, ring.put(seq, message, unit), len);
-        let signal = (Some(&ring.doorbell), &ring.copy_routes);
-        Ok(p.device.copy_now(&p.dma, p.node, copy, signal)?)
+        let crossing = p.device.fabric().message_crossing(&ring.doorbell, len);
+        let dst = ring.put(seq, message, crossing);
+        Ok(p.device
+            .start_copy(slot_copy(p, ring, CopyJob { src, dst, len }))?)
     }
 
     /// A message of `segments` slot-sized segments, each claimed in turn
@@ -298,7 +263,7 @@ impl Tl {
     ) -> Result<(), KernelError> {
         let mut in_flight = Vec::new();
         for segment in 0..segments {
-            let seq = self.claim(&ring, false).await?.seq;
+            let seq = self.claim(&ring, FirstLook::Try).await?.seq;
             let offset = segment * ring.slot_bytes;
             let len = (message.nbytes - offset).min(ring.slot_bytes);
             self.log_send(&ring, len, seq);
@@ -307,9 +272,21 @@ impl Tl {
                 segments,
                 ..message.clone()
             };
-            let fabric = self.program.device.fabric();
-            ring.put(seq, part, fabric.is_one_packet(&ring.doorbell, len));
-            let copy = self.copy_segment(ring.clone(), seq, src + offset, len);
+            let crossing = self
+                .program
+                .device
+                .fabric()
+                .message_crossing(&ring.doorbell, len);
+            let dst = ring.put(seq, part, crossing);
+            let copy = self.copy_segment(
+                ring.clone(),
+                seq,
+                CopyJob {
+                    src: src + offset,
+                    dst,
+                    len,
+                },
+            );
             in_flight.push(sim::spawn("ipcq segment", copy));
         }
         for copy in in_flight {
@@ -327,37 +304,32 @@ impl Tl {
         );
     }
 
-    /// Copies `len` bytes from `src` into slot `seq` of `ring` with this
-    /// PE's PE_DMA and rings the doorbell.
+    /// Copies `job` into slot `seq` of `ring` with this PE's PE_DMA and
+    /// rings the doorbell.
     fn copy_segment(
         &self,
         ring: Rc<Ring>,
         seq: u64,
-        src: u64,
-        len: u64,
+        job: CopyJob,
     ) -> impl Future<Output = Result<(), KernelError>> + 'static {
-        let p = &self.program;
-        let (device, dma, node) = (p.device.clone(), p.dma.clone(), p.node);
+        let p = self.program.clone();
         async move {
-            let copy = (src, ring.slot(seq), len);
-            device
-                .dma_copy_then_signal(&dma, node, copy, (&ring.doorbell, &ring.copy_routes))
-                .await?;
+            p.device.copy(slot_copy(&p, &ring, job)).await?;
             ring.doorbell_landed(seq);
             Ok(())
         }
     }
 
     /// Claims a slot, waiting for a credit as the backpressure mode says
-    /// (`missed`: as `Ring::claim`'s).
+    /// (`first`: as `Ring::claim`'s).
     async fn claim<'a>(
         &self,
         ring: &'a Rc<Ring>,
-        missed: bool,
+        first: FirstLook,
     ) -> Result<SendSlot<'a>, KernelError> {
         let params = *self.network("send")?.params();
         let blocked = sim::now();
-        let seq = ring.claim(missed).await?;
+        let seq = ring.claim(first).await?;
         let waited = sim::now().saturating_since(blocked);
         if params.backpressure == Backpressure::Poll && waited > SimDuration::ZERO {
             let period = params.poll_interval.as_ps().max(1);
@@ -389,42 +361,33 @@ impl Tl {
 
     /// Receives from `dir` (`return_slot`: the handle is the slot; see the
     /// module docs for when it is released).
-    pub async fn recv(
-        &self,
+    pub fn recv<'a>(
+        &'a self,
+        dir: Dir,
+        shape: &'a [usize],
+        dtype: DType,
+    ) -> impl Future<Output = Result<TensorHandle, KernelError>> + 'a {
+        let held = self.recv_held(dir, shape, dtype);
+        held.map(|received| Ok(received?.0))
+    }
+
+    /// [`recv`](Self::recv), and the slot it holds, for a caller that
+    /// releases it itself ([`release_held_slot`](Self::release_held_slot)).
+    /// As `recv_async(..).await`, without boxing the future; a message
+    /// that has landed is taken with no wait at all.
+    pub(crate) async fn recv_held<'a>(
+        &'a self,
         dir: Dir,
         shape: &[usize],
         dtype: DType,
-    ) -> Result<TensorHandle, KernelError> {
-        // As `recv_async(..).await`, without boxing the future; a message
-        // that has landed is taken with no wait future at all. The ring
-        // exchange takes these steps itself (ADR-0070).
-        let slot = self.recv_ticket(dir)?;
-        let landed = match slot.try_landed() {
-            Some(landed) => landed,
-            None => slot.landed().await,
-        };
-        self.hold_landed(slot, landed, shape, dtype)
-    }
-
-    /// The next receive's ticket on the ring of `dir` (as `recv`, which
-    /// releases the slots this program holds there first).
-    #[inline]
-    pub(crate) fn recv_ticket(&self, dir: Dir) -> Result<SlotTicket<'_>, KernelError> {
+    ) -> Result<(TensorHandle, HeldSlot<'a>), KernelError> {
         let (ring, ticket) = self.next_ticket(dir)?;
-        Ok(SlotTicket { ring, ticket })
-    }
-
-    /// Holds `slot`, whose message has `landed`, and checks it as `recv`
-    /// does; the handle on the slot.
-    #[inline]
-    pub(crate) fn hold_landed(
-        &self,
-        slot: SlotTicket<'_>,
-        landed: Landed,
-        shape: &[usize],
-        dtype: DType,
-    ) -> Result<TensorHandle, KernelError> {
-        self.hold_slot(slot.ring, slot.ticket, landed.0, shape, dtype)
+        let sent = match ring.try_delivered(ticket) {
+            Some(sent) => sent,
+            None => ring.delivered(ticket).await,
+        };
+        let handle = self.hold_slot(ring, ticket, sent, shape, dtype)?;
+        Ok((handle, HeldSlot { ring, ticket }))
     }
 
     /// Starts a receive from `dir`: its slot is the next one of the ring,
@@ -498,9 +461,8 @@ impl Tl {
             let offset = segment * ring.slot_bytes;
             let len = (dst.bytes() - offset).min(ring.slot_bytes);
             self.log_recv(ring, len);
-            let copy =
-                p.device
-                    .dma_copy(&p.dma, p.node, ring.slot(ticket), dst.addr() + offset, len);
+            let (src, dst) = (ring.slot(ticket), dst.addr() + offset);
+            let copy = p.device.dma_copy(&p.dma, p.node, CopyJob { src, dst, len });
             copy.await?;
             ring.release(p.device.fabric(), ticket);
         }
@@ -522,12 +484,12 @@ impl Tl {
         self.release_where(is, addr)
     }
 
-    /// Releases the slot `slot` holds ([`hold_landed`](Self::hold_landed)),
-    /// found by its ring and ticket: the slot `release_slot` finds by
-    /// address (held slots are distinct), with no address computed.
+    /// Releases the slot a [`recv_held`](Self::recv_held) holds, found by
+    /// its ring and ticket: the slot `release_slot` finds by address (held
+    /// slots are distinct), with no address computed.
     #[inline]
-    pub(crate) fn release_ticket(&self, slot: SlotTicket<'_>) -> Result<(), KernelError> {
-        let SlotTicket { ring, ticket } = slot;
+    pub(crate) fn release_held_slot(&self, slot: HeldSlot<'_>) -> Result<(), KernelError> {
+        let HeldSlot { ring, ticket } = slot;
         let is = |(r, t): &(Rc<Ring>, u64)| *t == ticket && Rc::ptr_eq(r, ring);
         self.release_where(is, ring.slot(ticket))
     }
@@ -667,6 +629,16 @@ impl Tl {
             Some((_, ring)) => Ok(ring),
             None => Err(invalid(&port.network, self.program.coord, side, dir)),
         }
+    }
+}
+
+/// The copy of `job` into a slot of `ring` by `p`'s PE_DMA, through the
+/// ring's memo of its last copy, its doorbell rung once written.
+fn slot_copy<'a>(p: &'a Program, ring: &'a Ring, job: CopyJob) -> CopyRequest<'a> {
+    CopyRequest {
+        memo: Some(&ring.copy_routes),
+        doorbell: Some(&ring.doorbell),
+        ..CopyRequest::plain(&p.dma, p.node, job)
     }
 }
 

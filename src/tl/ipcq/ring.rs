@@ -9,7 +9,7 @@ use std::task::Poll;
 
 use crate::device::{Device, DeviceError, RouteMemo};
 use crate::hw::explain::{self, Class, TermKind};
-use crate::hw::{Fabric, Route};
+use crate::hw::{Fabric, HeaderCrossing, Route};
 use crate::mem::DType;
 use crate::sim::SimTime;
 use crate::sim::{self, Describe};
@@ -129,6 +129,17 @@ enum Claim {
     CreditLandsAt(SimTime),
 }
 
+/// Whether a sender's wait for a credit looks for a free one first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FirstLook {
+    /// Looks: a free credit is claimed at once.
+    Try,
+    /// A `try_claim` has just found no credit, at this instant and with
+    /// nothing between: the first look would find the same, and is
+    /// skipped (ADR-0070).
+    Skip,
+}
+
 /// One ring: `K` slots at the receiver, one sender.
 pub(super) struct Ring {
     pub spec: RingSpec,
@@ -140,9 +151,9 @@ pub(super) struct Ring {
     credit: Route,
     pointers: RefCell<Pointers>,
     messages: RefCell<Vec<Option<Message>>>,
-    /// Per slot, flow mode: whether its message is booked as one unit, so
-    /// that its credit is an instant too (ADR-0048).
-    units: Vec<Cell<bool>>,
+    /// Per slot, flow mode: how its credit crosses, as its message's
+    /// doorbell did (`Fabric::message_crossing`, ADR-0048).
+    crossings: Vec<Cell<HeaderCrossing>>,
     /// The sender waiting for a credit.
     credits: Rc<Wakers>,
     /// Every receive of the receiving PE (shared by its rings).
@@ -176,7 +187,9 @@ impl Ring {
             credit: route(receiver_node, sender_node)?,
             pointers: RefCell::default(),
             messages: RefCell::new(vec![None; params.slots]),
-            units: (0..params.slots).map(|_| Cell::new(false)).collect(),
+            crossings: (0..params.slots)
+                .map(|_| Cell::new(HeaderCrossing::Hops))
+                .collect(),
             credits: Rc::default(),
             arrivals,
         })
@@ -217,11 +230,10 @@ impl Ring {
         self.pointers.borrow().my_tail
     }
 
-    /// Sender: waits for a credit and claims a slot (see `try_claim`).
-    /// `missed`: a `try_claim` has just found no credit, at this instant
-    /// and with nothing between, so the first look does not repeat it
-    /// (it would find the same).
-    pub async fn claim(self: &Rc<Self>, mut missed: bool) -> Result<u64, IpcqError> {
+    /// Sender: waits for a credit and claims a slot (see `try_claim`),
+    /// its first look as `first` says.
+    pub async fn claim(self: &Rc<Self>, first: FirstLook) -> Result<u64, IpcqError> {
+        let mut missed = first == FirstLook::Skip;
         loop {
             let claim = wait_until("send", self, &self.credits, || {
                 let slot = match std::mem::take(&mut missed) {
@@ -248,12 +260,12 @@ impl Ring {
     }
 
     /// Sender: fills the slot of `seq` when its DMA is issued: its
-    /// message, and whether that is booked as one unit in flow mode (one
-    /// packet of the doorbell's route, ADR-0048). The slot's address.
-    pub fn put(&self, seq: u64, message: Message, unit: bool) -> u64 {
+    /// message, and how its doorbell (and so its credit) crosses in flow
+    /// mode (ADR-0048). The slot's address.
+    pub fn put(&self, seq: u64, message: Message, crossing: HeaderCrossing) -> u64 {
         let index = (seq % self.slots.len() as u64) as usize;
         self.messages.borrow_mut()[index] = Some(message);
-        self.units[index].set(unit);
+        self.crossings[index].set(crossing);
         self.slots[index]
     }
 
@@ -328,22 +340,22 @@ impl Ring {
             (p.my_head > before).then_some(p.my_head)
         };
         if let Some(head) = head {
-            let unit = self.units[(ticket % self.slots.len() as u64) as usize].get();
-            self.send_credit(fabric, head, unit);
+            let crossing = self.crossings[(ticket % self.slots.len() as u64) as usize].get();
+            self.send_credit(fabric, head, crossing);
         }
     }
 
     /// In flow mode the credit's landing instant is known when it is sent
-    /// (`Fabric::credit_lands`: its header's crossing, ADR-0022; for the
-    /// slot of a message booked as one unit, `unit`, its route's
-    /// uncontended crossing, ADR-0048): it is recorded, and the sender
+    /// (`Fabric::credit_lands`: its header's crossing, ADR-0022, or for
+    /// the slot of a message of one packet its route's uncontended
+    /// crossing, `crossing`, ADR-0048): it is recorded, and the sender
     /// takes it in at its next claim, with no task of its own (nor any
     /// `--explain` term: no sleep here covers it, ADR-0051). In packet
     /// mode a task carries it.
-    fn send_credit(self: &Rc<Self>, fabric: &Rc<Fabric>, head: u64, unit: bool) {
+    fn send_credit(self: &Rc<Self>, fabric: &Rc<Fabric>, head: u64, crossing: HeaderCrossing) {
         if fabric.fidelity() == Fidelity::Flow {
             let now = sim::now();
-            let lands = fabric.credit_lands(&self.credit, now, unit);
+            let lands = fabric.credit_lands(&self.credit, now, crossing);
             match lands {
                 Ok(at) => {
                     let in_flight = &mut self.pointers.borrow_mut().credits_in_flight;
