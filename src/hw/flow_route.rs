@@ -26,13 +26,22 @@ use std::rc::{Rc, Weak};
 use std::sync::Arc;
 
 use super::flow_share::{Pushed, SharedFlow};
-use super::link_table::HeldLinks;
+use super::link_table::{Ahead, HeldLinks};
 use super::server::{DeferredCounts, defer_counts};
 use super::transit::{HopTimes, Sharing, Slowest, cross_hops};
 use super::{HwError, Link, LinkTable, PacketPlan, TransferReport, later_for};
 use crate::sim::{self, SimDuration, SimTime};
 use crate::topology::Path;
 use crate::trace;
+
+/// What `--explain` keeps of a header's crossing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ExplainHeader {
+    /// Its terms, for the running poll's sleep.
+    Terms,
+    /// Only its queueing, on the hops' utilisation.
+    QueueingOnly,
+}
 
 /// How far [`FlowRoute::book_idle_hops`] took a one-packet flow.
 enum Crossed {
@@ -58,6 +67,10 @@ struct FlowHop {
     /// `S_h` of the route's remembered last-packet payload.
     tail: Cell<SimDuration>,
 }
+
+// 40 bytes, 48 with its link's address beside it in `HeldLinks`.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<FlowHop>() == 40);
 
 impl FlowHop {
     /// `S_h(P) / 2` (rounded down): what a header waits at a busy hop
@@ -160,7 +173,7 @@ impl FlowRoute {
         bytes: u64,
     ) -> Result<(TransferReport, Pushed), HwError> {
         let plan = PacketPlan::new(bytes, self.max_payload);
-        self.hops.prefetch(plan.packets > 1);
+        self.hops.prefetch(Ahead::for_packets(plan.packets));
         let start = sim::now();
         let mut slowest = Slowest::default();
         let (end, pushed) = self.cross(links, &plan, (0, start), |hop, link, residency| {
@@ -179,7 +192,7 @@ impl FlowRoute {
         start: SimTime,
     ) -> Result<(SimTime, Pushed), HwError> {
         let plan = PacketPlan::new(bytes, self.max_payload);
-        self.hops.prefetch(plan.packets > 1);
+        self.hops.prefetch(Ahead::for_packets(plan.packets));
         self.cross(links, &plan, (0, start), |_, _, _| {})
     }
 
@@ -198,7 +211,7 @@ impl FlowRoute {
     ) -> Result<SimTime, HwError> {
         debug_assert!(bytes <= self.max_payload.get());
         let mut from = (0, start);
-        self.hops.prefetch(false);
+        self.hops.prefetch(Ahead::Calendars);
         if !trace::is_recording() && !super::explain::recording() {
             self.remember_tails(bytes)?;
             match self.book_idle_hops(start)? {
@@ -263,6 +276,7 @@ impl FlowRoute {
     /// but never), the sums are plain; else each is checked, an overflow
     /// named as the general booking names it (ADR-0065).
     fn book_idle_hops(&self, start: SimTime) -> Result<Crossed, HwError> {
+        debug_assert!(!trace::is_recording() && !super::explain::recording());
         let fits = |span| start.as_ps().checked_add(span).is_some();
         match self.idle_span.get().is_some_and(fits) {
             true => self.cross_idle(start, |at, d| {
@@ -393,47 +407,57 @@ impl FlowRoute {
 
     /// When a header-only packet sent at `start` lands (ADR-0022): at each
     /// hop, half a full packet's occupancy if the link is booked beyond
-    /// the header's arrival, then its occupancy and latency.
+    /// the header's arrival, then its occupancy and latency. While
+    /// `--explain` records, its terms are pushed for the running poll's
+    /// sleep.
     pub(crate) fn header_lands(
         &self,
         links: &LinkTable,
         start: SimTime,
     ) -> Result<SimTime, HwError> {
-        self.header_crossing(links, start, true)
+        debug_assert!(self.is_over(links));
+        match super::explain::recording() {
+            false => self.cross_header(start, |_, _, _| {}),
+            true => self.header_crossing_explained(start, ExplainHeader::Terms),
+        }
     }
 
-    /// [`header_lands`](Self::header_lands). While `--explain` records,
-    /// pushes its terms for the running poll's sleep if `labelled`; else
-    /// only counts its queueing on the hops' utilisation (a flow-mode
-    /// credit, which no sleep of the poll covers: ADR-0051).
-    pub(crate) fn header_crossing(
+    /// [`header_lands`](Self::header_lands) of a flow-mode credit, which
+    /// no sleep of the poll that sends it covers (ADR-0051): while
+    /// `--explain` records, its queueing is only counted on the hops'
+    /// utilisation.
+    pub(crate) fn credit_header_lands(
         &self,
         links: &LinkTable,
         start: SimTime,
-        labelled: bool,
     ) -> Result<SimTime, HwError> {
         debug_assert!(self.is_over(links));
         match super::explain::recording() {
             false => self.cross_header(start, |_, _, _| {}),
-            true => self.header_crossing_explained(start, labelled),
+            true => self.header_crossing_explained(start, ExplainHeader::QueueingOnly),
         }
     }
 
-    /// [`header_crossing`](Self::header_crossing) while `--explain`
-    /// records (out of line: seldom).
+    /// A header's crossing while `--explain` records (out of line:
+    /// seldom), its terms pushed or its queueing counted as `explain`
+    /// says.
     #[inline(never)]
     fn header_crossing_explained(
         &self,
         start: SimTime,
-        labelled: bool,
+        explain: ExplainHeader,
     ) -> Result<SimTime, HwError> {
         // The hops where the header waited, if any.
         let mut waited: Option<Vec<bool>> = None;
-        let t = self.cross_header(start, |index, link, hop| match labelled {
-            true => waited.get_or_insert_with(|| vec![false; self.hops.len()])[index] = true,
-            false => super::explain::count_queue(link.server(), hop.half_full().as_ps()),
+        let t = self.cross_header(start, |index, link, hop| match explain {
+            ExplainHeader::Terms => {
+                waited.get_or_insert_with(|| vec![false; self.hops.len()])[index] = true
+            }
+            ExplainHeader::QueueingOnly => {
+                super::explain::count_queue(link.server(), hop.half_full().as_ps())
+            }
         })?;
-        if labelled {
+        if explain == ExplainHeader::Terms {
             self.explain_header(waited.as_deref());
         }
         Ok(t)

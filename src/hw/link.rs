@@ -91,6 +91,10 @@ pub struct Link {
     flows: HopFlows,
 }
 
+// Two cache lines a link, whatever its parameters.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Link>() == 128 && std::mem::align_of::<Link>() == 64);
+
 /// What links with the same [`HopParams`] share: the parameters and the
 /// occupancies last asked for (a class sees one or two maximum payloads:
 /// those of the paths through its links).

@@ -148,6 +148,27 @@ impl LinkTable {
 /// instructions; at 64 SIPs (182,528) and beyond it does not.
 const FAR_EDGES: usize = 1 << 16;
 
+/// What a walk over held links reads, asked for ahead of it
+/// ([`HeldLinks::prefetch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ahead {
+    /// The links' calendars: a walk of one packet.
+    Calendars,
+    /// The calendars and the flows in service on each link: a walk of
+    /// several packets, which shares its hops with them (ADR-0056).
+    CalendarsAndFlows,
+}
+
+impl Ahead {
+    /// What a walk of `packets` packets reads.
+    pub(crate) fn for_packets(packets: u64) -> Ahead {
+        match packets > 1 {
+            true => Ahead::CalendarsAndFlows,
+            false => Ahead::Calendars,
+        }
+    }
+}
+
 /// Links of one [`LinkTable`] held by address, each with the caller's
 /// `T` (a route's per-hop constants), in the order given: what a route
 /// reads at every crossing, without the table's per-edge slot.
@@ -196,26 +217,27 @@ impl<T> HeldLinks<T> {
     }
 
     /// Asks for every held link's first cache line, its calendar, and
-    /// with `flows` the first entries of the flows in service on it (their
-    /// address is in the link's second line, read here), ahead of a walk
+    /// for a walk of several packets ([`Ahead::CalendarsAndFlows`]) the
+    /// first entries of the flows in service on it (their address is in
+    /// the link's second line, read here), ahead of a walk
     /// that reads them one after another (ADR-0068): each hop's booking
     /// waits for the one before it, so without the hints the core meets
     /// their misses one at a time; these loads do not wait for each other.
     /// Nothing on a machine of at most [`FAR_EDGES`] edges.
     #[inline(always)]
-    pub(crate) fn prefetch(&self, flows: bool) {
+    pub(crate) fn prefetch(&self, ahead: Ahead) {
         if self.far {
-            self.prefetch_all(flows);
+            self.prefetch_all(ahead);
         }
     }
 
     /// [`prefetch`](Self::prefetch) on a far machine (out of line, so
     /// that the walks it precedes are compiled as they were without it).
     #[inline(never)]
-    fn prefetch_all(&self, flows: bool) {
+    fn prefetch_all(&self, ahead: Ahead) {
         for (link, _) in self.iter() {
             crate::sim::prefetch(link.server());
-            if flows {
+            if ahead == Ahead::CalendarsAndFlows {
                 link.flows().prefetch();
             }
         }

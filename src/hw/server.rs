@@ -214,6 +214,10 @@ pub struct SerialServer {
     explain_id: Cell<u32>,
 }
 
+// 96 bytes, with or without the `--explain` cache in `activity`'s padding.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<SerialServer>() == 96);
+
 /// Uses the idle `gaps` from `arrives` on for up to `left` ps of service,
 /// in time order; what is used leaves the gaps and goes into `pieces`.
 fn fill_gaps(gaps: &mut VecDeque<Gap>, arrives: SimTime, left: &mut u64, pieces: &mut Pieces) {
@@ -535,6 +539,7 @@ impl SerialServer {
         bytes: u64,
         now: SimTime,
     ) -> Option<SimTime> {
+        debug_assert!(!crate::trace::is_recording());
         if !self.is_idle_from(arrives, now) {
             return None;
         }
@@ -576,6 +581,7 @@ impl SerialServer {
     #[inline(always)]
     pub(crate) fn book_idle(&self, (arrives, end): (SimTime, SimTime), now: SimTime) {
         let calendar = &self.calendar;
+        debug_assert!(arrives >= calendar.free_at.get() && end >= arrives);
         // The idle time before the packet is the only gap left (none if
         // it is empty: the packet arrives when the server is free).
         calendar
@@ -696,14 +702,6 @@ impl SerialServer {
 mod tests {
     use super::*;
     use crate::sim::Simulation;
-
-    /// The `--explain` cache fits in the padding `activity` leaves: a
-    /// server stays 96 bytes (a link two cache lines, ADR-0040), with or
-    /// without the flag.
-    #[test]
-    fn a_server_is_96_bytes() {
-        assert_eq!(std::mem::size_of::<SerialServer>(), 96);
-    }
 
     fn ns(n: u64) -> SimDuration {
         SimDuration::from_ns(n)
