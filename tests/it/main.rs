@@ -49,6 +49,7 @@ mod probe;
 mod runtime_placement;
 mod runtime_tensor;
 mod sim_core;
+mod tidy;
 mod tl_gemm;
 mod tl_math;
 mod tl_memory;
