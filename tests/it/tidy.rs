@@ -55,33 +55,11 @@ const THREAD_LOCAL_FILES: &[(&str, &str)] = &[
 const LONG_FNS_PENDING: &[(&str, &str)] = &[];
 
 /// TEMPORARY: files still telling work sessions, to be rewritten to
-/// commits and dates (issue 43 items 3 and 4; `src/hw` is the lead's).
+/// commits and dates (`src/hw` is being reworked, issue 43 item 1).
 /// The test fails when an entry is no longer needed, so the list only
 /// shrinks.
 const SESSION_TALK_PENDING: &[&str] = &[
-    "docs/adr/0022-cheap-headers-in-flow-mode.md",
-    "docs/adr/0023-flow-hop-layout-and-instruction-counts.md",
-    "docs/adr/0024-doorbell-with-its-data-in-flow-mode.md",
-    "docs/adr/0025-release-profile-fat-lto.md",
-    "docs/adr/0026-mimalloc-in-the-binaries.md",
-    "docs/adr/0027-tcm-read-at-the-request-in-flow-mode.md",
-    "docs/adr/0038-address-map-from-the-machine-and-linear-set-up.md",
-    "docs/adr/0043-test-builds-keep-line-tables-only.md",
-    "docs/adr/0048-a-one-packet-ipcq-message-booked-as-one-unit-in-flow-mode.md",
-    "docs/adr/0049-the-executor-against-its-limit.md",
-    "docs/adr/0051-explain-makes-nothing-and-books-as-the-plain-run.md",
-    "docs/adr/0055-the-main-job-is-a-binary.md",
-    "docs/adr/0057-a-flow-mode-copy-booked-whole-with-no-future-of-its-own.md",
-    "docs/adr/0059-a-one-packet-flow-crosses-its-idle-hops-in-one-pass.md",
-    "docs/adr/0068-a-far-machines-walk-asks-for-its-hops-ahead-a-links-flow-list-inline.md",
-    "docs/adr/0070-a-ring-exchange-awaits-its-sends-and-receives-waits-itself.md",
-    "docs/adr/0071-the-executor-asks-for-the-next-tasks-future-a-long-copy-uses-its-rings-memo.md",
-    "docs/adr/0072-the-binaries-keep-the-memory-they-free.md",
-    "docs/adr/0073-the-binaries-keep-transparent-huge-pages.md",
-    "docs/explain.md",
-    "docs/perf-log.md",
-    "docs/performance.md",
-    // In the lead's directory (issue 43 item 1): two mentions.
+    // In the lead's directory (issue 43 item 1): "session 11", "session 13".
     "src/hw/flow_route.rs",
 ];
 
