@@ -1,5 +1,5 @@
 //! `test_double_send`: the proof that an algorithm is one file here plus
-//! one ccl.yaml entry (ADR-0009; exercised by `tests/ccl_algorithm_file.rs`).
+//! one ccl.yaml entry (ADR-0009; exercised by `tests/it/ccl_algorithm_file.rs`).
 //! Every endpoint sends its tile east twice and ends holding its own tile
 //! plus both copies it received from the west: `t(e) + 2 t(e − 1)`. No
 //! `torch.distributed` collective: it declares [`Collective::Custom`].

@@ -19,7 +19,8 @@ const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// and are reused as they are. By default mimalloc hands a free page
 /// back to the kernel after a delay counted in wall-clock milliseconds,
 /// and the kernel zeroes it again when it is next touched: how much is
-/// zeroed then depends on how fast the run goes, and on this VM one run
+/// zeroed then depends on how fast the run goes, and on the 2-core test
+/// machine (2026-11-28) one run
 /// in four of the 256- and 1,024-SIP points spent 1-4 s of system time
 /// doing it (ADR-0072). Call first thing in `main`.
 pub fn keep_freed_memory() {

@@ -311,8 +311,9 @@ pub fn topological_order<'a>(n: usize, deps: impl Fn(usize) -> &'a [usize]) -> V
     order
 }
 
-/// The [`Op`] of `node`.
-fn op(node: &Node, warnings: &mut Warnings) -> Result<Op, GraphError> {
+/// The node's attributes this reader uses, by name; the names neither
+/// used nor known to be ignored counted in `warnings`.
+fn used_attributes<'a>(node: &'a Node, warnings: &mut Warnings) -> BTreeMap<&'a str, &'a Value> {
     let mut attrs: BTreeMap<&str, &Value> = BTreeMap::new();
     for attr in &node.attr {
         let name = attr.name.as_str();
@@ -327,6 +328,12 @@ fn op(node: &Node, warnings: &mut Warnings) -> Result<Op, GraphError> {
                 .or_default() += 1;
         }
     }
+    attrs
+}
+
+/// The [`Op`] of `node`.
+fn op(node: &Node, warnings: &mut Warnings) -> Result<Op, GraphError> {
+    let attrs = used_attributes(node, warnings);
     let int = |attribute: &'static str| -> Result<Option<u64>, GraphError> {
         match attrs.get(attribute) {
             None => Ok(None),

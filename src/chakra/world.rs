@@ -329,7 +329,7 @@ pub fn check(
         ..World::default()
     };
     let mut sequences: BTreeMap<String, BTreeMap<usize, Vec<Call>>> = BTreeMap::new();
-    let mut p2p: BTreeMap<(usize, usize, u64), [Vec<End>; 2]> = BTreeMap::new();
+    let mut p2p: P2p = BTreeMap::new();
     for (rank, graph) in graphs.iter().enumerate() {
         let file = || files[rank].clone();
         for (i, node) in graph.nodes.iter().enumerate() {
@@ -366,23 +366,8 @@ pub fn check(
                         .or_default()
                         .push(call);
                 }
-                Op::Send { peer, tag, .. } | Op::Recv { peer, tag, .. } => {
-                    let send = matches!(node.op, Op::Send { .. });
-                    if *peer >= n || *peer == rank {
-                        return Err(CheckError::NoSuchPeer {
-                            file: file(),
-                            node: node.id,
-                            send,
-                            peer: *peer,
-                            ranks: n,
-                            rank,
-                        });
-                    }
-                    let (key, side) = match send {
-                        true => ((rank, *peer, *tag), 0),
-                        false => ((*peer, rank, *tag), 1),
-                    };
-                    p2p.entry(key).or_default()[side].push((rank, i as u64));
+                Op::Send { .. } | Op::Recv { .. } => {
+                    file_p2p(&mut p2p, &files[rank], node, rank, i, n)?
                 }
                 _ => {}
             }
@@ -404,6 +389,41 @@ pub fn check(
     }
     merged.check_deadlock(files, graphs)?;
     Ok(world)
+}
+
+/// The sends (side 0) and receives (side 1) by (source, destination, tag).
+type P2p = BTreeMap<(usize, usize, u64), [Vec<End>; 2]>;
+
+/// Files the send or receive `node` (index `i` of rank `rank`'s graph, read
+/// from `file`, of `n` ranks) under its (source, destination, tag).
+fn file_p2p(
+    p2p: &mut P2p,
+    file: &str,
+    node: &EtNode,
+    rank: usize,
+    i: usize,
+    n: usize,
+) -> Result<(), CheckError> {
+    let (Op::Send { peer, tag, .. } | Op::Recv { peer, tag, .. }) = &node.op else {
+        unreachable!("file_p2p is given sends and receives only")
+    };
+    let send = matches!(node.op, Op::Send { .. });
+    if *peer >= n || *peer == rank {
+        return Err(CheckError::NoSuchPeer {
+            file: file.to_owned(),
+            node: node.id,
+            send,
+            peer: *peer,
+            ranks: n,
+            rank,
+        });
+    }
+    let (key, side) = match send {
+        true => ((rank, *peer, *tag), 0),
+        false => ((*peer, rank, *tag), 1),
+    };
+    p2p.entry(key).or_default()[side].push((rank, i as u64));
+    Ok(())
 }
 
 /// The name and ranks of process group `name`.

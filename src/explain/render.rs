@@ -119,30 +119,7 @@ impl fmt::Display for Explanation {
             self.critical_path_steps
         )?;
         writeln!(f, "  {:>14} {:>14}  what", "start", "duration")?;
-        let lines = fold(&self.critical_path);
-        let shown = |f: &mut fmt::Formatter<'_>, line: &Folded<'_>| writeln!(f, "  {line}");
-        if lines.len() <= PATH_LINES {
-            for line in &lines {
-                shown(f, line)?;
-            }
-        } else {
-            let half = PATH_LINES / 2;
-            for line in &lines[..half] {
-                shown(f, line)?;
-            }
-            let hidden = &lines[half..lines.len() - half];
-            let ps: u64 = hidden.iter().map(|l| l.total).sum();
-            writeln!(
-                f,
-                "  {:>14} {:>14}  ... {} lines more",
-                "",
-                time(ps).to_string(),
-                hidden.len()
-            )?;
-            for line in &lines[lines.len() - half..] {
-                shown(f, line)?;
-            }
-        }
+        self.write_path(f)?;
         writeln!(
             f,
             "  attribution of the critical path by class (sums to the interval):"
@@ -167,6 +144,44 @@ impl fmt::Display for Explanation {
                 share.class
             )?;
         }
+        self.write_usage(f)?;
+        self.write_model_gap(f)
+    }
+}
+
+impl Explanation {
+    /// The critical path's lines, folded, the middle elided past
+    /// `PATH_LINES`.
+    fn write_path(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let lines = fold(&self.critical_path);
+        let shown = |f: &mut fmt::Formatter<'_>, line: &Folded<'_>| writeln!(f, "  {line}");
+        if lines.len() <= PATH_LINES {
+            for line in &lines {
+                shown(f, line)?;
+            }
+        } else {
+            let half = PATH_LINES / 2;
+            for line in &lines[..half] {
+                shown(f, line)?;
+            }
+            let hidden = &lines[half..lines.len() - half];
+            let ps: u64 = hidden.iter().map(|l| l.total).sum();
+            writeln!(
+                f,
+                "  {:>14} {:>14}  ... {} lines more",
+                "",
+                time(ps).to_string(),
+                hidden.len()
+            )?;
+            for line in &lines[lines.len() - half..] {
+                shown(f, line)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Utilisation by class and the busiest links and units.
+    fn write_usage(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "  utilisation over the interval, by class:")?;
         writeln!(
             f,
@@ -198,6 +213,12 @@ impl fmt::Display for Explanation {
                 usage.class
             )?;
         }
+        Ok(())
+    }
+
+    /// The gap to the α-β model, if there is one.
+    fn write_model_gap(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.duration_ps;
         if let Some(gap) = &self.model_gap {
             writeln!(
                 f,

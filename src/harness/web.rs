@@ -50,7 +50,9 @@ use super::sweep::{self, Axis, Plan, Variant};
 use super::watch;
 use crate::ccl::CclConfig;
 use crate::topology::naming::Side;
-use crate::topology::{EdgeKind, Fidelity, GridPos, Machine, NodeKind, Slot, TopologySpec};
+use crate::topology::{
+    CubeLayout, EdgeKind, Fidelity, GridPos, Machine, NodeKind, Slot, TopologySpec,
+};
 use crate::trace::ChromeTraceLayer;
 use crate::workloads::{self, ByteSize};
 
@@ -345,35 +347,7 @@ impl Server {
                 ));
             },
         );
-        let mut body = String::new();
-        if outcome.stopped {
-            let finished = outcome
-                .rows
-                .iter()
-                .filter(|r| !sweep::was_cancelled(r))
-                .count();
-            let _ = writeln!(
-                body,
-                "<p class=\"error\" id=\"limit\">stopped at the limit of {} s: {} of {} point(s) \
-                 finished; the others are rows saying so. Longer runs belong to `kernbench sweep`.</p>",
-                limit.as_secs(),
-                finished,
-                points.len()
-            );
-        }
-        let failed = outcome
-            .rows
-            .iter()
-            .filter(|r| r.error.is_some() || r.checks_failed > 0)
-            .count();
-        if failed > 0 {
-            let _ = writeln!(
-                body,
-                "<p class=\"error\" id=\"failed\">{failed} of {} point(s) failed (an error or a \
-                 failed check): `kernbench sweep` exits non-zero on this.</p>",
-                points.len()
-            );
-        }
+        let mut body = outcome_notes(&outcome, limit, points.len());
         let source = Source {
             command: format!("kernbench web: /run?{query}"),
             sweep: format!("/run?{query}"),
@@ -449,6 +423,41 @@ impl Server {
             })
             .collect()
     }
+}
+
+/// The run page's notes on a sweep's outcome: stopped at the limit,
+/// failed points (`points` in all).
+fn outcome_notes(outcome: &watch::Watched, limit: Duration, points: usize) -> String {
+    let mut body = String::new();
+    if outcome.stopped {
+        let finished = outcome
+            .rows
+            .iter()
+            .filter(|r| !sweep::was_cancelled(r))
+            .count();
+        let _ = writeln!(
+            body,
+            "<p class=\"error\" id=\"limit\">stopped at the limit of {} s: {} of {} point(s) \
+             finished; the others are rows saying so. Longer runs belong to `kernbench sweep`.</p>",
+            limit.as_secs(),
+            finished,
+            points
+        );
+    }
+    let failed = outcome
+        .rows
+        .iter()
+        .filter(|r| r.error.is_some() || r.checks_failed > 0)
+        .count();
+    if failed > 0 {
+        let _ = writeln!(
+            body,
+            "<p class=\"error\" id=\"failed\">{failed} of {} point(s) failed (an error or a \
+             failed check): `kernbench sweep` exits non-zero on this.</p>",
+            points
+        );
+    }
+    body
 }
 
 /// How often a long run reports progress.
@@ -1070,7 +1079,6 @@ pub fn cube_svg(machine: &Machine) -> String {
 /// links coloured by busy fraction with a legend; `None`: the plain
 /// drawing of SIP 0's IO cube.
 pub fn cube_heat_svg(machine: &Machine, heat: Option<&Heat>) -> String {
-    const CELL: f64 = 64.0;
     const GAP: f64 = 22.0;
     const MARGIN: f64 = 70.0;
     let layout = machine.layout();
@@ -1128,6 +1136,18 @@ pub fn cube_heat_svg(machine: &Machine, heat: Option<&Heat>) -> String {
             "<g>{title}<line x1=\"{x1}\" y1=\"{y1}\" x2=\"{x2}\" y2=\"{y2}\" stroke=\"{color}\" stroke-width=\"3\"/></g>"
         );
     }
+    cube_routers(&mut svg, layout, &corner);
+    cube_ports(&mut svg, layout, &centre);
+    svg += "</svg>\n";
+    svg
+}
+
+/// A router's square in [`cube_heat_svg`], in pixels.
+const CELL: f64 = 64.0;
+
+/// [`cube_heat_svg`]'s routers, each a square at `corner(pos)` naming its
+/// slot.
+fn cube_routers(svg: &mut String, layout: &CubeLayout, corner: &dyn Fn(GridPos) -> (f64, f64)) {
     for row in 0..layout.height() {
         for col in 0..layout.width() {
             let pos = GridPos { row, col };
@@ -1152,6 +1172,11 @@ pub fn cube_heat_svg(machine: &Machine, heat: Option<&Heat>) -> String {
             );
         }
     }
+}
+
+/// [`cube_heat_svg`]'s link ports, an arrow out of each side's router
+/// (centred at `centre(pos)`).
+fn cube_ports(svg: &mut String, layout: &CubeLayout, centre: &dyn Fn(GridPos) -> (f64, f64)) {
     for side in Side::ALL {
         let (x, y) = centre(layout.port(side));
         let (dx, dy) = direction(side);
@@ -1171,8 +1196,6 @@ pub fn cube_heat_svg(machine: &Machine, heat: Option<&Heat>) -> String {
             side.letter().to_uppercase()
         );
     }
-    svg += "</svg>\n";
-    svg
 }
 
 #[cfg(test)]

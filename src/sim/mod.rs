@@ -14,6 +14,7 @@ pub mod causal;
 mod channel;
 mod error;
 mod event;
+#[allow(unsafe_code)] // the current core's pointer, pinned futures
 mod executor;
 pub mod observe;
 mod resource;
@@ -23,6 +24,7 @@ mod task;
 mod time;
 mod timer;
 mod wait;
+#[allow(unsafe_code)] // the raw waker's vtable
 mod waker;
 
 use std::future::Future;
@@ -43,6 +45,7 @@ pub(crate) use wait::TaskWakers;
 /// faults), so that the misses of reads known ahead overlap instead of
 /// queueing one behind the other (ADR-0068). Nothing off x86-64.
 #[inline(always)]
+#[allow(unsafe_code)]
 pub(crate) fn prefetch<T>(at: *const T) {
     // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 has; it reads
     // nothing, so any address will do.

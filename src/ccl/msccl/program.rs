@@ -399,6 +399,30 @@ impl Reader<'_, '_> {
         }
     }
 
+    /// The `coll` attribute names a collective msccl runs, `collective`.
+    fn check_coll(&self, node: Node<'_, '_>, collective: Collective) -> Result<(), XmlError> {
+        let coll = self.text(node, "coll")?;
+        let known: Vec<_> = COLLECTIVES.iter().map(|(name, _)| *name).collect();
+        let Some(&(_, declared)) = COLLECTIVES.iter().find(|(name, _)| *name == coll) else {
+            return Err(self.error(
+                node,
+                format!(
+                    "coll=\"{coll}\" is not a collective msccl runs (runs: {})",
+                    known.join(", ")
+                ),
+            ));
+        };
+        if declared != collective {
+            return Err(self.error(
+                node,
+                format!(
+                    "coll=\"{coll}\" implements {declared}, but this entry serves {collective}"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn algo(
         &self,
         node: Node<'_, '_>,
@@ -420,25 +444,7 @@ impl Reader<'_, '_> {
                 ),
             ));
         }
-        let coll = self.text(node, "coll")?;
-        let known: Vec<_> = COLLECTIVES.iter().map(|(name, _)| *name).collect();
-        let Some(&(_, declared)) = COLLECTIVES.iter().find(|(name, _)| *name == coll) else {
-            return Err(self.error(
-                node,
-                format!(
-                    "coll=\"{coll}\" is not a collective msccl runs (runs: {})",
-                    known.join(", ")
-                ),
-            ));
-        };
-        if declared != collective {
-            return Err(self.error(
-                node,
-                format!(
-                    "coll=\"{coll}\" implements {declared}, but this entry serves {collective}"
-                ),
-            ));
-        }
+        self.check_coll(node, collective)?;
         let nchunks = self.count(node, "nchunksperloop", MAX_CHUNKS)?;
         if nchunks == 0 {
             return Err(self.error(node, "nchunksperloop=\"0\": at least one chunk".to_owned()));

@@ -18,7 +18,7 @@ use kernbench::sim::{self, SimDuration, SimTime, Simulation};
 use kernbench::topology::{Machine, TopologySpec};
 use kernbench::workloads::{self, Options, Report, Value};
 
-mod catalogue_common;
+use crate::catalogue_common;
 use catalogue_common::ALLREDUCE_ALGORITHMS as ALGORITHMS;
 
 fn machine(sets: &[&str]) -> Arc<Machine> {

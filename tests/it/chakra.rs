@@ -4,7 +4,7 @@
 //! through files and in memory, and decode(encode(x)) == x for random
 //! DAGs.
 
-mod cli_common;
+use crate::cli_common;
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -306,7 +306,7 @@ fn a_generated_collective_takes_the_time_of_its_ccl_workload() {
 /// Issue 23's matrix: 4, 8 and 16 ranks of 1 MiB per rank, every one of
 /// the four collectives at flow fidelity, and the all-reduce and the
 /// reduce-scatter at packet fidelity too (release:
-/// `cargo test --release --test chakra -- --ignored`, a CI step: 374 s on
+/// `cargo test --release --test it -- --ignored chakra::`, a CI step: 374 s on
 /// a loaded 2-core machine). The all-gather and all-to-all at packet fidelity take minutes
 /// per run at 8 ranks and more (`docs/interop.md`, "The microbenchmark
 /// matrix", says why and gives the numbers measured by hand).

@@ -4,7 +4,7 @@
 //! and the cluster recipe of `docs/sweeps.md`: shards run as separate
 //! processes merge into exactly the unsharded results.
 
-mod cli_common;
+use crate::cli_common;
 
 use cli_common::{TempDir, kernbench, stderr, stdout};
 

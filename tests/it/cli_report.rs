@@ -3,7 +3,7 @@
 //! a pasted nccl-tests output is compared per size, bad inputs exit 2
 //! naming the file and line.
 
-mod cli_common;
+use crate::cli_common;
 
 use std::path::{Path, PathBuf};
 

@@ -1,8 +1,8 @@
-//! CCL trace lines (`RUST_LOG=kernbench::ccl=debug`). Alone in its test
-//! binary: tracing caches callsite interest process-wide, so a scoped
+//! CCL trace lines (`RUST_LOG=kernbench::ccl=debug`). Alone in a process of
+//! its own: tracing caches callsite interest process-wide, so a scoped
 //! subscriber must not race other tests' threads.
 
-mod tl_common;
+use crate::tl_common;
 
 use kernbench::ccl::BufferKind;
 use kernbench::ccl::install::install;
@@ -57,6 +57,9 @@ fn exchange() {
 
 #[test]
 fn ccl_trace_lines_have_the_guide_shape() {
+    if crate::own_process::elsewhere("ipcq_trace::ccl_trace_lines_have_the_guide_shape") {
+        return; // alone in its own process (see the module doc)
+    }
     use std::sync::{Arc, Mutex};
     let lines = Arc::new(Mutex::new(Vec::<u8>::new()));
     let sink = lines.clone();

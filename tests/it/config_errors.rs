@@ -5,8 +5,8 @@ use kernbench::ccl::CclConfig;
 use kernbench::config::{ConfigError, ConfigSource, Override, Overrides};
 use kernbench::topology::{SipArrangement, TopologySpec};
 
-const TOPOLOGY: &str = include_str!("../configs/topology.yaml");
-const CCL: &str = include_str!("../configs/ccl.yaml");
+const TOPOLOGY: &str = include_str!("../../configs/topology.yaml");
+const CCL: &str = include_str!("../../configs/ccl.yaml");
 
 fn source(text: String) -> ConfigSource {
     ConfigSource::Text {

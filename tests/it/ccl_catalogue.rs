@@ -11,7 +11,7 @@
 //! `catalogue_matrix`, and every algorithm at 2 MiB, 3 MiB and 64 MiB per
 //! rank (and odd counts beside them) is `large_tiles_matrix` (issue 26),
 //! both ignored in the debug run and run in release mode by `.ci/run`
-//! (`cargo test --release --test ccl_catalogue -- --ignored`). Every
+//! (`cargo test --release --test it -- --ignored ccl_catalogue::`). Every
 //! algorithm of every collective also runs through its `ccl_*` workload at
 //! odd counts per rank with `--verify-data` (issue 26 item 3, ADR-0045):
 //! a few in the debug run, `any_element_count_matrix` in release mode.
@@ -30,7 +30,7 @@ use kernbench::topology::{Machine, TopologySpec};
 use kernbench::workloads;
 use ndarray::{Array2, Ix2};
 
-mod catalogue_common;
+use crate::catalogue_common;
 use catalogue_common::ALLREDUCE_ALGORITHMS as ALGORITHMS;
 
 /// The acceptance machines, as `--set` arguments.

@@ -5,7 +5,7 @@
 //! `error:` line (no abort; a hang shows as a test that does not end, and
 //! the harness names it after 60 s — no wall-clock assertion here).
 
-mod cli_common;
+use crate::cli_common;
 
 use cli_common::{TempDir, kernbench, stderr};
 use proptest::prelude::*;

@@ -2,7 +2,7 @@
 //! time is `Device::dma_copy_formula`; scratch allocation and its errors;
 //! unmapped addresses named in the error.
 
-mod tl_common;
+use crate::tl_common;
 
 use kernbench::mem::{DType, DataMode};
 use kernbench::runtime::launch::LaunchError;

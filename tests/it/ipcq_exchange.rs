@@ -1,7 +1,7 @@
 //! IPCQ end to end: tiles moved between PEs through installed rings, with
 //! exact closed-form times, backpressure, errors and deadlock reports.
 
-mod tl_common;
+use crate::tl_common;
 
 use std::rc::Rc;
 

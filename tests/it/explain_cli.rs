@@ -2,9 +2,9 @@
 //! --explain --json` carries the explanation and its figures, `run
 //! --explain --out DIR` writes explain.json and the heat maps, `sweep
 //! --explain` and `report` show them (the web run page's heat maps in a
-//! browser: tests/web_browser.rs).
+//! browser: tests/it/web_browser.rs).
 
-mod cli_common;
+use crate::cli_common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

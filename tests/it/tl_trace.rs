@@ -1,7 +1,7 @@
-//! PE_GEMM, PE_MATH and kernel programs on the virtual-time timeline. One
-//! test only (tracing callsites are process-wide; see `hw_trace.rs`).
+//! PE_GEMM, PE_MATH and kernel programs on the virtual-time timeline, in a
+//! process of its own (tracing callsites are process-wide; see `hw_trace.rs`).
 
-mod tl_common;
+use crate::tl_common;
 
 use kernbench::mem::{DType, DataMode};
 use kernbench::runtime::launch::LaunchReport;
@@ -29,6 +29,11 @@ fn launch_once() -> LaunchReport<()> {
 
 #[test]
 fn units_programs_and_phases_are_spans_on_their_tracks_and_tracing_changes_no_time() {
+    if crate::own_process::elsewhere(
+        "tl_trace::units_programs_and_phases_are_spans_on_their_tracks_and_tracing_changes_no_time",
+    ) {
+        return; // alone in its own process (see the module doc)
+    }
     let (layer, handle) = ChromeTraceLayer::with_sim_clock();
     let subscriber = tracing_subscriber::registry().with(layer);
     let traced = tracing::subscriber::with_default(subscriber, launch_once);

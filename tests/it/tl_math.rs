@@ -4,7 +4,7 @@
 //! loads, a dot, math and stores replays from the op log, with the same
 //! times with data off.
 
-mod tl_common;
+use crate::tl_common;
 
 use kernbench::hw::{MATH_PIPELINE_CYCLES, math_formula};
 use kernbench::mem::{DType, DataMode};

@@ -1,7 +1,7 @@
 //! The `kernbench topo` command as a user runs it: from an empty directory,
 //! with only the embedded configuration, and with bad input.
 
-mod cli_common;
+use crate::cli_common;
 
 use cli_common::{TempDir, kernbench, stderr, stdout};
 
@@ -76,7 +76,7 @@ fn set_changes_the_machine() {
 fn bad_topology_file_exits_with_the_message() {
     let dir = TempDir::new("topo-bad-file");
     let file = dir.path().join("bad.yaml");
-    let text = include_str!("../configs/topology.yaml").replacen("  pes: 8", "  pes: eight", 1);
+    let text = include_str!("../../configs/topology.yaml").replacen("  pes: 8", "  pes: eight", 1);
     std::fs::write(&file, text).unwrap();
     let output = kernbench(dir.path(), &["--topology", "bad.yaml", "topo"]);
     assert_eq!(output.status.code(), Some(2));

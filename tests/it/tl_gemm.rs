@@ -2,7 +2,7 @@
 //! `composite` equals the documented formula to the picosecond, and the
 //! values match an f64 reference within f16 tolerance.
 
-mod tl_common;
+use crate::tl_common;
 
 use kernbench::hw::{GemmShape, PipelineJob, gemm_formula, pipeline_formula};
 use kernbench::mem::{BinaryFn, DType, DataMode};

@@ -1,7 +1,7 @@
-//! Hardware busy periods on the virtual-time timeline. One test only: the
-//! `tracing` callsites of the hardware models are shared process-wide, and a
-//! test without a subscriber running on another thread of the same binary
-//! could change their cached interest mid-run.
+//! Hardware busy periods on the virtual-time timeline. Run in a process of
+//! its own: the `tracing` callsites of the hardware models are shared
+//! process-wide, and a test without a subscriber running on another thread
+//! of the same binary could change their cached interest mid-run.
 
 use std::num::NonZeroU64;
 use std::rc::Rc;
@@ -38,6 +38,11 @@ fn run() -> TransferReport {
 
 #[test]
 fn packets_are_spans_on_their_links_tracks_and_tracing_changes_no_time() {
+    if crate::own_process::elsewhere(
+        "hw_trace::packets_are_spans_on_their_links_tracks_and_tracing_changes_no_time",
+    ) {
+        return; // alone in its own process (see the module doc)
+    }
     let (layer, handle) = ChromeTraceLayer::with_sim_clock();
     let subscriber = tracing_subscriber::registry().with(layer);
     let traced = tracing::subscriber::with_default(subscriber, run);

@@ -1,6 +1,6 @@
 //! `kernbench sweep` as a user runs it: the figures a GEMM sweep writes.
 
-mod cli_common;
+use crate::cli_common;
 
 use cli_common::{TempDir, kernbench, stderr, stdout};
 

@@ -4,7 +4,7 @@
 //! installed it is also rendered to SVG (the test says so when it is not;
 //! under CI, `CI=true`, a missing Graphviz fails the test).
 
-mod cli_common;
+use crate::cli_common;
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};

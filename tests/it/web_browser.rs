@@ -9,7 +9,7 @@
 //! CI (`CI=true`) a missing Chromium fails the test instead (`.ci/run`
 //! installs it from the Debian packages and fails when it cannot).
 
-mod cli_common;
+use crate::cli_common;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

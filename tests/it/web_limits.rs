@@ -2,7 +2,7 @@
 //! answered while a run is in flight, and a run stops at its wall-time
 //! limit with a page saying so.
 
-mod cli_common;
+use crate::cli_common;
 
 use std::io::{BufRead, BufReader, Read};
 

@@ -2,7 +2,7 @@
 //! launch time equal to the documented dispatch formula plus kernel time,
 //! cancellation on failure and grid validation, all naming (sip, cube, pe).
 
-mod tl_common;
+use crate::tl_common;
 
 use kernbench::mem::DataMode;
 use kernbench::runtime::launch::{LaunchError, dispatch_cost, launch};

@@ -2,7 +2,7 @@
 //! checks pass, the same simulated time with data off, byte-identical
 //! traces run after run, and usage errors.
 
-mod cli_common;
+use crate::cli_common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

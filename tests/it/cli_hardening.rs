@@ -2,7 +2,7 @@
 //! ends in a correct result or a bounded refusal — one `error:` line naming
 //! the input, exit 1 or 2.
 
-mod cli_common;
+use crate::cli_common;
 
 use std::process::Output;
 
