@@ -3,6 +3,12 @@
 //! The layers, from what a user touches down to the bedrock (dependencies
 //! point downwards only):
 //!
+//! - [`harness`]: what the CLI runs: sweeps and their results, reports,
+//!   figures, what-if variations and the `kernbench web` server.
+//! - [`probe`]: `kernbench probe`, traffic patterns on the device checked
+//!   against their closed forms.
+//! - [`chakra`]: Chakra execution traces read, checked and replayed as
+//!   workloads.
 //! - [`workloads`]: the named runs of `kernbench run --bench NAME`, one file
 //!   each in `workloads/` (`ccl_allreduce`, `gemm_single_pe`,
 //!   `va_offset_verify`, ...), their parameters and their reports.
@@ -28,6 +34,8 @@
 //!   ([`topology::Machine`]) and its routes ([`topology::PathRouter`]).
 //! - [`config`]: YAML with positioned errors, `--set` overrides and the
 //!   quantity types (`"256 GB/s"`, `"8 ns"`, `"1 MiB"`).
+//! - [`explain`]: `--explain`: the critical path of a run's interval and
+//!   its attribution, from what the hardware recorded.
 //! - [`trace`]: a `tracing` layer writing Chrome/Perfetto JSON stamped with
 //!   virtual time.
 //! - [`sim`]: the core: a single-threaded executor with a picosecond virtual

@@ -14,6 +14,7 @@ mod cli_common;
 mod own_process;
 mod tl_common;
 
+mod architecture;
 mod ccl_algorithm_file;
 mod ccl_allreduce;
 mod ccl_catalogue;
