@@ -117,6 +117,12 @@ fn every_two_level_collective_verifies_on_small_machines() {
         }
         run(&small(3, "ring_1d"), algorithm, "f16", 7);
         run(&small(6, "torus_2d"), algorithm, "bf16", 37);
+        if matches!(algorithm.0, "ccl_broadcast" | "ccl_reduce") {
+            // A root cube inside the mesh: the lines branch both ways.
+            let mut sets = small(4, "mesh_2d_no_wrap");
+            sets.push(format!("ccl.algorithms.{}.root_cube=2", algorithm.1));
+            run(&sets, algorithm, "f32", 1000);
+        }
     }
 }
 
