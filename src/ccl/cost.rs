@@ -279,6 +279,47 @@ pub fn tree(
     piece_bytes: u64,
     chunks: u64,
 ) -> Result<SimDuration, CostError> {
+    let (up, down) = tree_spans(net, links, piece_bytes)?;
+    let slowest = up.slowest.max(down.slowest);
+    let extra = slowest.as_ps().saturating_mul(chunks.saturating_sub(1));
+    Ok(plus(
+        plus(up.total, down.total),
+        SimDuration::from_ps(extra),
+    ))
+}
+
+/// The climb alone of [`tree`] (a reduce to the root,
+/// [`super::helpers::tile_reduce`]): the pieces climb from the leaf
+/// farthest from the root, pipelined through its slowest edge,
+/// `Σ up + (chunks − 1) · max up`.
+pub fn tree_up(
+    net: &Network,
+    links: &[TreeLinks],
+    piece_bytes: u64,
+    chunks: u64,
+) -> Result<SimDuration, CostError> {
+    let (up, _) = tree_spans(net, links, piece_bytes)?;
+    Ok(up.pipelined(chunks))
+}
+
+/// The descent alone of [`tree`] (a broadcast from the root): the pieces
+/// descend to the farthest leaf, `Σ down + (chunks − 1) · max down`.
+pub fn tree_down(
+    net: &Network,
+    links: &[TreeLinks],
+    piece_bytes: u64,
+    chunks: u64,
+) -> Result<SimDuration, CostError> {
+    let (_, down) = tree_spans(net, links, piece_bytes)?;
+    Ok(down.pipelined(chunks))
+}
+
+/// The longest climb and the longest descent of a tree's leaves.
+fn tree_spans(
+    net: &Network,
+    links: &[TreeLinks],
+    piece_bytes: u64,
+) -> Result<(Span, Span), CostError> {
     let mut routes = vec![None; links.len()];
     let (mut up, mut down) = (Span::default(), Span::default());
     for leaf in 0..links.len() {
@@ -290,12 +331,7 @@ pub fn tree(
             down = route.down;
         }
     }
-    let slowest = up.slowest.max(down.slowest);
-    let extra = slowest.as_ps().saturating_mul(chunks.saturating_sub(1));
-    Ok(plus(
-        plus(up.total, down.total),
-        SimDuration::from_ps(extra),
-    ))
+    Ok((up, down))
 }
 
 /// Dependent messages: their summed and their largest cost (what
@@ -307,6 +343,15 @@ struct Span {
 }
 
 impl Span {
+    /// `chunks` pieces through these messages: `total + (chunks − 1) · slowest`.
+    fn pipelined(self, chunks: u64) -> SimDuration {
+        let extra = self
+            .slowest
+            .as_ps()
+            .saturating_mul(chunks.saturating_sub(1));
+        plus(self.total, SimDuration::from_ps(extra))
+    }
+
     fn then(self, step: SimDuration) -> Span {
         Span {
             total: plus(self.total, step),

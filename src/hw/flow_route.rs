@@ -7,10 +7,10 @@
 //! once per path and kept here, contiguous: crossing a hop then touches the
 //! route (read in order) and one cache line of the link, its calendar. On
 //! a machine of thousands of links, how many lines a hop touches is what a
-//! message costs (docs/perf-log.md, session 11). A hop is 48 bytes with
+//! message costs (docs/perf-log.md). A hop is 48 bytes with
 //! its link's address, its tail among them (read in the same stream as
 //! the link, ADR-0065): what can be derived at the hop (`S_h(P) / 2`) is
-//! not kept (session 13: a quarter fewer last-level misses on the
+//! not kept (a quarter fewer last-level misses on the
 //! yardstick).
 //! The links are held by address ([`HeldLinks`]), so a hop does not read
 //! the table's per-edge slot (ADR-0058: at 256 SIPs a miss per hop).

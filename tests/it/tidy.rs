@@ -44,23 +44,8 @@ const THREAD_LOCAL_FILES: &[(&str, &str)] = &[
     ),
     (
         "src/hw/server.rs",
-        "the makers of deferred counts, settled before a read",
+        "the makers of deferred counts, flushed before a read",
     ),
-];
-
-/// TEMPORARY (issue 43 item 1, the lead's directories): functions over
-/// [`MAX_FN_LINES`] in `src/device`, `src/hw`, `src/tl`, `src/ccl/helpers`,
-/// as (file, function). Empty when this was written; the test fails when
-/// an entry is no longer needed, so the list only shrinks.
-const LONG_FNS_PENDING: &[(&str, &str)] = &[];
-
-/// TEMPORARY: files still telling work sessions, to be rewritten to
-/// commits and dates (`src/hw` is being reworked, issue 43 item 1).
-/// The test fails when an entry is no longer needed, so the list only
-/// shrinks.
-const SESSION_TALK_PENDING: &[&str] = &[
-    // In the lead's directory (issue 43 item 1): "session 11", "session 13".
-    "src/hw/flow_route.rs",
 ];
 
 /// Every file under `dir` (relative to the crate) ending in `ext`, in
@@ -238,25 +223,15 @@ fn session_talk(text: &str) -> Vec<String> {
 #[test]
 fn no_function_in_src_is_over_80_lines() {
     let mut found = Vec::new();
-    let mut pending: Vec<_> = LONG_FNS_PENDING.to_vec();
     for (path, text) in files("src", "rs") {
         for (name, length) in long_functions(&text) {
-            match pending.iter().position(|&(p, n)| p == path && n == name) {
-                Some(at) => {
-                    pending.remove(at);
-                }
-                None => found.push(format!("{path}: fn {name}, {length} lines")),
-            }
+            found.push(format!("{path}: fn {name}, {length} lines"));
         }
     }
     assert!(
         found.is_empty(),
         "over {MAX_FN_LINES} lines (split them):\n{}",
         found.join("\n")
-    );
-    assert!(
-        pending.is_empty(),
-        "no longer over {MAX_FN_LINES} lines, take them off LONG_FNS_PENDING: {pending:?}"
     );
 }
 
@@ -291,26 +266,17 @@ fn unsafe_and_thread_locals_only_in_their_files() {
 #[test]
 fn docs_and_src_cite_commits_and_dates_not_sessions() {
     let mut found = Vec::new();
-    let mut pending: Vec<&str> = SESSION_TALK_PENDING.to_vec();
     let tree = [files("docs", "md"), files("src", "rs")].concat();
     for (path, text) in tree {
         let talk = session_talk(&text);
-        match pending.iter().position(|&p| p == path) {
-            Some(at) if !talk.is_empty() => {
-                pending.remove(at);
-            }
-            _ if talk.is_empty() => {}
-            _ => found.push(format!("{path}: {}", talk.join(", "))),
+        if !talk.is_empty() {
+            found.push(format!("{path}: {}", talk.join(", ")));
         }
     }
     assert!(
         found.is_empty(),
         "work-session talk (cite a commit or a date):\n{}",
         found.join("\n")
-    );
-    assert!(
-        pending.is_empty(),
-        "no session talk left, take them off SESSION_TALK_PENDING: {pending:?}"
     );
 }
 

@@ -17,9 +17,13 @@
 //!   `out_tiles` address in DMA pieces of at most `params.piece`
 //!   ([`PIECE_PARAMS`]).
 //!
+//! - **two levels** (ADR-0090): [`cube_tree`], [`sip_lines`],
+//!   [`line_allgather`], [`line_reduce_scatter`], [`spread_down`]: inside
+//!   each SIP towards one leader cube, then between the SIPs' leaders.
+//!
 //! One file per theme: `tiles` (views and the tile an endpoint owns),
 //! `chunking` (pipelining), `trees`, `rings` (and pairwise exchanges),
-//! `doubling`, `puts`; everything is re-exported here, so algorithms name
+//! `doubling`, `puts`, `leaders`; everything is re-exported here, so algorithms name
 //! `ccl::helpers::X` whatever file holds it.
 //!
 //! Every helper computes each element's sum exactly once, at one endpoint,
@@ -43,6 +47,7 @@ use super::topology::NeighborMap;
 
 mod chunking;
 mod doubling;
+mod leaders;
 mod puts;
 mod rings;
 mod tiles;
@@ -50,6 +55,7 @@ mod trees;
 
 pub use chunking::*;
 pub use doubling::*;
+pub use leaders::*;
 pub use puts::*;
 pub use rings::*;
 pub use tiles::*;
