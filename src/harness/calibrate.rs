@@ -152,7 +152,7 @@ pub fn resolve(
     base: &Base<'_>,
     specs: &[(String, Option<(String, String)>)],
 ) -> Result<Vec<FitKey>, CalibrateError> {
-    let usage = |m: String| CalibrateError::Usage(m);
+    let usage = CalibrateError::Usage;
     let overrides = Overrides::parse(base.sets).map_err(|e| usage(e.to_string()))?;
     let topology = Document::load(base.topology, &overrides.topology);
     let ccl = Document::load(base.ccl, &overrides.ccl);

@@ -253,8 +253,8 @@ fn compute_ps(machine: &Machine, call: &Call) -> u64 {
     let n = (call.ranks * call.cubes) as u128;
     let elements = u128::from(call.block_elements);
     let combines = match call.collective {
-        Collective::AllReduce | Collective::Reduce => (n.saturating_sub(1)) * elements,
-        Collective::ReduceScatter => (n.saturating_sub(1)) * n * elements,
+        Collective::AllReduce | Collective::Reduce => n.saturating_sub(1) * elements,
+        Collective::ReduceScatter => n.saturating_sub(1) * n * elements,
         _ => 0,
     };
     let pe = machine.spec().pe();
