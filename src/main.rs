@@ -22,7 +22,7 @@ use kernbench::ccl::CclConfig;
 use kernbench::config::units::parse_positive_bytes;
 use kernbench::config::{ConfigError, ConfigSource, Overrides};
 use kernbench::harness::{
-    figures, progress, reference, report, results, sweep, table, vary, watch, web,
+    calibrate, figures, progress, reference, report, results, sweep, table, vary, watch, web,
 };
 use kernbench::topology::{
     Fidelity, GraphView, Machine, Scope, TopologyError, TopologySpec, ViewError,
@@ -108,6 +108,12 @@ enum Command {
     /// found twice is kept once when its results are identical and refused
     /// (exit 2, naming the run and both folders) when they differ.
     Report(ReportArgs),
+    /// Fit configuration quantities (--fit KEY[=LOW..HIGH],...) so that a
+    /// collective workload's simulated times match a measured log
+    /// (nccl-tests' output or a size,time CSV): prints the fitted values,
+    /// their sensitivity and the per-size error before and after; --out
+    /// FILE writes them as a YAML overlay that `--set @FILE` applies.
+    Calibrate(CalibrateArgs),
     /// Write Chakra execution traces OUT.0.et ... OUT.{N-1}.et (and
     /// OUT.comm_groups.json): a collective microbenchmark (--collective
     /// --size --ranks) or one transformer training step (--model --tp --dp
@@ -165,6 +171,35 @@ struct ChakraGenArgs {
     /// Sequence length.
     #[arg(long, value_name = "S", default_value_t = 2048)]
     seq: u64,
+}
+
+#[derive(Debug, Args)]
+struct CalibrateArgs {
+    /// The measured log: nccl-tests' output pasted as-is, or a .csv with
+    /// `size` (bytes) and `time` (us) columns (as `report --reference`).
+    #[arg(long, value_name = "FILE")]
+    reference: PathBuf,
+    /// The collective workload the log measured (ccl_allreduce, ...).
+    #[arg(long, value_name = "NAME")]
+    bench: String,
+    /// The quantities to fit, each KEY or KEY=LOW..HIGH (default bounds:
+    /// 100x either side of the configured value); comma-separated or
+    /// repeated, e.g. 'system.inter_sip.bandwidth,system.inter_sip.latency'.
+    #[arg(long, value_name = "KEY[=LOW..HIGH][,..]", required = true)]
+    fit: Vec<String>,
+    /// Worker threads for the simulations (default: the available cores).
+    #[arg(long, value_name = "N")]
+    jobs: Option<NonZeroUsize>,
+    /// The most evaluations of the error the search makes.
+    #[arg(long, value_name = "N", default_value_t = 120)]
+    max_evaluations: usize,
+    /// Write the fitted values as a YAML overlay (`--set @FILE`).
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Write a result folder of the fitted runs with calibration.json and
+    /// calibration.svg, which `kernbench report` shows.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -399,8 +434,12 @@ enum CliError {
     Workload(#[from] WorkloadError),
     #[error(transparent)]
     Ccl(kernbench::runtime::DistError),
-    #[error("{bench}: {failed} check(s) failed")]
-    ChecksFailed { bench: &'static str, failed: usize },
+    #[error("{bench}: {failed} check(s) failed{names}")]
+    ChecksFailed {
+        bench: &'static str,
+        failed: usize,
+        names: String,
+    },
     #[error(transparent)]
     Report(#[from] report::ReportError),
     #[error(transparent)]
@@ -409,6 +448,8 @@ enum CliError {
     Web(#[from] web::WebError),
     #[error(transparent)]
     ChakraGen(#[from] kernbench::chakra::generate::GenError),
+    #[error(transparent)]
+    Calibrate(#[from] calibrate::CalibrateError),
 }
 
 impl CliError {
@@ -424,7 +465,8 @@ impl CliError {
             | CliError::MachineTooBig { .. }
             | CliError::Report(_)
             | CliError::Reference(_)
-            | CliError::ChakraGen(_) => ExitCode::from(2),
+            | CliError::ChakraGen(_)
+            | CliError::Calibrate(calibrate::CalibrateError::Usage(_)) => ExitCode::from(2),
             CliError::Workload(error) if error.is_usage() => ExitCode::from(2),
             CliError::Output(_)
             | CliError::OutputPath { .. }
@@ -435,6 +477,7 @@ impl CliError {
             | CliError::ProbeFailed(_)
             | CliError::Workload(_)
             | CliError::Web(_)
+            | CliError::Calibrate(_)
             | CliError::ChecksFailed { .. } => ExitCode::FAILURE,
         }
     }
@@ -468,7 +511,9 @@ enum Footprint {
 impl Footprint {
     fn of(command: &Command) -> Footprint {
         match command {
-            Command::Run(_) | Command::Probe(_) | Command::Sweep(_) => Footprint::Simulation,
+            Command::Run(_) | Command::Probe(_) | Command::Sweep(_) | Command::Calibrate(_) => {
+                Footprint::Simulation
+            }
             Command::Topo(_) | Command::Report(_) | Command::Web(_) | Command::ChakraGen(_) => {
                 Footprint::Graph
             }
@@ -683,6 +728,13 @@ fn run(cli: &Cli, matches: &ArgMatches) -> Result<(), CliError> {
         Command::Report(ref args) => run_report(cli, args, &topology),
         Command::Web(ref args) => serve(topology, ccl, args),
         Command::ChakraGen(ref args) => chakra_gen(args),
+        Command::Calibrate(ref args) => {
+            let params = matches
+                .subcommand_matches("calibrate")
+                .map(workload_flags::values)
+                .unwrap_or_default();
+            run_calibrate(cli, args, params)
+        }
         Command::Run(ref args) => {
             let params = matches
                 .subcommand_matches("run")
@@ -831,8 +883,21 @@ fn bench(
         failed => Err(CliError::ChecksFailed {
             bench: workload.name,
             failed,
+            names: failed_limit(&report),
         }),
     }
+}
+
+/// The physical-bound check's verdict when it failed (`: within_physical_limit:
+/// allreduce_ps ... beats the physical bound limit_ps ...`), so the error
+/// line names the figure and the bound (ADR-0086); empty otherwise.
+fn failed_limit(report: &workloads::Report) -> String {
+    report
+        .checks
+        .iter()
+        .find(|c| !c.passed && c.name == "within_physical_limit")
+        .map(|c| format!(": {}: {}", c.name, c.detail))
+        .unwrap_or_default()
 }
 
 /// `kernbench sweep`: plan, run in parallel, print, write.
@@ -1093,8 +1158,19 @@ fn run_report(cli: &Cli, args: &ReportArgs, topology: &TopologySpec) -> Result<(
         }
     }
     let measured = reference.map(|r| r.measured);
-    let comparison = measured.as_ref().map(|m| report::compare(&mut set, m));
+    let mut comparison = measured.as_ref().map(|m| report::compare(&mut set, m));
     let mut svgs = write_results(&args.out, &set)?;
+    for dir in &args.dirs {
+        let fit = calibrate::load(dir).map_err(calibrate::CalibrateError::Usage)?;
+        for svg in fit.iter().flat_map(calibrate::figures) {
+            write_file(&args.out.join(&svg.file), &svg.text)?;
+            svgs.push(svg);
+        }
+        if let Some(fit) = fit {
+            let text = format!("calibration ({}):\n{}", dir.display(), fit.render());
+            comparison = Some(comparison.map_or(text.clone(), |c| c + "\n" + &text));
+        }
+    }
     if let Some(measured) = &measured {
         let rows: Vec<_> = set.rows().collect();
         if let Some(svg) = report::measured_vs_simulated(&rows, measured) {
@@ -1119,6 +1195,106 @@ fn run_report(cli: &Cli, args: &ReportArgs, topology: &TopologySpec) -> Result<(
     print_out(&table::render(&rows))?;
     print_out(&kernbench::harness::sensitivity::table(&set).unwrap_or_default())?;
     comparison.map_or(Ok(()), |text| print_out(&text))
+}
+
+/// `kernbench calibrate`: check everything, fit, print, write.
+fn run_calibrate(
+    cli: &Cli,
+    args: &CalibrateArgs,
+    params: BTreeMap<String, String>,
+) -> Result<(), CliError> {
+    let usage = |m: String| CliError::Calibrate(calibrate::CalibrateError::Usage(m));
+    let workload = workloads::find(&args.bench)?;
+    if let Some(size) = params.get("size") {
+        return Err(usage(format!(
+            "--size {size}: calibrate runs the log's sizes"
+        )));
+    }
+    workload.check_params(&Options {
+        params: params.clone(),
+        ..Options::default()
+    })?;
+    let reference = reference::load(&args.reference)?;
+    let specs = calibrate::parse_fit(&args.fit).map_err(usage)?;
+    let dtype = params.get("dtype").cloned();
+    calibrate::check_log(&reference, workload, dtype.as_deref(), specs.len())?;
+    let mut params = params;
+    if let (None, Some(theirs)) = (dtype, &reference.dtype) {
+        params.insert("dtype".to_owned(), theirs.clone());
+    }
+    let (topology, ccl, sets) = config_sources(cli);
+    let base = vary::Base {
+        topology: &topology,
+        ccl: &ccl,
+        sets: &sets,
+    };
+    let problem = calibrate::Problem {
+        keys: calibrate::resolve(&base, &specs)?,
+        base: base.clone(),
+        workload,
+        params,
+        measured: calibrate::distinct_sizes(&reference.measured),
+        jobs: args.jobs.map_or_else(default_jobs, NonZeroUsize::get),
+        max_evaluations: args.max_evaluations,
+    };
+    if let Some(dir) = &args.report {
+        prepare_out(dir)?;
+    }
+    let fit = problem.fit(&mut |line: &str| eprintln!("{line}"))?;
+    print_out(&fit.render())?;
+    if let Some(path) = &args.out {
+        let header = format!(
+            "kernbench calibrate: fitted against {}\n{}",
+            args.reference.display(),
+            command_line()
+        );
+        write_file(path, fit.overlay(&header))?;
+    }
+    if let Some(dir) = &args.report {
+        write_calibration(dir, &problem, &fit, config_flags(cli))?;
+    }
+    Ok(())
+}
+
+/// The available cores (at least one).
+fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, NonZeroUsize::get)
+}
+
+/// `calibrate --report DIR`: the fitted runs as a result folder, with
+/// calibration.json and its figure.
+fn write_calibration(
+    dir: &Path,
+    problem: &calibrate::Problem<'_>,
+    fit: &calibrate::Fit,
+    config: String,
+) -> Result<(), CliError> {
+    write_file(
+        &dir.join(calibrate::FILE),
+        serde_json::to_string_pretty(fit)? + "\n",
+    )?;
+    let overrides = fit
+        .keys
+        .iter()
+        .zip(&fit.fitted)
+        .map(|(k, &v)| (k.key.clone(), k.kind.format(v)))
+        .collect::<Vec<_>>();
+    let (rows, machine) = problem
+        .rows(&overrides)
+        .map_err(calibrate::CalibrateError::Run)?;
+    let source = results::Source {
+        command: command_line(),
+        sweep: command_line_without(&["--out", "--jobs", "--report"]),
+        config,
+        machine,
+        shard: None,
+        varied: Vec::new(),
+    };
+    write_results(dir, &results::ResultSet::new(source, rows))?;
+    for svg in calibrate::figures(fit) {
+        write_file(&dir.join(&svg.file), &svg.text)?;
+    }
+    Ok(())
 }
 
 /// `kernbench web`: bind, print the URL, serve until killed.
@@ -1186,6 +1362,7 @@ fn config_flags(cli: &Cli) -> String {
 fn command() -> clap::Command {
     Cli::command()
         .mut_subcommand("run", workload_flags::add)
+        .mut_subcommand("calibrate", workload_flags::add)
         .mut_subcommand("sweep", |c| {
             workload_flags::add(c).mut_args(workload_flags::as_list)
         })

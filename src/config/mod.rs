@@ -132,6 +132,33 @@ impl Document {
         invalid(origin.clone(), path, message)
     }
 
+    /// The scalar written at `path` (`system.inter_sip.bandwidth`), as
+    /// written; `None` when the key is absent or holds a mapping or a
+    /// list.
+    pub fn scalar_at(&self, path: &str) -> Option<&str> {
+        let mut node = &self.root;
+        for key in path.split('.') {
+            let NodeKind::Map(entries) = &node.kind else {
+                return None;
+            };
+            node = &entries.iter().find(|entry| entry.key == key)?.value;
+        }
+        match &node.kind {
+            NodeKind::Scalar { text, .. } => Some(text),
+            _ => None,
+        }
+    }
+
+    /// Every scalar of the document as a `--set` argument
+    /// (`key.path=value`), in the document's order: the file as an
+    /// overlay of overrides (`--set @FILE`). A list is one value, written
+    /// back as a flow sequence of its scalars.
+    pub fn as_sets(&self) -> Vec<String> {
+        let mut sets = Vec::new();
+        leaves(&self.root, &mut Vec::new(), &mut sets);
+        sets
+    }
+
     /// The origin and node at `path`, or of its nearest existing ancestor.
     fn find(&self, path: &str) -> (&Origin, &Node) {
         let mut node = &self.root;
@@ -147,6 +174,33 @@ impl Document {
             node = &entry.value;
         }
         (origin, node)
+    }
+}
+
+/// The scalars under `node` as `path=value` into `out`.
+fn leaves(node: &Node, path: &mut Vec<String>, out: &mut Vec<String>) {
+    match &node.kind {
+        NodeKind::Map(entries) => {
+            for entry in entries {
+                path.push(entry.key.clone());
+                leaves(&entry.value, path, out);
+                path.pop();
+            }
+        }
+        NodeKind::Scalar { text, .. } if !path.is_empty() => {
+            out.push(format!("{}={text}", path.join(".")));
+        }
+        NodeKind::Seq(items) if !path.is_empty() => {
+            let items: Vec<&str> = items
+                .iter()
+                .filter_map(|item| match &item.kind {
+                    NodeKind::Scalar { text, .. } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            out.push(format!("{}=[{}]", path.join("."), items.join(", ")));
+        }
+        _ => {}
     }
 }
 
@@ -266,6 +320,18 @@ mod tests {
         assert_eq!(
             error,
             "s.yaml:1:1: link: inconsistent (with --set link.latency=3 ns)"
+        );
+    }
+
+    #[test]
+    fn a_document_gives_its_scalars_and_its_leaves_as_sets() {
+        let document = Document::parse(SAMPLE, "s.yaml").unwrap();
+        assert_eq!(document.scalar_at("link.bandwidth"), Some("256 GB/s"));
+        assert_eq!(document.scalar_at("link"), None);
+        assert_eq!(document.scalar_at("link.width"), None);
+        assert_eq!(
+            document.as_sets(),
+            ["link.bandwidth=256 GB/s", "link.latency=2 ns"]
         );
     }
 

@@ -134,10 +134,23 @@ pub struct Overrides {
 
 impl Overrides {
     /// Parses every argument, in order (a later one wins on the same key).
+    /// An argument `@FILE` is every scalar of the YAML file `FILE` as an
+    /// override in the file's order (an overlay such as `kernbench
+    /// calibrate --out` writes; its `ccl:` section addresses ccl.yaml).
     pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Self, ConfigError> {
-        let mut overrides = Overrides::default();
+        let mut expanded = Vec::new();
         for arg in args {
-            let parsed = Override::parse(arg.as_ref())?;
+            match arg.as_ref().strip_prefix('@') {
+                Some(file) => {
+                    let source = super::ConfigSource::File(file.into());
+                    expanded.extend(super::Document::read(&source)?.as_sets());
+                }
+                None => expanded.push(arg.as_ref().to_owned()),
+            }
+        }
+        let mut overrides = Overrides::default();
+        for arg in &expanded {
+            let parsed = Override::parse(arg)?;
             match parsed.strip_prefix(CCL_PREFIX) {
                 Some(ccl) => overrides.ccl.push(ccl),
                 None => overrides.topology.push(parsed),

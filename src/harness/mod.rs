@@ -8,11 +8,13 @@
 //! them with measurements ([`report`], [`reference`](mod@reference)), and the local web
 //! UI over all of it ([`web`]); a long run's progress line on a terminal
 //! ([`progress`]), progress lines off a terminal and wall-time limits of
-//! long runs ([`watch`]).
+//! long runs ([`watch`]); fitting configuration quantities to a measured
+//! log ([`calibrate`]).
 //!
 //! A client of `workloads`; nothing of the CLI.
 
 pub mod attribution;
+pub mod calibrate;
 pub mod figures;
 pub mod gemm_figures;
 pub mod progress;

@@ -17,6 +17,12 @@
 //! table, so that a hop reads its link without the per-edge slot
 //! (ADR-0058: at 256 SIPs that slot was a cache miss per hop).
 //!
+//! One test hook lives here, where every link's parameters are made
+//! (ADR-0086): `KERNBENCH_TEST_FAST_LINKS=F` (a whole number, at least 2)
+//! serves every inter-SIP and UCIe link at `F` times its configured rate,
+//! a deliberately broken cost for the tests that the physical bound
+//! catches it. Unset (always, outside those tests) it changes nothing.
+//!
 //! Knows the machine's edges and the link model; nothing of routes or time.
 
 use std::cell::{OnceCell, RefCell};
@@ -121,7 +127,10 @@ impl LinkTable {
         let edge = self.machine.edge(EdgeId::from_index(index));
         let (from, to) = (self.machine.node(edge.from), self.machine.node(edge.to));
         let p = self.machine.link_params(edge);
-        let params = HopParams::new(p.bandwidth, p.efficiency, p.latency, p.packet_overhead);
+        let mut params = HopParams::new(p.bandwidth, p.efficiency, p.latency, p.packet_overhead);
+        if matches!(edge.kind, EdgeKind::InterSip | EdgeKind::Ucie) {
+            params.bandwidth = broken_rate(params.bandwidth);
+        }
         let link = Link::of_class(&[&*from.name, "->", &*to.name].concat(), self.class(params));
         if explain::recording() {
             explain::set_link(link.server(), explain_class(edge.kind), index);
@@ -139,6 +148,24 @@ impl LinkTable {
         classes.push(class.clone());
         class
     }
+}
+
+/// `rate` times the test hook's factor (see the module docs): `rate`
+/// itself unless `KERNBENCH_TEST_FAST_LINKS` is a whole number of at
+/// least 2.
+fn broken_rate(rate: crate::config::units::Bandwidth) -> crate::config::units::Bandwidth {
+    static FACTOR: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let factor = *FACTOR.get_or_init(|| {
+        std::env::var("KERNBENCH_TEST_FAST_LINKS")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|&f| f >= 2)
+            .unwrap_or(1)
+    });
+    rate.bytes_per_sec()
+        .checked_mul(factor)
+        .and_then(crate::config::units::Bandwidth::from_bytes_per_sec)
+        .unwrap_or(rate)
 }
 
 /// How many edges a machine has at most for its links' lines to be left

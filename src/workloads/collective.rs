@@ -271,6 +271,7 @@ pub async fn run(
     if torch.device().data_mode() == DataMode::On {
         check_host_memory(dist.get_world_size()?, size, &shape, host_available())?;
     }
+    let machine = torch.device().fabric().machine().clone();
     let results = spawn(dist.get_world_size()?, move |_rank| {
         let torch = torch.clone();
         async move { worker(&torch, shape).await }
@@ -278,7 +279,65 @@ pub async fn run(
     .await
     .map_err(|e| WorkloadError::Rank(e.rank, Box::new(e.source)))?;
     let algorithm = dist.algorithm(collective)?;
-    Ok(outcome(&algorithm, &shape, &results))
+    let mut outcome = outcome(&algorithm, &shape, &results);
+    limit_check(&machine, &shape, &mut outcome);
+    Ok(outcome)
+}
+
+/// The call's physical bound ([`super::limit`], ADR-0086) as the figures
+/// `limit_ps` and `limit_pct` (the bound as a share of the time: how
+/// close to the limit) and the check `within_physical_limit`, which fails
+/// when the time beats the bound.
+fn limit_check(machine: &crate::topology::Machine, shape: &Shape, outcome: &mut Outcome) {
+    let call = super::limit::Call {
+        collective: shape.collective,
+        ranks: shape.ranks(),
+        cubes: shape.cubes,
+        block_bytes: u64::try_from(shape.block_bytes()).unwrap_or(u64::MAX),
+        block_elements: shape.n_elem as u64,
+        root: shape.root,
+    };
+    let limit = super::limit::bound(machine, &call);
+    let name = time_figure(shape.collective);
+    let Some(time) = outcome.figures.iter().find_map(|f| match f.value {
+        super::Value::Int(ps) if f.name == name => Some(ps),
+        _ => None,
+    }) else {
+        return;
+    };
+    let pct = if time == 0 {
+        0.0
+    } else {
+        limit.ps as f64 * 100.0 / time as f64
+    };
+    let at = outcome
+        .figures
+        .iter()
+        .position(|f| f.name == name)
+        .map_or(0, |i| i + 1);
+    outcome
+        .figures
+        .insert(at, Figure::time("limit_ps", SimDuration::from_ps(limit.ps)));
+    outcome
+        .figures
+        .insert(at + 1, Figure::real("limit_pct", pct));
+    let (time_d, limit_d) = (SimDuration::from_ps(time), SimDuration::from_ps(limit.ps));
+    let detail = if time >= limit.ps {
+        format!(
+            "{name} {time_d} >= the physical bound {limit_d} ({pct:.1} % of the limit): {}",
+            limit.reason
+        )
+    } else {
+        format!(
+            "{name} {time_d} beats the physical bound limit_ps {limit_d}: {}",
+            limit.reason
+        )
+    };
+    outcome.checks.push(super::Check::new(
+        "within_physical_limit",
+        time >= limit.ps,
+        detail,
+    ));
 }
 
 /// `send_recv`'s ring needs a peer: at least 2 ranks.

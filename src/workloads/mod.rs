@@ -21,6 +21,7 @@
 pub mod collective;
 pub mod et;
 pub mod gemm_check;
+pub mod limit;
 pub mod megatron;
 mod options;
 mod report;

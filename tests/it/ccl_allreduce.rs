@@ -69,8 +69,8 @@ fn every_algorithm_sums_on_every_machine() {
             let report = run(set, algorithm, true);
             let what = format!("{algorithm} on {set:?}");
             assert_eq!(report.checks_failed, 0, "{what}: {:?}", report.checks);
-            // values, bitwise_identical, oplog_replay.
-            assert_eq!(report.checks_passed, 3, "{what}");
+            // values, bitwise_identical, within_physical_limit, oplog_replay.
+            assert_eq!(report.checks_passed, 4, "{what}");
             assert_eq!(figure(&report, "ranks"), Value::Int(sips as u64), "{what}");
         }
     }
@@ -109,7 +109,7 @@ fn the_cli_runs_it_as_json() {
         );
         let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
         assert_eq!(json["checks_failed"], 0);
-        assert_eq!(json["checks_passed"], 3);
+        assert_eq!(json["checks_passed"], 4);
     }
 }
 
@@ -235,7 +235,7 @@ fn tree_algorithms_stream_tiles_larger_than_the_tcm() {
         let output = run(algorithm);
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(output.status.success(), "{algorithm}: {stdout}");
-        assert!(stdout.contains("checks: 3 passed, 0 failed"), "{stdout}");
+        assert!(stdout.contains("checks: 4 passed, 0 failed"), "{stdout}");
     }
     let refused = run("ring_rsag_allreduce");
     assert_eq!(refused.status.code(), Some(2));

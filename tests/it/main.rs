@@ -15,6 +15,7 @@ mod own_process;
 mod tl_common;
 
 mod architecture;
+mod calibrate;
 mod ccl_algorithm_file;
 mod ccl_allreduce;
 mod ccl_catalogue;
@@ -47,6 +48,7 @@ mod launch_grid;
 mod mem_alloc;
 mod mem_oplog;
 mod mem_store;
+mod physical_limit;
 mod probe;
 mod runtime_placement;
 mod runtime_tensor;
