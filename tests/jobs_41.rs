@@ -267,3 +267,38 @@ fn zero_gathers_weights_and_scatters_gradients_the_same_through_files() {
     assert_eq!(step.memory(0).weights, 2 * (layer / 2 + 2 * layer));
     assert_eq!(figure(&report, "rank0_hbm_bytes"), step.memory(0).total());
 }
+
+/// Issue 41's reproducer: GPT-3 175B at tp 4 dp 2 pp 2, 2 micro-batches,
+/// 4 layers, on 16 SIPs (torus_2d). Stage 1's DP bucket all-reduce and its
+/// last backward's TP all-reduces run at once on PE 0 of every cube; the
+/// DP collective's chunks and both networks' IPCQ slots fragmented the
+/// TCM, the TP all-reduce's whole-tile load failed (out of memory), and
+/// the failure showed as a deadlock of the orphaned pipeline receives.
+/// It now runs to the end, every rank past its last pipeline transfer.
+#[test]
+fn a_multi_micro_batch_step_with_tp_dp_and_pp_runs_to_the_end() {
+    let flags = [
+        ("model", "gpt3-175b"),
+        ("tp", "4"),
+        ("dp", "2"),
+        ("pp", "2"),
+        ("layers", "4"),
+        ("micro-batches", "2"),
+        ("ignore-memory", "on"),
+    ];
+    let report = workloads::find("transformer_step")
+        .unwrap()
+        .run(
+            machine(&["system.sips.count=16", "system.sips.topology=torus_2d"]),
+            &options(&flags),
+        )
+        .unwrap();
+    // 4 TP groups x 2 micro-batches x 2 layers a stage x 4, and 2 buckets
+    // (one a layer: 906 MB > 25 MiB) on each of the 8 DP groups.
+    assert_eq!(figure(&report, "allreduce_count"), 4 * 2 * 2 * 4 + 8 * 2);
+    let step = figure(&report, "step_ps");
+    assert!(step > figure(&report, "compute_ps"));
+    for rank in 0..16 {
+        assert!(figure(&report, &format!("rank{rank}_ps")) > 0);
+    }
+}
