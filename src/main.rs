@@ -171,6 +171,22 @@ struct ChakraGenArgs {
     /// Sequence length.
     #[arg(long, value_name = "S", default_value_t = 2048)]
     seq: u64,
+    /// Sequences per micro-batch.
+    #[arg(long, value_name = "B", default_value_t = 1)]
+    micro_batch_size: u64,
+    /// Element type of activations, weights and gradients: f16, bf16, f32.
+    #[arg(long, value_name = "TYPE", default_value = "f16")]
+    dtype: String,
+    /// Pipeline schedule: 1f1b or gpipe.
+    #[arg(long, value_name = "NAME", default_value = "1f1b")]
+    schedule: String,
+    /// Data parallelism: allreduce (DDP) or zero (ZeRO-3 / FSDP).
+    #[arg(long, value_name = "MODE", default_value = "allreduce")]
+    dp_mode: String,
+    /// Write the traces even if a rank's memory exceeds its SIP's HBM
+    /// (a warning instead of the error).
+    #[arg(long)]
+    ignore_memory: bool,
 }
 
 #[derive(Debug, Args)]
@@ -727,7 +743,7 @@ fn run(cli: &Cli, matches: &ArgMatches) -> Result<(), CliError> {
         }
         Command::Report(ref args) => run_report(cli, args, &topology),
         Command::Web(ref args) => serve(topology, ccl, args),
-        Command::ChakraGen(ref args) => chakra_gen(args),
+        Command::ChakraGen(ref args) => chakra_gen(&topology, args),
         Command::Calibrate(ref args) => {
             let params = matches
                 .subcommand_matches("calibrate")
@@ -745,8 +761,30 @@ fn run(cli: &Cli, matches: &ArgMatches) -> Result<(), CliError> {
     }
 }
 
+/// The training step `chakra-gen --model NAME ...` describes.
+fn generated_step(
+    name: &str,
+    args: &ChakraGenArgs,
+) -> Result<kernbench::chakra::generate::step::Step, CliError> {
+    use kernbench::chakra::generate::step::{self, DataParallel, Dtype, Schedule, Step};
+    let model = step::model(name)?;
+    Ok(Step {
+        tp: args.tp,
+        dp: args.dp,
+        pp: args.pp,
+        layers: args.layers.unwrap_or(model.layers),
+        micro_batches: args.micro_batches,
+        seq: args.seq,
+        micro_batch: args.micro_batch_size,
+        dtype: Dtype::parse(&args.dtype)?,
+        schedule: Schedule::parse(&args.schedule)?,
+        data_parallel: DataParallel::parse(&args.dp_mode)?,
+        ..Step::new(model)
+    })
+}
+
 /// `chakra-gen`: writes the traces and says what it wrote.
-fn chakra_gen(args: &ChakraGenArgs) -> Result<(), CliError> {
+fn chakra_gen(topology: &TopologySpec, args: &ChakraGenArgs) -> Result<(), CliError> {
     use kernbench::chakra::{self, generate};
     let (traces, groups) = match (&args.collective, &args.model) {
         (Some(name), _) => {
@@ -757,16 +795,15 @@ fn chakra_gen(args: &ChakraGenArgs) -> Result<(), CliError> {
             )
         }
         (None, Some(name)) => {
-            let model = generate::step::model(name)?;
-            let step = generate::step::Step {
-                model,
-                tp: args.tp,
-                dp: args.dp,
-                pp: args.pp,
-                layers: args.layers.unwrap_or(model.layers),
-                micro_batches: args.micro_batches,
-                seq: args.seq,
-            };
+            let step = generated_step(name, args)?;
+            step.check()?;
+            let capacity = topology.cube().hbm.capacity.get().bytes() * topology.cubes_per_sip();
+            if let Err(error) = step.check_memory(capacity) {
+                match args.ignore_memory {
+                    true => eprintln!("warning: {error}"),
+                    false => return Err(error.into()),
+                }
+            }
             step.generate()?
         }
         (None, None) => {

@@ -7,6 +7,7 @@
 //! `uint64`, `comm_src`/`comm_dst`/`comm_tag` as `int32`), so any Chakra
 //! reader accepts them.
 
+pub mod memory;
 pub mod step;
 
 use super::io::RawTrace;
@@ -31,6 +32,28 @@ pub enum GenError {
     /// A count that must be positive is zero.
     #[error("{0} must be at least 1")]
     Zero(&'static str),
+    /// A flag's value names nothing it takes (the message names it).
+    #[error("{0}")]
+    Flag(String),
+    /// A rank's weights, gradients, optimizer state and activations do not
+    /// fit its HBM.
+    #[error(
+        "rank {rank} (stage {stage}) needs {needed} B of HBM ({breakdown}), but a SIP holds \
+         {capacity} B (cube.hbm.capacity x cubes): raise --tp or --pp, use --dp-mode zero, or \
+         pass --ignore-memory to run anyway"
+    )]
+    Memory {
+        /// The first rank that does not fit.
+        rank: usize,
+        /// Its pipeline stage.
+        stage: usize,
+        /// Bytes it needs.
+        needed: u64,
+        /// What they are.
+        breakdown: String,
+        /// Bytes a SIP's HBM holds.
+        capacity: u64,
+    },
     /// The layers do not split evenly over the pipeline stages.
     #[error("--layers {layers} must be a multiple of --pp {pp} (layers per stage)")]
     LayersPerStage {

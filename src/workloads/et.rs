@@ -463,11 +463,13 @@ impl RankContext {
             .max(1) as usize;
         let dist = &self.torch.distributed;
         let tensor = self.tensor("et.p2p", elements)?;
-        let work = match send {
-            true => dist.isend(&tensor, peer)?,
-            false => dist.irecv(&tensor, peer)?,
-        };
-        work.wait().await?;
+        // Awaited in the node's own future, not in a `Work` task of its
+        // own: a failing rank cancels the others, and with them their
+        // pending transfers (a detached `irecv` would wait for ever).
+        match send {
+            true => dist.send(&tensor, peer).await?,
+            false => dist.recv(&tensor, peer).await?,
+        }
         tensor.free()?;
         Ok(())
     }

@@ -283,8 +283,16 @@ impl Workload {
             .explain
             .then(|| crate::explain::finish(&simulation, &device, HOST_SLOT))
             .flatten();
-        let stats = stats?;
+        // A host that failed (a rank's error cancels the others) can leave
+        // tasks of its own behind that wait for ever (a peer's kernel, a
+        // `Work` in flight): the stall they make is a consequence, and the
+        // host's error is the cause the user must see.
+        let stats = match stats {
+            Err(stall) if !handle.is_finished() => return Err(stall.into()),
+            stats => stats,
+        };
         let mut outcome = handle.output()??;
+        let stats = stats?;
         outcome.figures.extend(run_figures(&torch, stats.events));
         if options.verify_data {
             outcome.checks.push(replay_check(&device));

@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 fn kernbench(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kernbench"))

@@ -44,6 +44,7 @@ mod hw_trace;
 mod hw_transit;
 mod ipcq_exchange;
 mod ipcq_trace;
+mod jobs_41;
 mod launch_grid;
 mod mem_alloc;
 mod mem_oplog;

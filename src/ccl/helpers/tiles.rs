@@ -215,8 +215,17 @@ pub fn message_count(part: TileView, max_message: u64, dtype: DType) -> u64 {
     }
 }
 
-/// This program's tile (loaded whole when it fits in half the TCM,
-/// streamed otherwise) and its `chunks` chunks.
+/// This program's tile (loaded whole when it fits in half the TCM and
+/// the TCM has room for it now, streamed otherwise) and its `chunks`
+/// chunks.
+///
+/// "Room now": collectives of different process groups may run at once
+/// on one PE (ADR-0034 D1, a Chakra step's TP and DP all-reduces), so
+/// another kernel's scratch and another network's IPCQ slots may hold
+/// part of the TCM. A whole-tile load whose scratch cannot be allocated
+/// (it fails at the call, before any time passes) streams instead, as a
+/// tile larger than half the TCM does; alone on its PE nothing changes
+/// (ADR-0098).
 pub async fn own_tile(
     tl: &Tl,
     args: &KernelArgs,
@@ -225,8 +234,11 @@ pub async fn own_tile(
     let addr = args.tile_addr(tl.program_id(1))?;
     let n = args.tile.n_elem;
     let tile = if n as u64 * args.dtype.size() <= tl.tcm_capacity() / 2 {
-        let acc = tl.load(addr, &[n], args.dtype).await?;
-        Tile::Loaded { acc, addr }
+        match tl.load(addr, &[n], args.dtype).await {
+            Ok(acc) => Tile::Loaded { acc, addr },
+            Err(KernelError::Device(crate::device::DeviceError::Alloc(_))) => Tile::Streamed(addr),
+            Err(error) => return Err(error),
+        }
     } else {
         Tile::Streamed(addr)
     };

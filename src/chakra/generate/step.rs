@@ -1,27 +1,33 @@
 //! One transformer training step as Chakra traces, one per rank: Megatron
-//! tensor parallelism (TP), data parallelism (DP) and a pipeline (PP) with
-//! the 1F1B schedule (PipeDream-flush: `P − s − 1` warm-up forwards on
-//! stage `s`, then one forward and one backward in turn, then the
-//! remaining backwards).
+//! tensor parallelism (TP), data parallelism (DP) and a pipeline (PP),
+//! scheduled 1F1B (PipeDream-flush: `P − s − 1` warm-up forwards on stage
+//! `s`, then one forward and one backward in turn, then the remaining
+//! backwards) or GPipe (every forward, then every backward); ADR-0095.
 //!
 //! Ranks: `rank = (stage × DP + replica) × TP + shard` (TP fastest, as
 //! Megatron-LM lays them out), so a TP group is `TP` neighbouring SIPs.
-//! Per layer, micro-batch and TP rank, with `t = seq` tokens (micro-batch
-//! size 1), hidden size `h` and `T = TP`:
-//! - forward: the QKV GEMM (`2·t·h·3h/T` FLOPs), attention (`4·t²·h/T`),
-//!   the output projection (`2·t·h²/T`), a TP all-reduce of `t·h` 2-byte
-//!   activations, the MLP's two GEMMs (`2·t·h·4h/T` each), a TP
-//!   all-reduce;
+//! Per layer, micro-batch and TP rank, with `t = s·b` tokens (sequence
+//! `s`, micro-batch size `b`), hidden size `h`, `e` bytes an element and
+//! `T = TP`:
+//! - forward: the QKV GEMM (`2·t·h·q/T` FLOPs, `q = h + 2·kv·h/heads`:
+//!   `3h` for multi-head attention, less with GQA), attention
+//!   (`4·b·s²·h/T`), the output projection (`2·t·h²/T`), a TP all-reduce
+//!   of `t·h` activations, the MLP's up GEMM (`2·t·h·u/T`, `u` = `ffn`,
+//!   or `2·ffn` for SwiGLU's fused gate and up) and down GEMM
+//!   (`2·t·ffn·h/T`), a TP all-reduce;
 //! - backward: each GEMM twice its forward FLOPs (input and weight
 //!   gradients), in reverse, with the two TP all-reduces of the input
 //!   gradients;
 //! - between stages: a SEND / RECV of the `t·h` activations (forward) and
 //!   of their gradients (backward), tag `2m` and `2m + 1` for micro-batch
 //!   `m`;
-//! - the DP gradient all-reduce: the stage's `12h²/T` parameters per layer
-//!   (2-byte gradients) in buckets of at least [`BUCKET_BYTES`], last layer
-//!   first, each issued when the last micro-batch's backward of its layers
-//!   is done, so it overlaps the remaining backward.
+//! - DP by all-reduce: the stage's gradients (each layer's parameters over
+//!   `T`) in buckets of at least [`BUCKET_BYTES`], last layer first, each
+//!   issued when the last micro-batch's backward of its layers is done, so
+//!   it overlaps the remaining backward; DP as ZeRO-3 / FSDP: an
+//!   all-gather of each layer's weight shard before its forward and its
+//!   backward, and a reduce-scatter of its gradients after its backward,
+//!   every micro-batch.
 //!
 //! A rank's compute nodes run in schedule order (each has a control
 //! dependency on the one before); communication depends on the compute
@@ -41,8 +47,15 @@ pub type Groups = BTreeMap<String, Vec<usize>>;
 /// The smallest DP gradient bucket (PyTorch DDP's default, 25 MiB).
 pub const BUCKET_BYTES: u64 = 25 << 20;
 
-/// Bytes per activation and gradient element (f16 / bf16).
-const ELEMENT: u64 = 2;
+/// How a layer's MLP is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mlp {
+    /// Two GEMMs, `h → ffn → h`, GeLU between (GPT-3).
+    Gelu,
+    /// SwiGLU: the gate and up projections (`h → 2·ffn`, fused as
+    /// Megatron-LM fuses them), then down (`ffn → h`) (Llama-3).
+    SwiGlu,
+}
 
 /// A model's shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,60 +66,79 @@ pub struct Model {
     pub layers: usize,
     /// Hidden size.
     pub hidden: u64,
-    /// Attention heads.
+    /// Attention (query) heads.
     pub heads: u64,
+    /// Key/value heads (`heads` for multi-head attention, fewer for GQA).
+    pub kv_heads: u64,
+    /// The MLP's inner size.
+    pub ffn: u64,
+    /// The MLP's kind.
+    pub mlp: Mlp,
 }
 
-/// The GPT-3 family (Brown et al. 2020, table 2.1).
+impl Model {
+    const fn gpt3(name: &'static str, layers: usize, hidden: u64, heads: u64) -> Model {
+        Model {
+            name,
+            layers,
+            hidden,
+            heads,
+            kv_heads: heads,
+            ffn: 4 * hidden,
+            mlp: Mlp::Gelu,
+        }
+    }
+
+    const fn llama(name: &'static str, layers: usize, hidden: u64, heads: u64, ffn: u64) -> Model {
+        Model {
+            name,
+            layers,
+            hidden,
+            heads,
+            kv_heads: 8,
+            ffn,
+            mlp: Mlp::SwiGlu,
+        }
+    }
+
+    /// The width of the fused Q, K and V projection: `h + 2·kv_heads·h/heads`.
+    pub fn qkv_width(&self) -> u64 {
+        self.hidden + 2 * self.kv_heads * (self.hidden / self.heads)
+    }
+
+    /// The width of the MLP's first GEMM (`ffn`, or `2·ffn` for SwiGLU).
+    pub fn up_width(&self) -> u64 {
+        match self.mlp {
+            Mlp::Gelu => self.ffn,
+            Mlp::SwiGlu => 2 * self.ffn,
+        }
+    }
+
+    /// Parameters of one layer's attention (QKV and output projection).
+    pub fn attention_params(&self) -> u64 {
+        self.hidden * self.qkv_width() + self.hidden * self.hidden
+    }
+
+    /// Parameters of one layer's MLP.
+    pub fn mlp_params(&self) -> u64 {
+        self.hidden * self.up_width() + self.ffn * self.hidden
+    }
+}
+
+/// The models `--model` names: the GPT-3 family (Brown et al. 2020,
+/// table 2.1), Llama-3 8B and 70B (Meta 2024: GQA with 8 KV heads,
+/// SwiGLU).
 pub const MODELS: &[Model] = &[
-    Model {
-        name: "gpt3-125m",
-        layers: 12,
-        hidden: 768,
-        heads: 12,
-    },
-    Model {
-        name: "gpt3-350m",
-        layers: 24,
-        hidden: 1024,
-        heads: 16,
-    },
-    Model {
-        name: "gpt3-760m",
-        layers: 24,
-        hidden: 1536,
-        heads: 16,
-    },
-    Model {
-        name: "gpt3-1.3b",
-        layers: 24,
-        hidden: 2048,
-        heads: 24,
-    },
-    Model {
-        name: "gpt3-2.7b",
-        layers: 32,
-        hidden: 2560,
-        heads: 32,
-    },
-    Model {
-        name: "gpt3-6.7b",
-        layers: 32,
-        hidden: 4096,
-        heads: 32,
-    },
-    Model {
-        name: "gpt3-13b",
-        layers: 40,
-        hidden: 5140,
-        heads: 40,
-    },
-    Model {
-        name: "gpt3-175b",
-        layers: 96,
-        hidden: 12288,
-        heads: 96,
-    },
+    Model::gpt3("gpt3-125m", 12, 768, 12),
+    Model::gpt3("gpt3-350m", 24, 1024, 16),
+    Model::gpt3("gpt3-760m", 24, 1536, 16),
+    Model::gpt3("gpt3-1.3b", 24, 2048, 24),
+    Model::gpt3("gpt3-2.7b", 32, 2560, 32),
+    Model::gpt3("gpt3-6.7b", 32, 4096, 32),
+    Model::gpt3("gpt3-13b", 40, 5140, 40),
+    Model::gpt3("gpt3-175b", 96, 12288, 96),
+    Model::llama("llama3-8b", 32, 4096, 32, 14336),
+    Model::llama("llama3-70b", 80, 8192, 64, 28672),
 ];
 
 /// The model called `name`.
@@ -118,6 +150,116 @@ pub fn model(name: &str) -> Result<Model, GenError> {
         .ok_or_else(|| GenError::UnknownModel {
             name: name.to_owned(),
         })
+}
+
+/// The pipeline schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Schedule {
+    /// 1F1B (PipeDream-flush): `P − s − 1` warm-up forwards on stage `s`,
+    /// then one forward and one backward in turn.
+    #[default]
+    OneFOneB,
+    /// GPipe: every forward, then every backward.
+    GPipe,
+}
+
+impl Schedule {
+    /// Its name as `--schedule` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Schedule::OneFOneB => "1f1b",
+            Schedule::GPipe => "gpipe",
+        }
+    }
+
+    /// The schedule `--schedule NAME` names.
+    pub fn parse(name: &str) -> Result<Schedule, GenError> {
+        match name {
+            "1f1b" => Ok(Schedule::OneFOneB),
+            "gpipe" => Ok(Schedule::GPipe),
+            _ => Err(GenError::Flag(format!(
+                "--schedule {name}: expected 1f1b or gpipe"
+            ))),
+        }
+    }
+}
+
+/// How data parallelism keeps and synchronises the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DataParallel {
+    /// Every replica holds the whole stage; gradients all-reduced in
+    /// buckets (PyTorch DDP, Megatron-LM).
+    #[default]
+    AllReduce,
+    /// ZeRO-3 / FSDP (full shard): weights, gradients and optimizer state
+    /// sharded over the DP group; each layer's weights all-gathered before
+    /// its forward and before its backward, its gradients reduce-scattered
+    /// after its backward, every micro-batch.
+    Zero,
+}
+
+impl DataParallel {
+    /// Its name as `--dp-mode` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            DataParallel::AllReduce => "allreduce",
+            DataParallel::Zero => "zero",
+        }
+    }
+
+    /// The mode `--dp-mode NAME` names.
+    pub fn parse(name: &str) -> Result<DataParallel, GenError> {
+        match name {
+            "allreduce" => Ok(DataParallel::AllReduce),
+            "zero" | "fsdp" => Ok(DataParallel::Zero),
+            _ => Err(GenError::Flag(format!(
+                "--dp-mode {name}: expected allreduce or zero (fsdp)"
+            ))),
+        }
+    }
+}
+
+/// The element type of activations, weights and gradients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dtype {
+    /// IEEE half.
+    #[default]
+    F16,
+    /// bfloat16.
+    Bf16,
+    /// IEEE single.
+    F32,
+}
+
+impl Dtype {
+    /// Bytes per element.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Dtype::F16 | Dtype::Bf16 => 2,
+            Dtype::F32 => 4,
+        }
+    }
+
+    /// Its name as `--dtype` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::F16 => "f16",
+            Dtype::Bf16 => "bf16",
+            Dtype::F32 => "f32",
+        }
+    }
+
+    /// The type `--dtype NAME` names.
+    pub fn parse(name: &str) -> Result<Dtype, GenError> {
+        match name {
+            "f16" => Ok(Dtype::F16),
+            "bf16" => Ok(Dtype::Bf16),
+            "f32" => Ok(Dtype::F32),
+            _ => Err(GenError::Flag(format!(
+                "--dtype {name}: expected f16, bf16 or f32"
+            ))),
+        }
+    }
 }
 
 /// What to generate.
@@ -135,11 +277,42 @@ pub struct Step {
     pub layers: usize,
     /// Micro-batches per step.
     pub micro_batches: usize,
-    /// Sequence length (tokens per micro-batch).
+    /// Sequence length (tokens per sequence).
     pub seq: u64,
+    /// Sequences per micro-batch.
+    pub micro_batch: u64,
+    /// Element type of activations, weights and gradients.
+    pub dtype: Dtype,
+    /// The pipeline schedule.
+    pub schedule: Schedule,
+    /// How data parallelism synchronises.
+    pub data_parallel: DataParallel,
 }
 
 impl Step {
+    /// `model` whole on one rank: one micro-batch of one sequence of 2,048
+    /// tokens, f16, 1F1B, DP by all-reduce.
+    pub fn new(model: Model) -> Step {
+        Step {
+            model,
+            tp: 1,
+            dp: 1,
+            pp: 1,
+            layers: model.layers,
+            micro_batches: 1,
+            seq: 2048,
+            micro_batch: 1,
+            dtype: Dtype::F16,
+            schedule: Schedule::OneFOneB,
+            data_parallel: DataParallel::AllReduce,
+        }
+    }
+
+    /// Tokens per micro-batch.
+    pub fn tokens(&self) -> u64 {
+        self.seq * self.micro_batch
+    }
+
     /// Checks the degrees against the model.
     pub fn check(&self) -> Result<(), GenError> {
         let positive = [
@@ -149,6 +322,7 @@ impl Step {
             ("--layers", self.layers),
             ("--micro-batches", self.micro_batches),
             ("--seq", self.seq as usize),
+            ("--micro-batch-size", self.micro_batch as usize),
         ];
         if let Some((flag, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(GenError::Zero(flag));
@@ -159,7 +333,12 @@ impl Step {
                 pp: self.pp,
             });
         }
-        if self.model.heads % self.tp as u64 != 0 || self.model.hidden % self.tp as u64 != 0 {
+        let tp = self.tp as u64;
+        let kv = self.model.kv_heads;
+        if self.model.heads % tp != 0
+            || self.model.hidden % tp != 0
+            || (kv % tp != 0 && tp % kv != 0)
+        {
             return Err(GenError::TpDivides {
                 tp: self.tp,
                 model: self.model.name,
@@ -199,16 +378,18 @@ impl Step {
     /// bytes touched), in order; a TP all-reduce follows the third and the
     /// fifth.
     fn layer_gemms(&self) -> [(&'static str, u64, u64); 5] {
-        let (t, h, tp) = (self.seq, self.model.hidden, self.tp as u64);
-        let gemm = |m: u64, k: u64, n: u64| (2 * m * k * n, (m * k + k * n + m * n) * ELEMENT);
-        let qkv = gemm(t, h, 3 * h / tp);
+        let (t, h, tp) = (self.tokens(), self.model.hidden, self.tp as u64);
+        let (s, b, e) = (self.seq, self.micro_batch, self.dtype.bytes());
+        let gemm = |m: u64, k: u64, n: u64| (2 * m * k * n, (m * k + k * n + m * n) * e);
+        let qkv = gemm(t, h, self.model.qkv_width().div_ceil(tp));
         let proj = gemm(t, h / tp, h);
-        let fc1 = gemm(t, h, 4 * h / tp);
-        let fc2 = gemm(t, 4 * h / tp, h);
+        let fc1 = gemm(t, h, self.model.up_width().div_ceil(tp));
+        let fc2 = gemm(t, self.model.ffn.div_ceil(tp), h);
         let heads = self.model.heads / tp;
+        // Q·Kᵀ and the weighted sum of V, per sequence of `s` tokens.
         let attention = (
-            4 * t * t * h / tp,
-            (4 * t * h / tp + 2 * heads * t * t) * ELEMENT,
+            4 * b * s * s * h / tp,
+            (4 * t * h / tp + 2 * heads * b * s * s) * e,
         );
         [
             ("qkv", qkv.0, qkv.1),
@@ -282,7 +463,7 @@ impl<'a> Rank<'a> {
     }
 
     fn activation_bytes(&self) -> u64 {
-        self.step.seq * self.step.model.hidden * ELEMENT
+        self.step.tokens() * self.step.model.hidden * self.step.dtype.bytes()
     }
 
     /// A compute node after the previous compute node and `deps`.
@@ -342,6 +523,7 @@ impl<'a> Rank<'a> {
         let mut last = None;
         for l in 0..per_stage {
             let layer = self.stage * per_stage + l;
+            input.extend(self.gather_weights("fwd", layer, m, Vec::new()));
             for (g, &(name, flops, touched)) in gemms.iter().enumerate() {
                 let deps = input.drain(..).chain(last).collect();
                 let id = self.compute(format!("fwd_{name}_l{layer}_mb{m}"), (flops, touched), deps);
@@ -392,6 +574,7 @@ impl<'a> Rank<'a> {
         let mut layers = Vec::new();
         for l in (0..per_stage).rev() {
             let layer = self.stage * per_stage + l;
+            input.extend(self.gather_weights("bwd", layer, m, Vec::new()));
             for (g, &(name, flops, touched)) in gemms.iter().enumerate().rev() {
                 let deps = input.drain(..).chain(last).collect();
                 let id = self.compute(
@@ -424,52 +607,118 @@ impl<'a> Rank<'a> {
         layers
     }
 
-    /// The DP all-reduces of the stage's gradients, bucketed, each after
-    /// the last backward of its layers (`done`: layer, node; last first).
-    fn gradient_buckets(&mut self, done: &[(usize, u64)]) {
+    /// Parameters of one layer held by one TP rank (the whole DP replica's
+    /// share, before any ZeRO sharding).
+    fn layer_params(&self) -> u64 {
+        let m = &self.step.model;
+        (m.attention_params() + m.mlp_params()).div_ceil(self.step.tp as u64)
+    }
+
+    fn dp_group(&self) -> String {
+        format!("dp{}", self.stage * self.step.tp + self.shard)
+    }
+
+    /// A DP collective `comm` of `bytes` per rank after `deps` (none with
+    /// DP 1): its node, or the last of `deps`.
+    fn dp_collective(
+        &mut self,
+        name: String,
+        comm: CommType,
+        bytes: u64,
+        deps: Vec<u64>,
+    ) -> Option<u64> {
         if self.step.dp == 1 {
+            return deps.last().copied();
+        }
+        let (id, group) = (self.next_id(), self.dp_group());
+        Some(self.push(collective_node(
+            (id, &name),
+            comm,
+            bytes,
+            Some(&group),
+            deps,
+        )))
+    }
+
+    /// ZeRO-3: the all-gather of layer `layer`'s weight shard before its
+    /// forward or backward (`phase`) of micro-batch `m`, after `after`.
+    fn gather_weights(
+        &mut self,
+        phase: &str,
+        layer: usize,
+        m: usize,
+        after: Vec<u64>,
+    ) -> Option<u64> {
+        if self.step.data_parallel != DataParallel::Zero {
+            return None;
+        }
+        let shard = self.layer_params().div_ceil(self.step.dp as u64) * self.step.dtype.bytes();
+        let name = format!("{phase}_allgather_weights_l{layer}_mb{m}");
+        self.dp_collective(name, CommType::AllGather, shard, after)
+    }
+
+    /// The DP synchronisation of the gradients: with all-reduce, the
+    /// stage's gradients in buckets of at least [`BUCKET_BYTES`], each after
+    /// the last backward of its layers (`done`: layer, node; last first);
+    /// with ZeRO-3, each layer's reduce-scatter after every backward.
+    fn gradient_buckets(&mut self, done: &[(usize, u64)], m: usize) {
+        let layer_bytes = self.layer_params() * self.step.dtype.bytes();
+        if self.step.data_parallel == DataParallel::Zero {
+            for &(l, node) in done {
+                let layer = self.stage * self.step.layers / self.step.pp + l;
+                let name = format!("zero_reducescatter_grads_l{layer}_mb{m}");
+                self.dp_collective(name, CommType::ReduceScatter, layer_bytes, vec![node]);
+            }
             return;
         }
-        let h = self.step.model.hidden;
-        let layer_bytes = 12 * h * h / self.step.tp as u64 * ELEMENT;
-        let group = format!("dp{}", self.stage * self.step.tp + self.shard);
+        if m + 1 != self.step.micro_batches {
+            return;
+        }
         let (mut bucket, mut count) = (0u64, 0usize);
         for (i, &(layer, node)) in done.iter().enumerate() {
             bucket += layer_bytes;
             if bucket >= BUCKET_BYTES || i + 1 == done.len() {
-                let id = self.next_id();
                 let name = format!("dp_allreduce_bucket{count}_to_l{layer}");
-                self.push(collective_node(
-                    (id, &name),
-                    CommType::AllReduce,
-                    bucket,
-                    Some(&group),
-                    vec![node],
-                ));
+                self.dp_collective(name, CommType::AllReduce, bucket, vec![node]);
                 (bucket, count) = (0, count + 1);
             }
         }
     }
 
-    /// The 1F1B schedule.
-    fn nodes(mut self) -> Vec<Node> {
+    /// The order of forwards (`true`) and backwards on this stage: its
+    /// schedule's.
+    fn order(&self) -> Vec<(bool, usize)> {
         let (p, m) = (self.step.pp, self.step.micro_batches);
-        let warmup = (p - self.stage - 1).min(m);
-        let mut forwards = BTreeMap::new();
-        let mut next_forward = 0;
-        let mut last_backward = Vec::new();
-        for _ in 0..warmup {
-            forwards.insert(next_forward, self.forward(next_forward));
-            next_forward += 1;
+        if self.step.schedule == Schedule::GPipe {
+            return (0..m)
+                .map(|b| (true, b))
+                .chain((0..m).map(|b| (false, b)))
+                .collect();
         }
+        let warmup = (p - self.stage - 1).min(m);
+        let mut order: Vec<(bool, usize)> = (0..warmup).map(|f| (true, f)).collect();
+        let mut next_forward = warmup;
         for b in 0..m {
             if next_forward < m {
-                forwards.insert(next_forward, self.forward(next_forward));
+                order.push((true, next_forward));
                 next_forward += 1;
             }
-            last_backward = self.backward(b, forwards[&b]);
+            order.push((false, b));
         }
-        self.gradient_buckets(&last_backward);
+        order
+    }
+
+    /// The schedule's nodes.
+    fn nodes(mut self) -> Vec<Node> {
+        let mut forwards = BTreeMap::new();
+        for (forward, b) in self.order() {
+            if forward {
+                forwards.insert(b, self.forward(b));
+            } else {
+                let done = self.backward(b, forwards[&b]);
+                self.gradient_buckets(&done, b);
+            }
+        }
         self.nodes
     }
 }
@@ -482,13 +731,13 @@ mod tests {
 
     fn step(tp: usize, dp: usize, pp: usize, micro_batches: usize) -> Step {
         Step {
-            model: model("gpt3-125m").unwrap(),
             tp,
             dp,
             pp,
             layers: 4,
             micro_batches,
             seq: 128,
+            ..Step::new(model("gpt3-125m").unwrap())
         }
     }
 
