@@ -64,9 +64,6 @@ pub mod config;
 pub mod device;
 pub mod explain;
 pub mod harness;
-// TEMPORARY: only `hw::link_table` needs it; the allow moves onto that
-// module (src/hw is being reworked, issue 43 item 1).
-#[allow(unsafe_code)]
 pub mod hw;
 pub mod mem;
 pub mod probe;

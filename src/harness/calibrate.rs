@@ -113,10 +113,13 @@ pub enum CalibrateError {
     Run(String),
 }
 
+/// A key to fit and its optional bounds (`KEY=LOW..HIGH`), as written.
+pub type FitSpec = (String, Option<(String, String)>);
+
 /// `--fit` arguments (each `KEY` or `KEY=LOW..HIGH`, comma-separated) as
 /// keys with their optional bounds' text.
-pub fn parse_fit(args: &[String]) -> Result<Vec<(String, Option<(String, String)>)>, String> {
-    let mut keys: Vec<(String, Option<(String, String)>)> = Vec::new();
+pub fn parse_fit(args: &[String]) -> Result<Vec<FitSpec>, String> {
+    let mut keys: Vec<FitSpec> = Vec::new();
     for item in args.iter().flat_map(|a| a.split(',')) {
         let item = item.trim();
         let (key, bounds) = match item.split_once('=') {
@@ -148,10 +151,7 @@ pub fn parse_fit(args: &[String]) -> Result<Vec<(String, Option<(String, String)
 }
 
 /// The keys of `specs` on `base`'s configuration (see the module docs).
-pub fn resolve(
-    base: &Base<'_>,
-    specs: &[(String, Option<(String, String)>)],
-) -> Result<Vec<FitKey>, CalibrateError> {
+pub fn resolve(base: &Base<'_>, specs: &[FitSpec]) -> Result<Vec<FitKey>, CalibrateError> {
     let usage = CalibrateError::Usage;
     let overrides = Overrides::parse(base.sets).map_err(|e| usage(e.to_string()))?;
     let topology = Document::load(base.topology, &overrides.topology);

@@ -4,7 +4,6 @@
 //! capacity; the new models, schedules and DP modes run the same through
 //! `chakra-gen` files as through `transformer_step`.
 
-
 use std::process::{Command, Output};
 use std::sync::Arc;
 

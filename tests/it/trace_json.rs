@@ -107,7 +107,7 @@ fn spans_are_complete_events_at_exact_virtual_times() {
         assert_eq!(span["args"]["dur_ps"], dur_ps, "{name}");
         assert_eq!(span["ts"].as_f64(), ts.parse().ok(), "{name}");
         assert_eq!(span["dur"].as_f64(), dur.parse().ok(), "{name}");
-        let text = format!(r#""name":"{name}","cat":"trace_json","ph":"X","dur":{dur},"#);
+        let text = format!(r#""name":"{name}","cat":"it::trace_json","ph":"X","dur":{dur},"#);
         assert!(json.contains(&text), "{text} not in {json}");
         assert!(
             json.contains(&format!(r#""ts":{ts},"#)),

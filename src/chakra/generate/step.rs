@@ -101,9 +101,11 @@ impl Model {
         }
     }
 
-    /// The width of the fused Q, K and V projection: `h + 2·kv_heads·h/heads`.
+    /// The width of the fused Q, K and V projection: `h + 2·kv_heads·h/heads`
+    /// (multiplied first: `3h` for multi-head attention even where `h` is
+    /// not a multiple of the heads, as in GPT-3 1.3B and 13B).
     pub fn qkv_width(&self) -> u64 {
-        self.hidden + 2 * self.kv_heads * (self.hidden / self.heads)
+        self.hidden + 2 * (self.kv_heads * self.hidden / self.heads)
     }
 
     /// The width of the MLP's first GEMM (`ffn`, or `2·ffn` for SwiGLU).
