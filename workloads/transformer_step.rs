@@ -89,7 +89,9 @@ pub fn step(options: &Options) -> Result<Step, WorkloadError> {
         .unwrap_or_else(|| "gpt3-13b".to_owned());
     let model = step::model(&name)?;
     let text = |key: &str, default: &str| -> Result<String, WorkloadError> {
-        Ok(options.get::<String>(key)?.unwrap_or_else(|| default.to_owned()))
+        Ok(options
+            .get::<String>(key)?
+            .unwrap_or_else(|| default.to_owned()))
     };
     Ok(Step {
         tp: options.get("tp")?.unwrap_or(1),
@@ -108,7 +110,11 @@ pub fn step(options: &Options) -> Result<Step, WorkloadError> {
 
 /// Refuses (or, with `--ignore-memory on`, warns about) a step whose
 /// busiest rank does not fit its SIP's HBM; the per-rank figures.
-fn memory_figures(step: &Step, torch: &Torch, options: &Options) -> Result<Vec<Figure>, WorkloadError> {
+fn memory_figures(
+    step: &Step,
+    torch: &Torch,
+    options: &Options,
+) -> Result<Vec<Figure>, WorkloadError> {
     let machine = torch.device().fabric().machine();
     let capacity =
         machine.spec().cube().hbm.capacity.get().bytes() * u64::from(machine.cubes_per_sip());
@@ -126,7 +132,10 @@ fn memory_figures(step: &Step, torch: &Torch, options: &Options) -> Result<Vec<F
         Figure::int("hbm_peak_bytes", peak),
     ];
     for m in &memories {
-        figures.push(Figure::int(figure_name(format!("rank{}_hbm_bytes", m.rank)), m.total()));
+        figures.push(Figure::int(
+            figure_name(format!("rank{}_hbm_bytes", m.rank)),
+            m.total(),
+        ));
     }
     Ok(figures)
 }
@@ -215,10 +224,17 @@ async fn run(torch: Torch, options: Options) -> Result<Outcome, WorkloadError> {
 /// `compute_idle_fraction`, the share of the step the ranks' compute
 /// streams stand idle, `1 − Σ compute_r / (ranks × step)` (bubble and
 /// exposed communication together).
-fn bubble_figures(step: &Step, set: &chakra::TraceSet, result: &et::EtResult, step_ps: u64) -> Vec<Figure> {
+fn bubble_figures(
+    step: &Step,
+    set: &chakra::TraceSet,
+    result: &et::EtResult,
+    step_ps: u64,
+) -> Vec<Figure> {
     let (p, m) = (step.pp as f64, step.micro_batches as f64);
     let ranks = set.graphs.len();
-    let compute: u64 = (0..ranks).map(|r| et::split(set, result, r).compute.as_ps()).sum();
+    let compute: u64 = (0..ranks)
+        .map(|r| et::split(set, result, r).compute.as_ps())
+        .sum();
     let idle = match step_ps {
         0 => 0.0,
         step_ps => 1.0 - compute as f64 / (ranks as f64 * step_ps as f64),
