@@ -8,14 +8,13 @@
 //! asking again (ADR-0074).
 
 use std::future::Future;
+use std::rc::Rc;
 
 use super::{CopyTiming, Device, DeviceError, RouteMemo, RoutePair};
 use crate::hw::{DmaEngine, DmaSlot, HeaderCrossing, Route, WholeCopy, WholeTimes, explain};
 use crate::mem::{Op, OpId};
 use crate::sim;
 use crate::topology::{MemSpace, NodeId};
-
-use std::rc::Rc;
 
 /// What one DMA copy moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -289,12 +288,11 @@ impl Device {
         Ok(engine.start().await?)
     }
 
-    // Values worked out before an `await` are bound in statements of
-    // their own: a temporary (or an `if let` binding) whose scope spans
-    // the `await` is kept in the future, which every caller then carries
-    // and moves.
     /// A staged copy's stages from its slot on: the read, then the data,
-    /// write and doorbell as `write` says.
+    /// write and doorbell as `write` says. Values worked out before an
+    /// `await` are bound in statements of their own: a temporary whose
+    /// scope spans the `await` is kept in the future, which every caller
+    /// then carries and moves.
     async fn run_stages(
         &self,
         request: CopyRequest<'_>,
