@@ -48,7 +48,7 @@ pub use routing::{Path, PathRouter, RouteError};
 pub use spec::{
     CubeSpec, DmaSpec, Fidelity, GemmSpec, Grid, HbmError, HbmParams, HbmSpec, HostSpec, IoCpuSpec,
     LinkSpec, MathSpec, McpuSpec, MemorySpec, NocParams, NocSpec, PeParams, PeSpec, RateOverflow,
-    SimulationSpec, SipArrangement, SipArrangementError, SipSpec, SpecError, SystemSpec,
+    Repeats, SimulationSpec, SipArrangement, SipArrangementError, SipSpec, SpecError, SystemSpec,
     TopologySpec, UcieParams, UcieSpec,
 };
 pub use summary::{ComputeSummary, LinkSummary, MemorySummary, TopologySummary};

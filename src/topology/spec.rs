@@ -46,11 +46,44 @@ pub struct TopologySpec {
 
 /// `simulation:` (optional) — how the machine is simulated.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a mapping with fidelity")]
+#[serde(deny_unknown_fields, expecting = "a mapping with fidelity and repeats")]
 pub struct SimulationSpec {
     /// How transfers cross their links (default `packet`).
     #[serde(default)]
     pub fidelity: Fidelity,
+    /// How a training step's repeated collectives run (default
+    /// `simulate`; ADR-0107).
+    #[serde(default)]
+    pub repeats: Repeats,
+}
+
+/// How a Chakra step's repeated collectives run (`simulation.repeats`,
+/// ADR-0107): every call simulated, or each distinct call simulated once
+/// and its repeats replayed from the first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(expecting = "simulate or replay")]
+pub enum Repeats {
+    /// Every collective call is simulated, message by message: exact.
+    #[default]
+    #[serde(rename = "simulate")]
+    Simulate,
+    /// A group's members meet before each collective; the first call of
+    /// each (group, collective, bytes) is simulated from the meeting and
+    /// every later one takes, per member, the time the first took. Exact
+    /// where the members arrive together and nothing else crosses the
+    /// collective's links; otherwise an approximation (ADR-0107).
+    #[serde(rename = "replay")]
+    Replay,
+}
+
+impl Repeats {
+    /// The name used in topology.yaml.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Repeats::Simulate => "simulate",
+            Repeats::Replay => "replay",
+        }
+    }
 }
 
 /// How a transfer crosses its path (`simulation.fidelity`, `--fidelity`;
@@ -1031,10 +1064,11 @@ impl TopologySpec {
     /// so this cannot fail.
     #[must_use]
     pub fn with_fidelity(self, fidelity: Fidelity) -> Self {
-        TopologySpec {
-            simulation: SimulationSpec { fidelity },
-            ..self
-        }
+        let simulation = SimulationSpec {
+            fidelity,
+            ..self.simulation
+        };
+        TopologySpec { simulation, ..self }
     }
 
     /// This machine with `system` instead, checked again.

@@ -33,6 +33,8 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::str::FromStr;
 
+pub use super::replay::ReplayCounts;
+use super::replay::{Replays, Shape, Symmetry, Turn};
 use super::tiled_gemm::{compute_bound, hbm_bound};
 use super::{Figure, WorkloadError};
 use crate::chakra::world::comm_name;
@@ -40,6 +42,7 @@ use crate::chakra::{CommType, Op, TraceSet};
 use crate::mem::DType;
 use crate::runtime::{DPPolicy, Distributed, ReduceOp, Split, Tensor, Torch, spawn};
 use crate::sim::{self, Event, Resource, SimDuration, SimTime};
+use crate::topology::Repeats;
 use crate::trace::{self, CompleteEvent};
 
 /// How compute nodes are timed (`--et-compute`).
@@ -115,6 +118,9 @@ pub struct EtResult {
     pub start: SimTime,
     /// Every rank's node times.
     pub spans: Vec<RankSpans>,
+    /// Under `simulation.repeats: replay`, how many collective calls ran
+    /// and how many were replayed.
+    pub replays: Option<ReplayCounts>,
 }
 
 /// Everything a rank's node tasks share.
@@ -127,6 +133,10 @@ struct RankContext {
     done: Vec<Event>,
     /// The previous collective of the same group on this rank.
     previous: Vec<Option<usize>>,
+    /// Under `simulation.repeats: replay`, the run's meetings and first
+    /// times, and this rank's count of calls per group so far.
+    replays: Option<Rc<Replays>>,
+    calls: RefCell<BTreeMap<String, usize>>,
     compute: Resource,
     memory: Resource,
     host: Resource,
@@ -155,14 +165,30 @@ pub async fn run(
     }
     check_collectives(&torch, &set, &groups)?;
     let groups = Rc::new(groups);
+    let repeats = torch
+        .device()
+        .fabric()
+        .machine()
+        .spec()
+        .simulation()
+        .repeats;
+    let symmetry = Symmetry::of(torch.device().fabric().machine().spec().system().sips);
+    let replays = (repeats == Repeats::Replay).then(|| Rc::new(Replays::new(symmetry)));
     let start = sim::now();
+    let shared = (torch, set, groups, replays.clone());
     let spans = spawn(n, move |rank| {
-        let context = RankContext::new(rank, torch.clone(), set.clone(), groups.clone(), mode);
+        let (torch, set, groups, replays) = shared.clone();
+        let context = RankContext::new(rank, torch, set, groups, mode, replays);
         async move { context.run().await }
     })
     .await
     .map_err(|e| WorkloadError::Rank(e.rank, Box::new(e.source)))?;
-    Ok(EtResult { start, spans })
+    let replays = replays.map(|r| r.counts());
+    Ok(EtResult {
+        start,
+        spans,
+        replays,
+    })
 }
 
 /// Refuses, before anything runs, a collective its group cannot run: one
@@ -283,6 +309,7 @@ impl RankContext {
         set: Rc<TraceSet>,
         groups: Rc<BTreeMap<String, Distributed>>,
         mode: ComputeMode,
+        replays: Option<Rc<Replays>>,
     ) -> Rc<RankContext> {
         let graph = &set.graphs[rank];
         let done = graph
@@ -305,6 +332,8 @@ impl RankContext {
             torch,
             done,
             previous,
+            replays,
+            calls: RefCell::new(BTreeMap::new()),
             compute: Resource::new(&format!("rank{rank}.et.compute"), 1),
             memory: Resource::new(&format!("rank{rank}.et.memory"), 1),
             host: Resource::new(&format!("rank{rank}.et.host"), 1),
@@ -379,8 +408,18 @@ impl RankContext {
                 sim::sleep(time).await;
             }
             Op::Collective { comm, bytes, group } => {
-                let dist = &self.groups[&group_key(&self.set, group.as_deref())];
-                self.collective(dist, *comm, *bytes).await?;
+                let key = group_key(&self.set, group.as_deref());
+                let dist = &self.groups[&key];
+                match (&self.replays, collective_of(*comm)) {
+                    (Some(replays), Some(_)) => {
+                        let shape = Shape {
+                            comm: *comm,
+                            bytes: *bytes,
+                        };
+                        self.replayed(replays, dist, key, shape).await?
+                    }
+                    _ => self.collective(dist, *comm, *bytes).await?,
+                }
             }
             Op::Send { peer, bytes, .. } | Op::Recv { peer, bytes, .. } => {
                 let send = matches!(op, Op::Send { .. });
@@ -452,6 +491,37 @@ impl RankContext {
         if let Some(output) = output {
             output.free()?;
         }
+        Ok(())
+    }
+
+    /// `shape`'s collective under `simulation.repeats: replay`: the group
+    /// meets, then runs it or takes the time its first call took (module
+    /// `replay`).
+    async fn replayed(
+        &self,
+        replays: &Replays,
+        dist: &Distributed,
+        group: String,
+        shape: Shape,
+    ) -> Result<(), WorkloadError> {
+        let ranks: Rc<[usize]> = match self.set.world.groups.get(&group) {
+            Some(ranks) => ranks.as_slice().into(),
+            None => (0..self.set.graphs.len()).collect(),
+        };
+        let Some(member) = ranks.iter().position(|&r| r == self.rank) else {
+            return self.collective(dist, shape.comm, shape.bytes).await;
+        };
+        let call = {
+            let mut calls = self.calls.borrow_mut();
+            let k = calls.entry(group.clone()).or_default();
+            *k += 1;
+            (group, *k - 1)
+        };
+        match replays.meet(&call, &shape, &ranks, member).await {
+            Turn::Simulate => self.collective(dist, shape.comm, shape.bytes).await?,
+            Turn::Replay(time) => sim::sleep(time).await,
+        }
+        replays.leave(&call, member);
         Ok(())
     }
 
@@ -624,6 +694,10 @@ pub fn figures(set: &TraceSet, result: &EtResult) -> Vec<Figure> {
         Figure::time("exposed_comm_ps", largest(|s| s.exposed)),
     ];
     figures.extend(collective_figures(set, result));
+    if let Some(counts) = result.replays {
+        figures.push(Figure::int("collectives_simulated", counts.simulated));
+        figures.push(Figure::int("collectives_replayed", counts.replayed));
+    }
     figures.push(Figure::int("skipped_nodes", set.warnings.skipped_nodes()));
     figures.push(Figure::int(
         "ignored_attributes",

@@ -24,6 +24,7 @@ pub mod gemm_check;
 pub mod limit;
 pub mod megatron;
 mod options;
+mod replay;
 mod report;
 pub mod tensor_parallel;
 pub mod tiled_gemm;

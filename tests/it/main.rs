@@ -51,6 +51,7 @@ mod mem_oplog;
 mod mem_store;
 mod physical_limit;
 mod probe;
+mod replay;
 mod runtime_placement;
 mod runtime_tensor;
 mod sim_core;
