@@ -14,7 +14,8 @@
 //! Loading goes through `config::Document`: unknown keys, wrong units and
 //! broken rules are reported with the file, line, column and key path.
 //! The rules include the compiler's: the cube NoC can be laid out
-//! (`layout`) and every hop time fits in 64-bit picoseconds (`link`).
+//! (`layout`) and every hop time fits in 64-bit picoseconds (`link`); and
+//! every fault of `faults:` names a part of this machine (`faults`).
 
 use std::fmt;
 use std::ops::Deref;
@@ -22,8 +23,11 @@ use std::ops::Deref;
 use serde::Deserialize;
 
 use super::address::{AddressError, AddressMap};
+use super::error::TopologyError;
+use super::faults::{FaultError, FaultsSpec};
 use super::layout::{CubeLayout, LayoutError};
 use super::link::{LinkCatalog, LinkError};
+use super::machine::Machine;
 use crate::config::units::{Bandwidth, Count, Fraction, Frequency, NonZeroSize, Size};
 use crate::config::{ConfigError, ConfigSource, Document, Override};
 use crate::sim::SimDuration;
@@ -42,6 +46,7 @@ pub struct TopologySpec {
     cube: CubeSpec,
     pe: PeSpec,
     simulation: SimulationSpec,
+    faults: FaultsSpec,
 }
 
 /// `simulation:` (optional) — how the machine is simulated.
@@ -851,7 +856,7 @@ fn square_grid(count: Count, topology: ArrangementName) -> Result<Grid, SipArran
 #[derive(Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a topology mapping with system, sip, cube, pe and optionally simulation"
+    expecting = "a topology mapping with system, sip, cube, pe and optionally simulation and faults"
 )]
 struct TopologyFile {
     system: SystemFile,
@@ -860,6 +865,8 @@ struct TopologyFile {
     pe: PeParams,
     #[serde(default)]
     simulation: SimulationSpec,
+    #[serde(default)]
+    faults: FaultsSpec,
 }
 
 #[derive(Deserialize)]
@@ -928,6 +935,7 @@ impl TopologyFile {
             },
             pe,
             simulation: self.simulation,
+            faults: self.faults,
         }
         .checked()
     }
@@ -955,6 +963,9 @@ pub enum SpecError {
     /// A hop time does not fit 64-bit picoseconds.
     #[error("{}", .0.source)]
     Link(#[from] LinkError),
+    /// A fault names no part of the machine, or does not fit it.
+    #[error(transparent)]
+    Fault(#[from] FaultError),
 }
 
 impl SpecError {
@@ -967,6 +978,7 @@ impl SpecError {
             SpecError::Address(e) => e.key().to_owned(),
             SpecError::Layout(e) => e.key().to_owned(),
             SpecError::Link(e) => e.key.to_owned(),
+            SpecError::Fault(e) => e.key.clone(),
         }
     }
 }
@@ -999,7 +1011,25 @@ impl TopologySpec {
         AddressMap::new(&self)?;
         CubeLayout::new(&self.cube)?;
         LinkCatalog::new(&self)?;
+        self.check_faults()?;
         Ok(self)
+    }
+
+    /// The faults' SIPs, cubes, PEs and ranks exist; with link faults,
+    /// the machine is built once so that their names are checked here
+    /// (a fault-free spec builds nothing). A build error other than a
+    /// fault's is the build's own, reported where the machine is built.
+    fn check_faults(&self) -> Result<(), SpecError> {
+        let pes = self.cube.pes.get();
+        let sips = self.system.sips.count();
+        self.faults.check(sips, self.cubes_per_sip(), pes)?;
+        if self.faults.links.is_empty() {
+            return Ok(());
+        }
+        match Machine::build(self) {
+            Err(TopologyError::Fault(error)) => Err(error.into()),
+            _ => Ok(()),
+        }
     }
 
     /// The host, the SIPs and the links between them.
@@ -1025,6 +1055,16 @@ impl TopologySpec {
     /// How the hardware is simulated (not what it is).
     pub fn simulation(&self) -> &SimulationSpec {
         &self.simulation
+    }
+
+    /// What is degraded (`faults:`, ADR-0105); empty when healthy.
+    pub fn faults(&self) -> &FaultsSpec {
+        &self.faults
+    }
+
+    /// This machine with `faults` instead, checked again.
+    pub fn with_faults(self, faults: FaultsSpec) -> Result<Self, SpecError> {
+        TopologySpec { faults, ..self }.checked()
     }
 
     /// This machine simulated at `fidelity`. No rule reads the fidelity,
