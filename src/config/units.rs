@@ -1009,6 +1009,28 @@ mod tests {
     }
 
     #[test]
+    fn slowdowns_are_exact_at_least_one_and_stretch_rounding_up() {
+        let two: Slowdown = "2".parse().unwrap();
+        assert_eq!(two.ppm(), 2_000_000);
+        assert_eq!("150%".parse::<Slowdown>().unwrap().to_string(), "1.5");
+        assert!(Slowdown::NONE.is_none());
+        for bad in ["0", "0.5", "-2", "x"] {
+            assert!(bad.parse::<Slowdown>().is_err(), "{bad}");
+        }
+        let third: Slowdown = "1.333333".parse().unwrap();
+        let d = SimDuration::from_ps(3);
+        assert_eq!(two.stretch(d).unwrap(), SimDuration::from_ps(6));
+        assert_eq!(third.stretch(d).unwrap(), SimDuration::from_ps(4));
+        assert_eq!(
+            Slowdown::NONE.stretch(SimDuration::MAX).unwrap(),
+            SimDuration::MAX
+        );
+        assert!(two.stretch(SimDuration::MAX).is_err());
+        assert_eq!(two.then(two).unwrap().to_string(), "4");
+        assert_eq!(Fraction::ONE.ppm(), Fraction::PPM_PER_ONE);
+    }
+
+    #[test]
     fn bandwidth_decimals_are_exact() {
         assert_eq!(bw("25.6 GB/s"), 25_600_000_000);
         assert_eq!(bw("819.2 GB/s"), 819_200_000_000);

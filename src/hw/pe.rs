@@ -411,4 +411,32 @@ mod tests {
         assert_eq!(done.output().unwrap().as_ps(), t.as_ps());
         assert_eq!(math.stats(SimTime::from_ns(300)).jobs, 2);
     }
+
+    #[test]
+    fn a_slow_pe_takes_its_factor_times_every_hold() {
+        let pe = pe(32);
+        let job = PipelineJob {
+            gemm: shape(64, 32, 100),
+            epilogue_steps: 2,
+        };
+        let t = pipeline_formula(&pe, &job).unwrap();
+        let slow: Slowdown = "2".parse().unwrap();
+        let mut simulation = Simulation::new();
+        let gemm = std::rc::Rc::new(GemmEngine::new("gemm", &pe).with_slowdown(slow));
+        let math = std::rc::Rc::new(MathEngine::new("math", &pe).with_slowdown(slow));
+        let (g, m) = (gemm.clone(), math.clone());
+        let done = simulation.spawn("job", async move {
+            let run = g.submit(&job).unwrap();
+            let end = run.finish(&m).await.unwrap();
+            let op = m.reserve(1024).unwrap();
+            (end, op.end - op.start)
+        });
+        simulation.run().unwrap();
+        let (end, op) = done.output().unwrap();
+        assert_eq!(end.as_ps(), 2 * t.as_ps());
+        assert_eq!(
+            op,
+            SimDuration::from_ps(2 * math_formula(&pe, 1024).unwrap().as_ps())
+        );
+    }
 }

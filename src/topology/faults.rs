@@ -529,6 +529,43 @@ mod tests {
         assert_eq!(key("links", "east", "link"), "faults.links.east.link");
     }
 
+    fn machine(sets: &[&str]) -> Machine {
+        let overrides: Vec<crate::config::Override> = sets
+            .iter()
+            .map(|s| crate::config::Override::parse(s).unwrap())
+            .collect();
+        let source = super::super::TopologySpec::default_source();
+        let spec = super::super::TopologySpec::load(&source, &overrides).unwrap();
+        Machine::build(&spec).unwrap()
+    }
+
+    #[test]
+    fn a_link_fault_derates_its_edges_once_and_factor_one_changes_nothing() {
+        let healthy = machine(&[]);
+        let name = "faults.links.e.link=sip0.inter_sip.e<->sip1.inter_sip.w";
+        let slow = machine(&[name, "faults.links.e.bandwidth_factor=0.5"]);
+        let (a, b) = (
+            slow.find("sip0.inter_sip.e").unwrap(),
+            slow.find("sip1.inter_sip.w").unwrap(),
+        );
+        let edge = slow.edge_between(a, b).unwrap();
+        for e in [edge, slow.edge(edge).reverse] {
+            let (was, now) = (
+                healthy.link_params(healthy.edge(e)),
+                slow.link_params(slow.edge(e)),
+            );
+            assert_eq!(
+                now.bandwidth.bytes_per_sec() * 2,
+                was.bandwidth.bytes_per_sec()
+            );
+            assert_eq!((now.latency, now.efficiency), (was.latency, was.efficiency));
+        }
+        let whole = machine(&[name, "faults.links.e.bandwidth_factor=1"]);
+        let roles = |m: &Machine| m.edges().iter().map(|e| e.role).collect::<Vec<_>>();
+        assert_eq!(roles(&whole), roles(&healthy));
+        assert_ne!(roles(&slow), roles(&healthy));
+    }
+
     #[test]
     fn units_hold_their_pes() {
         assert!(Unit::Sip(1).holds(1, 5, 7));
