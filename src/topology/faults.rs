@@ -118,10 +118,16 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Entries<T> {
     }
 }
 
+/// The key path of entry `name` of `faults.{section}`:
+/// `faults.links.east`, `faults.links[0]`.
+pub fn entry(section: &str, name: &str) -> String {
+    let sep = if name.starts_with('[') { "" } else { "." };
+    format!("faults.{section}{sep}{name}")
+}
+
 /// The key path of `field` of entry `name` of `faults.{section}`.
 pub fn key(section: &str, name: &str, field: &str) -> String {
-    let sep = if name.starts_with('[') { "" } else { "." };
-    format!("faults.{section}{sep}{name}.{field}")
+    format!("{}.{field}", entry(section, name))
 }
 
 /// A fault that cannot apply to this machine, at its key.

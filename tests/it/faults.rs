@@ -330,43 +330,39 @@ fn bad_fault_specs_are_refused_naming_the_key() {
     );
 }
 
-/// The example files are whole machines for `--topology`; the
-/// straggler's `--explain` critical path starts at its lateness.
+/// The example files are whole machines for `--topology`; `--explain`
+/// lists each fault with its time on the critical path, and the
+/// straggler's path starts at its lateness.
 #[test]
-fn the_examples_run_and_explain_names_the_straggler() {
+fn the_examples_run_and_explain_names_their_faults() {
     let dir = TempDir::new("faults-examples");
-    let degraded = kernbench(
-        &dir,
-        &[
-            "run",
-            "--bench",
-            "ccl_allreduce",
-            "--topology",
-            DEGRADED,
-            "--size",
-            "256K",
-        ],
+    let explained = |file: &str| {
+        let args = ["run", "--bench", "ccl_allreduce", "--topology", file];
+        let output = kernbench(
+            &dir,
+            &[&args[..], &["--size", "256K", "--explain"]].concat(),
+        );
+        assert!(output.status.success(), "{file}: {}", stderr(&output));
+        stdout(&output)
+    };
+    let out = explained(DEGRADED);
+    let link = "faults.links.sip0_sip1: sip0.inter_sip.e<->sip1.inter_sip.w \
+                (bandwidth x0.5, +0 ps) (link)";
+    assert!(
+        out.contains("faults (ADR-0105) on the critical path:") && out.contains(link),
+        "explain names the degraded link: {out}"
     );
-    assert!(degraded.status.success(), "{}", stderr(&degraded));
-    let straggler = kernbench(
-        &dir,
-        &[
-            "run",
-            "--bench",
-            "ccl_allreduce",
-            "--topology",
-            STRAGGLER,
-            "--size",
-            "256K",
-            "--explain",
-        ],
-    );
-    assert!(straggler.status.success(), "{}", stderr(&straggler));
-    let out = stdout(&straggler);
+    let out = explained(STRAGGLER);
     let path = out.split("critical path").nth(1).unwrap_or_default();
     let first = path.lines().nth(2).unwrap_or_default();
     assert!(
         first.contains("50 us") && first.contains("sip3.straggler"),
         "the critical path starts at the straggler: {first}"
+    );
+    let named = "faults.stragglers[0]: rank 3 50 us late to all_reduce (call 1) (straggler)";
+    let line = out.lines().find(|l| l.contains(named)).unwrap_or_default();
+    assert!(
+        line.trim_start().starts_with("50 us"),
+        "explain gives the straggler its 50 us: {out}"
     );
 }
