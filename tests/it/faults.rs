@@ -366,3 +366,37 @@ fn the_examples_run_and_explain_names_their_faults() {
         "explain gives the straggler its 50 us: {out}"
     );
 }
+
+/// `sweep --vary` reaches a named fault's values: which link is degraded
+/// and by how much, one row each and a sensitivity table.
+#[test]
+fn sweep_varies_a_named_fault() {
+    let dir = TempDir::new("faults-sweep");
+    let links = "faults.links.sip0_sip1.link=sip0.inter_sip.e<->sip1.inter_sip.w,\
+                 sip0.cube0.ucie.e<->sip0.cube1.ucie.w";
+    let args = [
+        "sweep",
+        "--bench",
+        "ccl_allreduce",
+        "--topology",
+        DEGRADED,
+        "-b",
+        "16K",
+        "-e",
+        "16K",
+        "--vary",
+        links,
+        "--vary",
+        "faults.links.sip0_sip1.bandwidth_factor=0.1,1",
+    ];
+    let output = kernbench(&dir, &args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let out = stdout(&output);
+    for what in [
+        "sensitivity to faults.links.sip0_sip1.link",
+        "sensitivity to faults.links.sip0_sip1.bandwidth_factor",
+        "faults.links.sip0_sip1.link=sip0.cube0.ucie.e<->sip0.cube1.ucie.w",
+    ] {
+        assert!(out.contains(what), "{what}: {out}");
+    }
+}
