@@ -8,6 +8,7 @@
 //! either was made.
 
 use super::{Share, Step};
+use crate::hw::explain::Class;
 use crate::topology::FaultsSpec;
 use crate::topology::faults::entry;
 use crate::topology::naming;
@@ -36,7 +37,11 @@ pub(super) fn shares(path: &[Step], faults: &FaultsSpec) -> Vec<Share> {
     }
     for (name, fault) in faults.compute.iter() {
         let prefix = format!("{}.", fault.at);
-        let compute = |s: &Step| matches!(s.class.as_str(), "pe_math" | "dma_issue");
+        let compute = |s: &Step| {
+            [Class::PeMath, Class::DmaIssue]
+                .iter()
+                .any(|c| s.class == c.name())
+        };
         let hit = |s: &Step| s.component.starts_with(&prefix) && compute(s);
         shares.push(Share {
             name: format!(

@@ -380,7 +380,7 @@ impl FaultsSpec {
 
     /// Checks every SIP, cube, PE and rank against a machine of `sips`
     /// SIPs of `cubes` cubes of `pes` PEs, and that the slowdowns
-    /// multiply without overflow. Link names need the built machine
+    /// multiply and the lateness adds up without overflow. Link names need the built machine
     /// ([`resolve_links`]).
     pub fn check(&self, sips: u32, cubes: u64, pes: u32) -> Result<(), FaultError> {
         let mut product = Slowdown::NONE;
@@ -398,7 +398,13 @@ impl FaultsSpec {
                     .to_owned(),
             })?;
         }
+        let mut late = SimDuration::ZERO;
         for (name, straggler) in self.stragglers.iter() {
+            late = late.checked_add(straggler.late).map_err(|_| FaultError {
+                key: key("stragglers", name, "late"),
+                message: "the stragglers' lateness together overflows 64-bit picoseconds"
+                    .to_owned(),
+            })?;
             if straggler.rank >= sips {
                 return Err(FaultError {
                     key: key("stragglers", name, "rank"),
