@@ -155,10 +155,7 @@ impl PeUnits {
     fn new(spec: &TopologySpec, sip: u32, cube: u32, pe: u32) -> Self {
         let name = naming::pe(sip, cube, pe);
         let slowdown = spec.faults().pe_slowdown(sip, cube, pe);
-        let mut dma = spec.pe().dma;
-        dma.issue_overhead = slowdown
-            .stretch(dma.issue_overhead)
-            .unwrap_or(SimDuration::MAX);
+        let dma = spec.pe_dma(sip, cube, pe);
         let gemm = GemmEngine::new(&format!("{name}.gemm"), spec.pe()).with_slowdown(slowdown);
         let math = MathEngine::new(&format!("{name}.math"), spec.pe()).with_slowdown(slowdown);
         PeUnits {

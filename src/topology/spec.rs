@@ -1070,6 +1070,19 @@ impl TopologySpec {
         &self.faults
     }
 
+    /// The PE_DMA of PE `pe` of cube `cube` of SIP `sip`: `pe.dma`, its
+    /// issue time stretched by the PE's slowdown (`faults.compute`,
+    /// ADR-0105; saturated at the largest duration, which the first use
+    /// reports as an overflow).
+    pub fn pe_dma(&self, sip: u32, cube: u32, pe: u32) -> DmaSpec {
+        let slowdown = self.faults.pe_slowdown(sip, cube, pe);
+        let mut dma = self.pe.dma;
+        dma.issue_overhead = slowdown
+            .stretch(dma.issue_overhead)
+            .unwrap_or(SimDuration::MAX);
+        dma
+    }
+
     /// This machine with `faults` instead, checked again.
     pub fn with_faults(self, faults: FaultsSpec) -> Result<Self, SpecError> {
         TopologySpec { faults, ..self }.checked()

@@ -400,3 +400,22 @@ fn sweep_varies_a_named_fault() {
         assert!(out.contains(what), "{what}: {out}");
     }
 }
+
+/// The probe's closed forms hold on a degraded machine: its links' are
+/// the derated ones, a slow PE's DMA issue time is stretched in them.
+#[test]
+fn the_probe_holds_on_a_degraded_machine() {
+    let dir = TempDir::new("faults-probe");
+    for args in [
+        &["probe", "--topology", DEGRADED][..],
+        &["probe", "--set", "faults.compute=[{at: sip0, slowdown: 2}]"][..],
+    ] {
+        let output = kernbench(&dir, args);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}{}",
+            stdout(&output),
+            stderr(&output)
+        );
+    }
+}
