@@ -305,6 +305,15 @@ impl Machine {
         self.links.params(edge.role)
     }
 
+    /// Whether either direction of `edge`'s link is degraded
+    /// (`faults.links`, ADR-0105).
+    pub fn is_degraded(&self, edge: EdgeId) -> bool {
+        let one = self.edge(edge);
+        [one, self.edge(one.reverse)]
+            .iter()
+            .any(|e| matches!(e.role, LinkRole::Derated(_)))
+    }
+
     /// The spec the machine was built from.
     pub fn spec(&self) -> &TopologySpec {
         &self.spec

@@ -419,3 +419,18 @@ fn the_probe_holds_on_a_degraded_machine() {
         );
     }
 }
+
+/// The machine drawings (and so the heat maps) mark a degraded link with a
+/// halo: the inter-SIP link of degraded-link.yaml, a NoC link of the cube
+/// drawn; a healthy machine has none.
+#[test]
+fn the_drawings_mark_degraded_links() {
+    use kernbench::harness::web::{cube_svg, topology_svg};
+    let halos = |svg: String| svg.matches("class=\"degraded\"").count();
+    let machine = |file, sets: &[&str]| Machine::build(&spec(file, sets)).unwrap();
+    assert_eq!(halos(topology_svg(&machine(None, &[]))), 0);
+    assert_eq!(halos(cube_svg(&machine(None, &[]))), 0);
+    assert_eq!(halos(topology_svg(&machine(Some(DEGRADED), &[]))), 1);
+    let noc = "faults.links=[{link: sip0.cube0.r0c0->sip0.cube0.r0c1, bandwidth_factor: 0.5}]";
+    assert_eq!(halos(cube_svg(&machine(None, &[noc]))), 1);
+}
