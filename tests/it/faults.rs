@@ -434,3 +434,10 @@ fn the_drawings_mark_degraded_links() {
     let noc = "faults.links=[{link: sip0.cube0.r0c0->sip0.cube0.r0c1, bandwidth_factor: 0.5}]";
     assert_eq!(halos(cube_svg(&machine(None, &[noc]))), 1);
 }
+
+/// A derated role costs an edge nothing: `Edge` stays 16 bytes (ADR-0105
+/// D6; a machine of 130 million edges keeps its footprint).
+#[test]
+fn an_edge_stays_sixteen_bytes() {
+    assert_eq!(std::mem::size_of::<kernbench::topology::Edge>(), 16);
+}
