@@ -747,7 +747,7 @@ impl fmt::Display for Fraction {
 }
 
 /// A slowdown factor of at least 1, such as a slow PE's (`faults.compute`,
-/// ADR-0105): `2` makes every duration it stretches twice as long. Held
+/// ADR-0106): `2` makes every duration it stretches twice as long. Held
 /// exactly in parts per million; written `2`, `1.25` or `150%`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Slowdown(NonZeroU64);

@@ -1,4 +1,4 @@
-//! The machine's faults on the critical path (ADR-0105): for each fault of
+//! The machine's faults on the critical path (ADR-0106): for each fault of
 //! `faults:`, the path's time on what it degrades — a link fault's edges
 //! (by the names `--explain` gives links, `from->to`), a slow unit's
 //! PE_GEMM, PE_MATH and PE_DMA issue, a straggler's wait

@@ -19,7 +19,7 @@
 //!   queueing its users saw;
 //! - the **model gap** beside an α-β `model_ps` ([`Explanation::add_model`]);
 //! - on a degraded machine, each **fault**'s time on the path
-//!   ([`Explanation::add_faults`], ADR-0105).
+//!   ([`Explanation::add_faults`], ADR-0106).
 //!
 //! Knows the causal log, the hardware's labels and the device; nothing of
 //! workloads or of the CLI.
@@ -199,7 +199,7 @@ pub struct Explanation {
     /// Beside `model_ps`, when the run has one.
     pub model_gap: Option<ModelGap>,
     /// Each fault of a degraded machine with the path's time on what it
-    /// degrades (ADR-0105); empty, and not written, for a healthy one.
+    /// degrades (ADR-0106); empty, and not written, for a healthy one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<Share>,
 }

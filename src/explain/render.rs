@@ -187,7 +187,7 @@ impl Explanation {
         if self.faults.is_empty() {
             return Ok(());
         }
-        writeln!(f, "  faults (ADR-0105) on the critical path:")?;
+        writeln!(f, "  faults (ADR-0106) on the critical path:")?;
         for share in &self.faults {
             writeln!(
                 f,

@@ -1074,7 +1074,7 @@ fn draw_stub(svg: &mut String, port: &Port, to: u32, color: &str, degraded: bool
     );
 }
 
-/// The grey halo drawn under a degraded link (`faults.links`, ADR-0105)
+/// The grey halo drawn under a degraded link (`faults.links`, ADR-0106)
 /// from `a` to `b`; a healthy machine has none.
 fn degraded_halo(svg: &mut String, (x1, y1): (f64, f64), (x2, y2): (f64, f64)) {
     let _ = writeln!(

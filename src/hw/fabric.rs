@@ -16,7 +16,7 @@
 //! latency plus pseudo-channel serialisation; SRAM: its port; TCM reached
 //! through a path: its access latency only).
 //!
-//! A degraded machine (`faults:`, ADR-0105) needs nothing here per event:
+//! A degraded machine (`faults:`, ADR-0106) needs nothing here per event:
 //! its links' parameters come derated from the machine, and a slow PE's
 //! units are made with its factor.
 //!
@@ -150,7 +150,7 @@ pub struct PeUnits {
 
 impl PeUnits {
     /// The units of PE `pe` of cube `cube` of SIP `sip`; a slow PE's
-    /// (`faults.compute`, ADR-0105) with its factor fixed into them here,
+    /// (`faults.compute`, ADR-0106) with its factor fixed into them here,
     /// once: GEMM and math holds and the PE_DMA issue time stretched.
     fn new(spec: &TopologySpec, sip: u32, cube: u32, pe: u32) -> Self {
         let name = naming::pe(sip, cube, pe);

@@ -23,7 +23,7 @@
 //!   `t`'s epilogue overlaps tile `t + 1`'s GEMM. Uncontended:
 //!   [`pipeline_formula`] `= max_j (Σ_{t≤j} g_t + F + Σ_{t≥j} m_t)`.
 //!
-//! A slow PE (`faults.compute`, ADR-0105) has engines made
+//! A slow PE (`faults.compute`, ADR-0106) has engines made
 //! [`with_slowdown`](GemmEngine::with_slowdown): every hold above is
 //! stretched by its factor, rounded up to a picosecond; the formulas are
 //! the healthy PE's.
@@ -167,7 +167,7 @@ pub fn pipeline_formula(spec: &PeSpec, job: &PipelineJob) -> Result<SimDuration,
 /// PE_GEMM: one PE's matrix engine.
 pub struct GemmEngine {
     spec: PeSpec,
-    /// A slow PE's factor on every hold (`faults.compute`, ADR-0105).
+    /// A slow PE's factor on every hold (`faults.compute`, ADR-0106).
     slowdown: Slowdown,
     server: SerialServer,
 }
@@ -193,7 +193,7 @@ impl GemmEngine {
     }
 
     /// This engine `slowdown` times as slow: every tile's hold, the fill
-    /// and the epilogues stretched (ADR-0105).
+    /// and the epilogues stretched (ADR-0106).
     #[must_use]
     pub fn with_slowdown(self, slowdown: Slowdown) -> Self {
         GemmEngine { slowdown, ..self }
@@ -296,7 +296,7 @@ fn stretch(
 /// PE_MATH: one PE's vector unit.
 pub struct MathEngine {
     spec: PeSpec,
-    /// A slow PE's factor on every hold (`faults.compute`, ADR-0105).
+    /// A slow PE's factor on every hold (`faults.compute`, ADR-0106).
     slowdown: Slowdown,
     server: SerialServer,
 }
@@ -311,7 +311,7 @@ impl MathEngine {
         }
     }
 
-    /// This unit `slowdown` times as slow (ADR-0105).
+    /// This unit `slowdown` times as slow (ADR-0106).
     #[must_use]
     pub fn with_slowdown(self, slowdown: Slowdown) -> Self {
         MathEngine { slowdown, ..self }

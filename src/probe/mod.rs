@@ -210,7 +210,7 @@ fn missing(space: MemSpace) -> DeviceError {
 }
 
 /// The issuing engine's time per descriptor (a slow PE's stretched,
-/// ADR-0105).
+/// ADR-0106).
 fn issue_overhead(device: &Device, flow: &Flow) -> SimDuration {
     let spec = device.fabric().machine().spec();
     match flow.engine {

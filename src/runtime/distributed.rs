@@ -21,7 +21,7 @@
 //! grid with the plan's IPCQ network attached and awaited. Ranks meet
 //! inside the kernels, through IPCQ.
 //!
-//! A straggler of the machine (`faults.stragglers`, ADR-0105) waits its
+//! A straggler of the machine (`faults.stragglers`, ADR-0106) waits its
 //! lateness before its launch of the collective and call named; the calls
 //! are counted per world rank and collective only when there is one.
 //!
@@ -757,7 +757,7 @@ impl Distributed {
     }
 
     /// How late `rank` starts this call of `collective`
-    /// (`faults.stragglers`, ADR-0105), counting the call; zero at once on
+    /// (`faults.stragglers`, ADR-0106), counting the call; zero at once on
     /// a machine without stragglers.
     fn lateness(&self, collective: Collective, rank: u32) -> SimDuration {
         let faults = self.inner.device.fabric().machine().spec().faults();
@@ -1325,7 +1325,7 @@ impl Group {
 }
 
 /// A straggler's wait before its launch: `late` of virtual time, named
-/// `sip{rank}.straggler` for `--explain` (ADR-0105).
+/// `sip{rank}.straggler` for `--explain` (ADR-0106).
 async fn straggle(rank: u32, late: SimDuration) {
     if explain::recording() {
         let name = format!("{}.straggler", crate::topology::naming::sip(rank));

@@ -1,5 +1,5 @@
 //! Faults as configuration: the optional `faults:` section of
-//! topology.yaml (ADR-0105), a degraded machine written as data.
+//! topology.yaml (ADR-0106), a degraded machine written as data.
 //!
 //! Three kinds, each a list (`[{...}, ...]`) or a mapping of named
 //! entries (`{name: {...}}`, so that `--set faults.links.NAME.KEY=V` and

@@ -77,7 +77,7 @@ pub struct LinkError {
 }
 
 /// The parameters of every kind of hop of one machine, and of each
-/// degraded link (`faults.links`, ADR-0105).
+/// degraded link (`faults.links`, ADR-0106).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkCatalog {
     /// Router to neighbouring router: one NoC link, `hop_cycles`.
@@ -111,7 +111,7 @@ pub const MAX_DERATED: usize = 256;
 /// Which entry of the [`LinkCatalog`] times an edge: a machine has these
 /// seven kinds of hop parameters, and a degraded machine up to
 /// [`MAX_DERATED`] more, so an edge names its entry in two bytes instead
-/// of carrying the parameters (ADR-0050 D3, ADR-0105).
+/// of carrying the parameters (ADR-0050 D3, ADR-0106).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LinkRole {
     /// [`LinkCatalog::noc_hop`].

@@ -10,7 +10,7 @@
 //! 4. `index` — name index and adjacency lists;
 //!
 //! then gives the edges `faults.links` names their degraded parameters
-//! (`faults`, ADR-0105).
+//! (`faults`, ADR-0106).
 //!
 //! A `Machine` is immutable and knows nothing of time or traffic: the
 //! latency models (`hw`) turn its edges into serial resources, routing
@@ -263,7 +263,7 @@ impl Machine {
     }
 
     /// Gives every edge a link fault names its degraded parameters, once
-    /// (ADR-0105): an edge whose parameters do not change keeps its role,
+    /// (ADR-0106): an edge whose parameters do not change keeps its role,
     /// so a fault of factor 1 and no extra latency changes nothing.
     fn derate_links(&mut self) -> Result<(), TopologyError> {
         if self.spec.faults().links.is_empty() {
@@ -306,7 +306,7 @@ impl Machine {
     }
 
     /// Whether either direction of `edge`'s link is degraded
-    /// (`faults.links`, ADR-0105).
+    /// (`faults.links`, ADR-0106).
     pub fn is_degraded(&self, edge: EdgeId) -> bool {
         let one = self.edge(edge);
         [one, self.edge(one.reverse)]

@@ -10,7 +10,7 @@
 //!   its [`LinkParams`]; `naming` owns every node name.
 //! - [`PathRouter`] finds deterministic dimension-order routes over
 //!   adjacency [`View`]s; [`AddressResolver`] maps addresses to memory nodes.
-//! - [`FaultsSpec`] (`faults:`, ADR-0105) is a degraded machine as data:
+//! - [`FaultsSpec`] (`faults:`, ADR-0106) is a degraded machine as data:
 //!   slow PEs, derated links (fixed into the edges' parameters when the
 //!   machine is built) and late ranks.
 //! - `views` renders the graph for `kernbench topo --view` (text, DOT, JSON).

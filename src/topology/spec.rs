@@ -35,7 +35,7 @@ use crate::sim::SimDuration;
 const DEFAULT_FILE: &str = "configs/topology.yaml";
 
 /// The largest machine (estimated host bytes) whose link faults are
-/// checked by building it at load (ADR-0105): 1 GiB, about 1,800 SIPs of
+/// checked by building it at load (ADR-0106): 1 GiB, about 1,800 SIPs of
 /// the default 16 cubes of 8 PEs (`Machine::estimated_bytes`).
 const EARLY_BUILD_BYTES: u128 = 1 << 30;
 const DEFAULT_YAML: &str = include_str!("../../configs/topology.yaml");
@@ -1065,14 +1065,14 @@ impl TopologySpec {
         &self.simulation
     }
 
-    /// What is degraded (`faults:`, ADR-0105); empty when healthy.
+    /// What is degraded (`faults:`, ADR-0106); empty when healthy.
     pub fn faults(&self) -> &FaultsSpec {
         &self.faults
     }
 
     /// The PE_DMA of PE `pe` of cube `cube` of SIP `sip`: `pe.dma`, its
     /// issue time stretched by the PE's slowdown (`faults.compute`,
-    /// ADR-0105; saturated at the largest duration, which the first use
+    /// ADR-0106; saturated at the largest duration, which the first use
     /// reports as an overflow).
     pub fn pe_dma(&self, sip: u32, cube: u32, pe: u32) -> DmaSpec {
         let slowdown = self.faults.pe_slowdown(sip, cube, pe);

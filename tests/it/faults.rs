@@ -1,4 +1,4 @@
-//! Faults as configuration (ADR-0105): a degraded link's all-reduce time
+//! Faults as configuration (ADR-0106): a degraded link's all-reduce time
 //! against the closed form of its bottleneck, a factor of 1 identical to
 //! the healthy machine to the picosecond, a straggler's lateness in the
 //! collective's time, a slow SIP's GEMM, and every bad fault spec refused
@@ -349,7 +349,7 @@ fn the_examples_run_and_explain_names_their_faults() {
     let link = "faults.links.sip0_sip1: sip0.inter_sip.e<->sip1.inter_sip.w \
                 (bandwidth x0.5, +0 ps) (link)";
     assert!(
-        out.contains("faults (ADR-0105) on the critical path:") && out.contains(link),
+        out.contains("faults (ADR-0106) on the critical path:") && out.contains(link),
         "explain names the degraded link: {out}"
     );
     let out = explained(STRAGGLER);
@@ -435,7 +435,7 @@ fn the_drawings_mark_degraded_links() {
     assert_eq!(halos(cube_svg(&machine(None, &[noc]))), 1);
 }
 
-/// A derated role costs an edge nothing: `Edge` stays 16 bytes (ADR-0105
+/// A derated role costs an edge nothing: `Edge` stays 16 bytes (ADR-0106
 /// D6; a machine of 130 million edges keeps its footprint).
 #[test]
 fn an_edge_stays_sixteen_bytes() {
