@@ -160,10 +160,12 @@ impl Document {
     }
 
     /// The origin and node at `path`, or of its nearest existing ancestor.
+    /// A key may index a list: `links[0]` is item 0 of `links`.
     fn find(&self, path: &str) -> (&Origin, &Node) {
         let mut node = &self.root;
         let mut origin = &self.root.origin;
-        for key in path.split('.') {
+        for step in path.split('.') {
+            let (key, item) = list_item(step);
             let NodeKind::Map(entries) = &node.kind else {
                 break;
             };
@@ -172,8 +174,26 @@ impl Document {
             };
             origin = &entry.key_origin;
             node = &entry.value;
+            if let (Some(i), NodeKind::Seq(items)) = (item, &node.kind)
+                && let Some(at) = items.get(i)
+            {
+                origin = &at.origin;
+                node = at;
+            }
         }
         (origin, node)
+    }
+}
+
+/// `key[i]` as (`key`, `Some(i)`); any other step as (`step`, `None`).
+fn list_item(step: &str) -> (&str, Option<usize>) {
+    let indexed = step
+        .strip_suffix(']')
+        .and_then(|s| s.split_once('['))
+        .and_then(|(key, i)| Some((key, i.parse().ok()?)));
+    match indexed {
+        Some((key, i)) => (key, Some(i)),
+        None => (step, None),
     }
 }
 

@@ -671,6 +671,12 @@ pub struct Fraction(NonZeroU32);
 impl Fraction {
     /// Parts per million in one whole.
     pub const PPM_PER_ONE: u32 = 1_000_000;
+    /// One whole: 1 (100 %).
+    pub const ONE: Fraction = match NonZeroU32::new(Self::PPM_PER_ONE) {
+        Some(ppm) => Fraction(ppm),
+        // 1 000 000 is not zero.
+        None => Fraction(NonZeroU32::MIN),
+    };
     /// `ppm` parts per million, or `None` outside (0, 1 000 000].
     pub const fn from_ppm(ppm: u32) -> Option<Self> {
         match NonZeroU32::new(ppm) {
@@ -737,6 +743,109 @@ impl fmt::Display for Fraction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let whole = u64::from(Self::PPM_PER_ONE);
         f.write_str(&exact_quotient(u64::from(self.ppm()), whole))
+    }
+}
+
+/// A slowdown factor of at least 1, such as a slow PE's (`faults.compute`,
+/// ADR-0106): `2` makes every duration it stretches twice as long. Held
+/// exactly in parts per million; written `2`, `1.25` or `150%`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Slowdown(NonZeroU64);
+
+impl Slowdown {
+    /// No slowdown: a factor of exactly 1.
+    pub const NONE: Slowdown = match NonZeroU64::new(Fraction::PPM_PER_ONE as u64) {
+        Some(ppm) => Slowdown(ppm),
+        // 1 000 000 is not zero.
+        None => Slowdown(NonZeroU64::MIN),
+    };
+
+    /// `ppm` parts per million, or `None` below 1 000 000 (a factor under 1).
+    pub const fn from_ppm(ppm: u64) -> Option<Self> {
+        match NonZeroU64::new(ppm) {
+            Some(ppm) if ppm.get() >= Fraction::PPM_PER_ONE as u64 => Some(Slowdown(ppm)),
+            _ => None,
+        }
+    }
+
+    /// The factor in parts per million.
+    pub const fn ppm(self) -> u64 {
+        self.0.get()
+    }
+
+    /// Whether this is no slowdown at all.
+    pub const fn is_none(self) -> bool {
+        self.0.get() == Fraction::PPM_PER_ONE as u64
+    }
+
+    /// `self × other`, rounded up to a whole part per million; `None` when
+    /// that overflows.
+    pub fn then(self, other: Slowdown) -> Option<Slowdown> {
+        let one = u128::from(Fraction::PPM_PER_ONE);
+        let product = (u128::from(self.ppm()) * u128::from(other.ppm())).div_ceil(one);
+        u64::try_from(product).ok().and_then(Slowdown::from_ppm)
+    }
+
+    /// `duration × self`, rounded up to a whole picosecond (a slowdown
+    /// never shortens anything); `duration` itself for no slowdown.
+    pub fn stretch(self, duration: SimDuration) -> Result<SimDuration, TimeError> {
+        if self.is_none() {
+            return Ok(duration);
+        }
+        let one = u128::from(Fraction::PPM_PER_ONE);
+        let ps = (u128::from(duration.as_ps()) * u128::from(self.ppm())).div_ceil(one);
+        u64::try_from(ps)
+            .map(SimDuration::from_ps)
+            .map_err(|_| TimeError::Overflow(format!("{duration} x slowdown {self}")))
+    }
+}
+
+impl FromStr for Slowdown {
+    type Err = UnitError;
+    fn from_str(text: &str) -> Result<Self, UnitError> {
+        let trimmed = text.trim();
+        let (number, ppm_per_unit) = match trimmed.strip_suffix('%') {
+            Some(percent) => (percent.trim(), 10_000),
+            None => (trimmed, u64::from(Fraction::PPM_PER_ONE)),
+        };
+        let out_of_range = || UnitError::OutOfRange {
+            text: text.to_owned(),
+            what: "a slowdown factor",
+            range: "at least 1 (1: full speed, 2: twice as slow)",
+        };
+        let failure = |failure| match failure {
+            Failure::Syntax => UnitError::Malformed {
+                text: text.to_owned(),
+                what: "a slowdown factor",
+                example: "2",
+            },
+            Failure::Inexact => UnitError::Inexact {
+                text: text.to_owned(),
+                base: "parts per million",
+            },
+            Failure::TooLarge => UnitError::TooLarge {
+                text: text.to_owned(),
+                max: u64::MAX,
+                base: "parts per million",
+            },
+            Failure::Negative => UnitError::Negative {
+                text: text.to_owned(),
+                what: "a slowdown factor",
+            },
+        };
+        let ppm = Decimal::parse(number)
+            .and_then(|decimal| decimal.times(ppm_per_unit))
+            .map_err(failure)?;
+        Slowdown::from_ppm(ppm).ok_or_else(out_of_range)
+    }
+}
+
+impl fmt::Display for Slowdown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&exact_quotient(
+            self.ppm(),
+            u64::from(Fraction::PPM_PER_ONE),
+        ))
     }
 }
 
@@ -867,6 +976,12 @@ impl<'de> Deserialize<'de> for Fraction {
     }
 }
 
+impl<'de> Deserialize<'de> for Slowdown {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserialize_quantity(deserializer, "a slowdown factor such as 2 or 1.5")
+    }
+}
+
 /// Durations in configuration files are written `"8 ns"`, `"1.5 us"`; this
 /// is the only `Deserialize` for [`SimDuration`] in the crate.
 impl<'de> Deserialize<'de> for SimDuration {
@@ -891,6 +1006,28 @@ mod tests {
 
     fn bw(text: &str) -> u64 {
         text.parse::<Bandwidth>().unwrap().bytes_per_sec()
+    }
+
+    #[test]
+    fn slowdowns_are_exact_at_least_one_and_stretch_rounding_up() {
+        let two: Slowdown = "2".parse().unwrap();
+        assert_eq!(two.ppm(), 2_000_000);
+        assert_eq!("150%".parse::<Slowdown>().unwrap().to_string(), "1.5");
+        assert!(Slowdown::NONE.is_none());
+        for bad in ["0", "0.5", "-2", "x"] {
+            assert!(bad.parse::<Slowdown>().is_err(), "{bad}");
+        }
+        let third: Slowdown = "1.333333".parse().unwrap();
+        let d = SimDuration::from_ps(3);
+        assert_eq!(two.stretch(d).unwrap(), SimDuration::from_ps(6));
+        assert_eq!(third.stretch(d).unwrap(), SimDuration::from_ps(4));
+        assert_eq!(
+            Slowdown::NONE.stretch(SimDuration::MAX).unwrap(),
+            SimDuration::MAX
+        );
+        assert!(two.stretch(SimDuration::MAX).is_err());
+        assert_eq!(two.then(two).unwrap().to_string(), "4");
+        assert_eq!(Fraction::ONE.ppm(), Fraction::PPM_PER_ONE);
     }
 
     #[test]

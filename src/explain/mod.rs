@@ -17,11 +17,14 @@
 //! - **utilisation**: every server's bytes, busy time and busy fraction
 //!   over the interval (exact, from the servers' calendars), and the
 //!   queueing its users saw;
-//! - the **model gap** beside an α-β `model_ps` ([`Explanation::add_model`]).
+//! - the **model gap** beside an α-β `model_ps` ([`Explanation::add_model`]);
+//! - on a degraded machine, each **fault**'s time on the path
+//!   ([`Explanation::add_faults`], ADR-0106).
 //!
 //! Knows the causal log, the hardware's labels and the device; nothing of
 //! workloads or of the CLI.
 
+mod faults;
 mod render;
 
 use std::collections::BTreeMap;
@@ -76,7 +79,9 @@ pub fn finish(simulation: &Simulation, device: &Device, host: u32) -> Option<Exp
         device.fabric().explain_end(simulation.now(), poll, what);
     }
     let recording = hwx::finish()?;
-    Some(Explanation::from_recording(&log, &recording))
+    let mut explanation = Explanation::from_recording(&log, &recording);
+    explanation.add_faults(device.fabric().machine().spec().faults());
+    Some(explanation)
 }
 
 /// One step of the critical path, or several equal ones merged.
@@ -193,6 +198,10 @@ pub struct Explanation {
     pub links: Vec<Usage>,
     /// Beside `model_ps`, when the run has one.
     pub model_gap: Option<ModelGap>,
+    /// Each fault of a degraded machine with the path's time on what it
+    /// degrades (ADR-0106); empty, and not written, for a healthy one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<Share>,
 }
 
 /// The component of time no label explains.
@@ -260,7 +269,14 @@ impl Explanation {
             busiest,
             links,
             model_gap: None,
+            faults: Vec::new(),
         }
+    }
+
+    /// Adds each fault of `faults` with the path's time on what it
+    /// degrades (nothing for a healthy machine).
+    pub fn add_faults(&mut self, faults: &crate::topology::FaultsSpec) {
+        self.faults = faults::shares(&self.critical_path, faults);
     }
 
     /// The path's time in class `class`, in ps.

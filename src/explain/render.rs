@@ -144,6 +144,7 @@ impl fmt::Display for Explanation {
                 share.class
             )?;
         }
+        self.write_faults(f)?;
         self.write_usage(f)?;
         self.write_model_gap(f)
     }
@@ -181,6 +182,25 @@ impl Explanation {
     }
 
     /// Utilisation by class and the busiest links and units.
+    /// Each fault's time on the path (a degraded machine only).
+    fn write_faults(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.faults.is_empty() {
+            return Ok(());
+        }
+        writeln!(f, "  faults (ADR-0106) on the critical path:")?;
+        for share in &self.faults {
+            writeln!(
+                f,
+                "    {:>14} {:>6.1} %  {} ({})",
+                time(share.ps).to_string(),
+                percent(share.ps, self.duration_ps),
+                share.name,
+                share.class
+            )?;
+        }
+        Ok(())
+    }
+
     fn write_usage(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "  utilisation over the interval, by class:")?;
         writeln!(

@@ -1008,15 +1008,19 @@ fn draw_links(svg: &mut String, geometry: &Geometry<'_>, kind: EdgeKind, heat: O
         let (Some(a), Some(b)) = (port(geometry, edge.from), port(geometry, edge.to)) else {
             continue;
         };
+        let degraded = machine.is_degraded(crate::topology::EdgeId::from_index(id));
         if faces(&a, &b) {
             let ((x1, y1), (x2, y2)) = (a.at, b.at);
+            if degraded {
+                degraded_halo(svg, a.at, b.at);
+            }
             let _ = writeln!(
                 svg,
                 "<line x1=\"{x1}\" y1=\"{y1}\" x2=\"{x2}\" y2=\"{y2}\" stroke=\"{color}\" stroke-width=\"3\"/>"
             );
         } else {
-            draw_stub(svg, &a, b.sip, color);
-            draw_stub(svg, &b, a.sip, color);
+            draw_stub(svg, &a, b.sip, color, degraded);
+            draw_stub(svg, &b, a.sip, color, degraded);
         }
         if heat.is_some() {
             svg.push_str("</g>\n");
@@ -1050,10 +1054,13 @@ fn faces(a: &Port, b: &Port) -> bool {
 
 /// One end of a wrap-around link: a dashed stub out of the port, labelled
 /// with the SIP at its other end.
-fn draw_stub(svg: &mut String, port: &Port, to: u32, color: &str) {
+fn draw_stub(svg: &mut String, port: &Port, to: u32, color: &str, degraded: bool) {
     let (x, y) = port.at;
     let (dx, dy) = direction(port.side);
     let (x2, y2) = (x + dx * px::STUB, y + dy * px::STUB);
+    if degraded {
+        degraded_halo(svg, (x, y), (x2, y2));
+    }
     let (lx, ly) = (x2 + dx * 4.0, y2 + dy * 10.0 + 4.0);
     let anchor = match port.side {
         Side::W => "end",
@@ -1064,6 +1071,16 @@ fn draw_stub(svg: &mut String, port: &Port, to: u32, color: &str) {
         svg,
         "<line x1=\"{x}\" y1=\"{y}\" x2=\"{x2}\" y2=\"{y2}\" stroke=\"{color}\" stroke-width=\"3\" \
          stroke-dasharray=\"5 3\"/><text x=\"{lx}\" y=\"{ly}\" text-anchor=\"{anchor}\" fill=\"{color}\">to sip{to}</text>"
+    );
+}
+
+/// The grey halo drawn under a degraded link (`faults.links`, ADR-0106)
+/// from `a` to `b`; a healthy machine has none.
+fn degraded_halo(svg: &mut String, (x1, y1): (f64, f64), (x2, y2): (f64, f64)) {
+    let _ = writeln!(
+        svg,
+        "<line class=\"degraded\" x1=\"{x1}\" y1=\"{y1}\" x2=\"{x2}\" y2=\"{y2}\" stroke=\"#000\" \
+         stroke-opacity=\"0.35\" stroke-width=\"9\"><title>degraded (faults.links)</title></line>"
     );
 }
 
@@ -1131,6 +1148,9 @@ pub fn cube_heat_svg(machine: &Machine, heat: Option<&Heat>) -> String {
             Some((Some(busy), title)) => (heat_colour(busy), format!("<title>{title}</title>")),
             Some((None, title)) => ("#ccc".to_owned(), format!("<title>{title}</title>")),
         };
+        if machine.is_degraded(crate::topology::EdgeId::from_index(id)) {
+            degraded_halo(&mut svg, (x1, y1), (x2, y2));
+        }
         let _ = writeln!(
             svg,
             "<g>{title}<line x1=\"{x1}\" y1=\"{y1}\" x2=\"{x2}\" y2=\"{y2}\" stroke=\"{color}\" stroke-width=\"3\"/></g>"

@@ -16,6 +16,10 @@
 //! latency plus pseudo-channel serialisation; SRAM: its port; TCM reached
 //! through a path: its access latency only).
 //!
+//! A degraded machine (`faults:`, ADR-0106) needs nothing here per event:
+//! its links' parameters come derated from the machine, and a slow PE's
+//! units are made with its factor.
+//!
 //! Knows the machine's structure and the hardware models; nothing of
 //! tensors, kernels or collectives.
 
@@ -145,13 +149,20 @@ pub struct PeUnits {
 }
 
 impl PeUnits {
+    /// The units of PE `pe` of cube `cube` of SIP `sip`; a slow PE's
+    /// (`faults.compute`, ADR-0106) with its factor fixed into them here,
+    /// once: GEMM and math holds and the PE_DMA issue time stretched.
     fn new(spec: &TopologySpec, sip: u32, cube: u32, pe: u32) -> Self {
         let name = naming::pe(sip, cube, pe);
+        let slowdown = spec.faults().pe_slowdown(sip, cube, pe);
+        let dma = spec.pe_dma(sip, cube, pe);
+        let gemm = GemmEngine::new(&format!("{name}.gemm"), spec.pe()).with_slowdown(slowdown);
+        let math = MathEngine::new(&format!("{name}.math"), spec.pe()).with_slowdown(slowdown);
         PeUnits {
-            dma: Rc::new(DmaEngine::new(&format!("{name}.dma"), &spec.pe().dma)),
+            dma: Rc::new(DmaEngine::new(&format!("{name}.dma"), &dma)),
             tcm: Rc::new(MemoryPort::new(&naming::tcm(sip, cube, pe), &spec.pe().tcm)),
-            gemm: Rc::new(GemmEngine::new(&format!("{name}.gemm"), spec.pe())),
-            math: Rc::new(MathEngine::new(&format!("{name}.math"), spec.pe())),
+            gemm: Rc::new(gemm),
+            math: Rc::new(math),
         }
     }
 }

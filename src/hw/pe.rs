@@ -23,12 +23,18 @@
 //!   `t`'s epilogue overlaps tile `t + 1`'s GEMM. Uncontended:
 //!   [`pipeline_formula`] `= max_j (Σ_{t≤j} g_t + F + Σ_{t≥j} m_t)`.
 //!
+//! A slow PE (`faults.compute`, ADR-0106) has engines made
+//! [`with_slowdown`](GemmEngine::with_slowdown): every hold above is
+//! stretched by its factor, rounded up to a picosecond; the formulas are
+//! the healthy PE's.
+//!
 //! Knows shapes and element sizes only; nothing of addresses, tensors or
 //! what the units compute.
 
 use super::explain;
 use super::server::{Activity, Reservation, SerialServer, ServerStats};
 use super::{HwError, later};
+use crate::config::units::Slowdown;
 use crate::sim::{self, SimDuration, SimTime};
 use crate::topology::PeSpec;
 
@@ -161,6 +167,8 @@ pub fn pipeline_formula(spec: &PeSpec, job: &PipelineJob) -> Result<SimDuration,
 /// PE_GEMM: one PE's matrix engine.
 pub struct GemmEngine {
     spec: PeSpec,
+    /// A slow PE's factor on every hold (`faults.compute`, ADR-0106).
+    slowdown: Slowdown,
     server: SerialServer,
 }
 
@@ -179,8 +187,16 @@ impl GemmEngine {
     pub fn new(name: &str, spec: &PeSpec) -> Self {
         GemmEngine {
             spec: *spec,
+            slowdown: Slowdown::NONE,
             server: SerialServer::new(name, Activity::Gemm),
         }
+    }
+
+    /// This engine `slowdown` times as slow: every tile's hold, the fill
+    /// and the epilogues stretched (ADR-0106).
+    #[must_use]
+    pub fn with_slowdown(self, slowdown: Slowdown) -> Self {
+        GemmEngine { slowdown, ..self }
     }
 
     /// The name given at creation (trace track, op-log node).
@@ -197,16 +213,18 @@ impl GemmEngine {
     /// back (FIFO behind earlier jobs). Nothing waits yet: sleep until
     /// [`PipelineRun::start`] to see the job begin.
     pub fn submit(&self, job: &PipelineJob) -> Result<PipelineRun, HwError> {
-        let fill = fill(&self.spec)?;
+        let slow = |d| stretch(self.slowdown, d, "PE_GEMM");
+        let fill = slow(fill(&self.spec)?)?;
         let mut start = None;
         let mut runs = Vec::new();
         for tile in tiles(&self.spec, &job.gemm) {
-            let occupancy = tile_occupancy(&self.spec, &job.gemm, tile)?;
+            let occupancy = slow(tile_occupancy(&self.spec, &job.gemm, tile)?)?;
             let held = self
                 .server
                 .reserve(occupancy, tile_bytes(&job.gemm, tile))?;
             start.get_or_insert(held.start);
             let epilogue = math_occupancy(&self.spec, tile.rows * tile.cols, job.epilogue_steps)?;
+            let epilogue = slow(epilogue)?;
             runs.push((later(held.end, fill, self.name())?, epilogue));
         }
         let now = sim::now();
@@ -265,9 +283,21 @@ impl PipelineRun {
     }
 }
 
+/// `duration` stretched by `slowdown` (itself for none), an overflow
+/// named after `unit`.
+fn stretch(
+    slowdown: Slowdown,
+    duration: SimDuration,
+    unit: &'static str,
+) -> Result<SimDuration, HwError> {
+    slowdown.stretch(duration).map_err(HwError::time(unit))
+}
+
 /// PE_MATH: one PE's vector unit.
 pub struct MathEngine {
     spec: PeSpec,
+    /// A slow PE's factor on every hold (`faults.compute`, ADR-0106).
+    slowdown: Slowdown,
     server: SerialServer,
 }
 
@@ -276,8 +306,15 @@ impl MathEngine {
     pub fn new(name: &str, spec: &PeSpec) -> Self {
         MathEngine {
             spec: *spec,
+            slowdown: Slowdown::NONE,
             server: SerialServer::new(name, Activity::Math),
         }
+    }
+
+    /// This unit `slowdown` times as slow (ADR-0106).
+    #[must_use]
+    pub fn with_slowdown(self, slowdown: Slowdown) -> Self {
+        MathEngine { slowdown, ..self }
     }
 
     /// The name given at creation (trace track, op-log node).
@@ -293,6 +330,7 @@ impl MathEngine {
     /// Reserves the unit for one op over `elements`, arriving now (FIFO).
     pub fn reserve(&self, elements: u64) -> Result<Reservation, HwError> {
         let occupancy = math_occupancy(&self.spec, elements, 1)?;
+        let occupancy = stretch(self.slowdown, occupancy, "PE_MATH")?;
         self.server.reserve(occupancy, 0)
     }
 
@@ -372,5 +410,33 @@ mod tests {
         simulation.run().unwrap();
         assert_eq!(done.output().unwrap().as_ps(), t.as_ps());
         assert_eq!(math.stats(SimTime::from_ns(300)).jobs, 2);
+    }
+
+    #[test]
+    fn a_slow_pe_takes_its_factor_times_every_hold() {
+        let pe = pe(32);
+        let job = PipelineJob {
+            gemm: shape(64, 32, 100),
+            epilogue_steps: 2,
+        };
+        let t = pipeline_formula(&pe, &job).unwrap();
+        let slow: Slowdown = "2".parse().unwrap();
+        let mut simulation = Simulation::new();
+        let gemm = std::rc::Rc::new(GemmEngine::new("gemm", &pe).with_slowdown(slow));
+        let math = std::rc::Rc::new(MathEngine::new("math", &pe).with_slowdown(slow));
+        let (g, m) = (gemm.clone(), math.clone());
+        let done = simulation.spawn("job", async move {
+            let run = g.submit(&job).unwrap();
+            let end = run.finish(&m).await.unwrap();
+            let op = m.reserve(1024).unwrap();
+            (end, op.end - op.start)
+        });
+        simulation.run().unwrap();
+        let (end, op) = done.output().unwrap();
+        assert_eq!(end.as_ps(), 2 * t.as_ps());
+        assert_eq!(
+            op,
+            SimDuration::from_ps(2 * math_formula(&pe, 1024).unwrap().as_ps())
+        );
     }
 }

@@ -209,11 +209,13 @@ fn missing(space: MemSpace) -> DeviceError {
     DeviceError::Route(crate::topology::RouteError::UnknownNode(space.node_name()))
 }
 
+/// The issuing engine's time per descriptor (a slow PE's stretched,
+/// ADR-0106).
 fn issue_overhead(device: &Device, flow: &Flow) -> SimDuration {
     let spec = device.fabric().machine().spec();
     match flow.engine {
         Engine::Host { .. } => spec.cube().mcpu.dma.issue_overhead,
-        Engine::PeDma { .. } => spec.pe().dma.issue_overhead,
+        Engine::PeDma { sip, cube, pe } => spec.pe_dma(sip, cube, pe).issue_overhead,
     }
 }
 

@@ -21,6 +21,10 @@
 //! grid with the plan's IPCQ network attached and awaited. Ranks meet
 //! inside the kernels, through IPCQ.
 //!
+//! A straggler of the machine (`faults.stragglers`, ADR-0106) waits its
+//! lateness before its launch of the collective and call named; the calls
+//! are counted per world rank and collective only when there is one.
+//!
 //! `all_reduce_async` is `all_reduce(..., async_op=True)`: the same launch
 //! in a task of its own, returning a [`Work`] to `wait` on
 //! ([`super::work`]).
@@ -67,6 +71,7 @@ use crate::ccl::topology::TopologyError;
 use crate::ccl::{CclConfig, Collective, KernelArgs};
 use crate::config::ConfigError;
 use crate::device::Device;
+use crate::hw::explain;
 use crate::mem::DType;
 use crate::sim::{Barrier, JoinError, SimDuration};
 use crate::tl::{Grid, IpcqNetwork, Kernel};
@@ -442,6 +447,10 @@ struct Inner {
     device: Rc<Device>,
     ccl: Option<CclConfig>,
     group: RefCell<Option<Rc<Group>>>,
+    /// Calls so far per (world rank, collective), for the machine's
+    /// stragglers; shared with every sub-group (a rank's `n`-th call is
+    /// its `n`-th in any group). Counted only when there are stragglers.
+    calls: Rc<RefCell<BTreeMap<(u32, Collective), u32>>>,
 }
 
 /// The installed process group: one plan per collective ccl.yaml serves.
@@ -468,6 +477,7 @@ impl Distributed {
             device,
             ccl,
             group: RefCell::new(None),
+            calls: Rc::default(),
         };
         Distributed {
             inner: Rc::new(inner),
@@ -553,6 +563,7 @@ impl Distributed {
             device: self.inner.device.clone(),
             ccl: self.inner.ccl.clone(),
             group: RefCell::new(Some(Rc::new(group))),
+            calls: self.inner.calls.clone(),
         };
         Ok(Distributed {
             inner: Rc::new(inner),
@@ -735,10 +746,28 @@ impl Distributed {
         let network = plan.network(&self.inner.device)?;
         let kernel = plan.algorithm().kernel();
         let (device, target) = (self.inner.device.clone(), (call.rank, plan.grid()));
+        let late = self.lateness(collective, call.rank);
         Ok(async move {
+            if late > SimDuration::ZERO {
+                straggle(target.0, late).await;
+            }
             launch_with_ipcq(&device, &kernel, target, args, &network).await?;
             Ok(())
         })
+    }
+
+    /// How late `rank` starts this call of `collective`
+    /// (`faults.stragglers`, ADR-0106), counting the call; zero at once on
+    /// a machine without stragglers.
+    fn lateness(&self, collective: Collective, rank: u32) -> SimDuration {
+        let faults = self.inner.device.fabric().machine().spec().faults();
+        if faults.stragglers.is_empty() {
+            return SimDuration::ZERO;
+        }
+        let mut calls = self.inner.calls.borrow_mut();
+        let call = calls.entry((rank, collective)).or_insert(0);
+        *call += 1;
+        faults.lateness(rank, collective.name(), *call)
     }
 
     /// The algorithm's α-β cost model of `all_reduce(tensor)` on this
@@ -1293,4 +1322,19 @@ impl Group {
             .get(&collective)
             .ok_or(DistError::NoAlgorithm(collective))
     }
+}
+
+/// A straggler's wait before its launch: `late` of virtual time, named
+/// `sip{rank}.straggler` for `--explain` (ADR-0106).
+async fn straggle(rank: u32, late: SimDuration) {
+    if explain::recording() {
+        let name = format!("{}.straggler", crate::topology::naming::sip(rank));
+        explain::push_named(
+            &name,
+            explain::Class::Launch,
+            explain::TermKind::Wait,
+            late.as_ps(),
+        );
+    }
+    explain::sleep_until(crate::sim::now() + late).await;
 }

@@ -1,6 +1,7 @@
 //! Why a machine cannot be compiled.
 
 use super::address::AddressError;
+use super::faults::FaultError;
 use super::layout::LayoutError;
 use super::link::LinkError;
 
@@ -25,6 +26,9 @@ pub enum TopologyError {
         /// How many.
         count: usize,
     },
+    /// A fault of `faults:` names no part of the machine.
+    #[error("{key}: {message}", key = .0.key, message = .0.message)]
+    Fault(#[from] FaultError),
     /// Two nodes got one name (a bug in the naming scheme).
     #[error("two nodes are named {0}")]
     DuplicateName(String),
@@ -32,11 +36,12 @@ pub enum TopologyError {
 
 impl TopologyError {
     /// The spec key to blame (empty when no single key is).
-    pub fn key(&self) -> &'static str {
+    pub fn key(&self) -> &str {
         match self {
             TopologyError::Layout(error) => error.key(),
             TopologyError::Link(error) => error.key,
             TopologyError::Address(error) => error.key(),
+            TopologyError::Fault(error) => &error.key,
             TopologyError::TooLarge { .. } | TopologyError::DuplicateName(_) => "",
         }
     }

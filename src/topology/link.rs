@@ -76,8 +76,9 @@ pub struct LinkError {
     pub source: TimeError,
 }
 
-/// The parameters of every kind of hop of one machine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The parameters of every kind of hop of one machine, and of each
+/// degraded link (`faults.links`, ADR-0106).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkCatalog {
     /// Router to neighbouring router: one NoC link, `hop_cycles`.
     pub noc_hop: LinkParams,
@@ -98,11 +99,19 @@ pub struct LinkCatalog {
     pub inter_sip: LinkParams,
     /// Host to a SIP's PCIe endpoint.
     pub pcie: LinkParams,
+    /// The distinct parameters of degraded edges ([`LinkRole::Derated`]),
+    /// in the order first met; empty for a healthy machine.
+    derated: Vec<LinkParams>,
 }
 
+/// How many distinct sets of degraded link parameters a machine may have
+/// ([`LinkRole::Derated`] numbers them in one byte).
+pub const MAX_DERATED: usize = 256;
+
 /// Which entry of the [`LinkCatalog`] times an edge: a machine has these
-/// seven kinds of hop parameters and no others, so an edge names its entry
-/// in one byte instead of carrying the parameters (ADR-0050 D3).
+/// seven kinds of hop parameters, and a degraded machine up to
+/// [`MAX_DERATED`] more, so an edge names its entry in two bytes instead
+/// of carrying the parameters (ADR-0050 D3, ADR-0106).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LinkRole {
     /// [`LinkCatalog::noc_hop`].
@@ -119,6 +128,8 @@ pub enum LinkRole {
     InterSip,
     /// [`LinkCatalog::pcie`].
     Pcie,
+    /// The `n`-th degraded parameters of the machine's catalog.
+    Derated(u8),
 }
 
 impl LinkCatalog {
@@ -132,7 +143,21 @@ impl LinkCatalog {
             LinkRole::Ucie => &self.ucie,
             LinkRole::InterSip => &self.inter_sip,
             LinkRole::Pcie => &self.pcie,
+            LinkRole::Derated(n) => &self.derated[usize::from(n)],
         }
+    }
+
+    /// The role of degraded parameters `params`: an earlier one's if equal,
+    /// else a new one; `None` beyond [`MAX_DERATED`] distinct sets.
+    pub(crate) fn derated_role(&mut self, params: LinkParams) -> Option<LinkRole> {
+        let n = match self.derated.iter().position(|p| *p == params) {
+            Some(n) => n,
+            None => {
+                self.derated.push(params);
+                self.derated.len() - 1
+            }
+        };
+        u8::try_from(n).ok().map(LinkRole::Derated)
     }
 
     /// The hop parameters of `spec`'s machine.
@@ -187,6 +212,7 @@ impl LinkCatalog {
             },
             inter_sip: from_spec(&spec.system().inter_sip),
             pcie: from_spec(&spec.system().host_link),
+            derated: Vec::new(),
         })
     }
 }

@@ -7,7 +7,10 @@
 //! 1. `layout` — the cube NoC: router grid, HBM zone, endpoint placement;
 //! 2. `expand` — the SIP / cube / PE hierarchy into named nodes;
 //! 3. `wire` — the directed edges, two per physical link;
-//! 4. `index` — name index and adjacency lists.
+//! 4. `index` — name index and adjacency lists;
+//!
+//! then gives the edges `faults.links` names their degraded parameters
+//! (`faults`, ADR-0106).
 //!
 //! A `Machine` is immutable and knows nothing of time or traffic: the
 //! latency models (`hw`) turn its edges into serial resources, routing
@@ -20,10 +23,11 @@ use serde::Serialize;
 use super::address::AddressMap;
 use super::error::TopologyError;
 use super::expand::{CubeNodes, Structure, expand};
+use super::faults::{self, FaultError};
 use super::grid::GridPos;
 use super::index::Index;
 use super::layout::CubeLayout;
-use super::link::{LinkCatalog, LinkParams, LinkRole};
+use super::link::{LinkCatalog, LinkParams, LinkRole, MAX_DERATED};
 use super::machine_grids::{IO_CUBE, MachineGrids};
 use super::naming::Side;
 use super::spec::TopologySpec;
@@ -243,7 +247,7 @@ impl Machine {
         nodes.shrink_to_fit();
         edges.shrink_to_fit();
         let index = Index::build(&nodes, &edges)?;
-        Ok(Machine {
+        let mut machine = Machine {
             spec: spec.clone(),
             grids,
             layout,
@@ -253,7 +257,32 @@ impl Machine {
             links,
             structure,
             index,
-        })
+        };
+        machine.derate_links()?;
+        Ok(machine)
+    }
+
+    /// Gives every edge a link fault names its degraded parameters, once
+    /// (ADR-0106): an edge whose parameters do not change keeps its role,
+    /// so a fault of factor 1 and no extra latency changes nothing.
+    fn derate_links(&mut self) -> Result<(), TopologyError> {
+        if self.spec.faults().links.is_empty() {
+            return Ok(());
+        }
+        for (edge, params) in faults::resolve_links(self)? {
+            if params == *self.link_params(self.edge(edge)) {
+                continue;
+            }
+            let role = self.links.derated_role(params).ok_or_else(|| FaultError {
+                key: "faults.links".to_owned(),
+                message: format!(
+                    "more than {MAX_DERATED} distinct degraded link parameters: merge faults \
+                     that give links the same factor and latency"
+                ),
+            })?;
+            self.edges[edge.index()].role = role;
+        }
+        Ok(())
     }
 
     /// Host bytes a command that builds the machine for `spec` peaks at,
@@ -274,6 +303,15 @@ impl Machine {
     /// The parameters of `edge`'s link (in its direction).
     pub fn link_params(&self, edge: &Edge) -> &LinkParams {
         self.links.params(edge.role)
+    }
+
+    /// Whether either direction of `edge`'s link is degraded
+    /// (`faults.links`, ADR-0106).
+    pub fn is_degraded(&self, edge: EdgeId) -> bool {
+        let one = self.edge(edge);
+        [one, self.edge(one.reverse)]
+            .iter()
+            .any(|e| matches!(e.role, LinkRole::Derated(_)))
     }
 
     /// The spec the machine was built from.

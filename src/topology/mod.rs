@@ -10,6 +10,9 @@
 //!   its [`LinkParams`]; `naming` owns every node name.
 //! - [`PathRouter`] finds deterministic dimension-order routes over
 //!   adjacency [`View`]s; [`AddressResolver`] maps addresses to memory nodes.
+//! - [`FaultsSpec`] (`faults:`, ADR-0106) is a degraded machine as data:
+//!   slow PEs, derated links (fixed into the edges' parameters when the
+//!   machine is built) and late ranks.
 //! - `views` renders the graph for `kernbench topo --view` (text, DOT, JSON).
 //!
 //! `docs/topology.md` describes the layout, placement and routing rules.
@@ -21,6 +24,7 @@ pub mod address;
 mod adjacency;
 mod error;
 mod expand;
+pub mod faults;
 mod grid;
 mod index;
 mod layout;
@@ -39,6 +43,7 @@ mod wire;
 pub use address::{AddressError, AddressMap, MemSpace};
 pub use adjacency::View;
 pub use error::TopologyError;
+pub use faults::{FaultError, FaultsSpec};
 pub use grid::GridPos;
 pub use layout::{CubeLayout, LayoutError, MAX_ROUTERS, Slot};
 pub use link::{LinkCatalog, LinkError, LinkFigures, LinkParams, LinkRole};

@@ -14,7 +14,8 @@
 //! Loading goes through `config::Document`: unknown keys, wrong units and
 //! broken rules are reported with the file, line, column and key path.
 //! The rules include the compiler's: the cube NoC can be laid out
-//! (`layout`) and every hop time fits in 64-bit picoseconds (`link`).
+//! (`layout`) and every hop time fits in 64-bit picoseconds (`link`); and
+//! every fault of `faults:` names a part of this machine (`faults`).
 
 use std::fmt;
 use std::ops::Deref;
@@ -22,13 +23,21 @@ use std::ops::Deref;
 use serde::Deserialize;
 
 use super::address::{AddressError, AddressMap};
+use super::error::TopologyError;
+use super::faults::{FaultError, FaultsSpec};
 use super::layout::{CubeLayout, LayoutError};
 use super::link::{LinkCatalog, LinkError};
+use super::machine::Machine;
 use crate::config::units::{Bandwidth, Count, Fraction, Frequency, NonZeroSize, Size};
 use crate::config::{ConfigError, ConfigSource, Document, Override};
 use crate::sim::SimDuration;
 
 const DEFAULT_FILE: &str = "configs/topology.yaml";
+
+/// The largest machine (estimated host bytes) whose link faults are
+/// checked by building it at load (ADR-0106): 1 GiB, about 1,800 SIPs of
+/// the default 16 cubes of 8 PEs (`Machine::estimated_bytes`).
+const EARLY_BUILD_BYTES: u128 = 1 << 30;
 const DEFAULT_YAML: &str = include_str!("../../configs/topology.yaml");
 
 /// The whole machine: host and SIPs, the cube mesh of a SIP, one cube, one PE.
@@ -42,6 +51,7 @@ pub struct TopologySpec {
     cube: CubeSpec,
     pe: PeSpec,
     simulation: SimulationSpec,
+    faults: FaultsSpec,
 }
 
 /// `simulation:` (optional) — how the machine is simulated.
@@ -884,7 +894,7 @@ fn square_grid(count: Count, topology: ArrangementName) -> Result<Grid, SipArran
 #[derive(Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a topology mapping with system, sip, cube, pe and optionally simulation"
+    expecting = "a topology mapping with system, sip, cube, pe and optionally simulation and faults"
 )]
 struct TopologyFile {
     system: SystemFile,
@@ -893,6 +903,8 @@ struct TopologyFile {
     pe: PeParams,
     #[serde(default)]
     simulation: SimulationSpec,
+    #[serde(default)]
+    faults: FaultsSpec,
 }
 
 #[derive(Deserialize)]
@@ -961,6 +973,7 @@ impl TopologyFile {
             },
             pe,
             simulation: self.simulation,
+            faults: self.faults,
         }
         .checked()
     }
@@ -988,6 +1001,9 @@ pub enum SpecError {
     /// A hop time does not fit 64-bit picoseconds.
     #[error("{}", .0.source)]
     Link(#[from] LinkError),
+    /// A fault names no part of the machine, or does not fit it.
+    #[error(transparent)]
+    Fault(#[from] FaultError),
 }
 
 impl SpecError {
@@ -1000,6 +1016,7 @@ impl SpecError {
             SpecError::Address(e) => e.key().to_owned(),
             SpecError::Layout(e) => e.key().to_owned(),
             SpecError::Link(e) => e.key.to_owned(),
+            SpecError::Fault(e) => e.key.clone(),
         }
     }
 }
@@ -1032,7 +1049,28 @@ impl TopologySpec {
         AddressMap::new(&self)?;
         CubeLayout::new(&self.cube)?;
         LinkCatalog::new(&self)?;
+        self.check_faults()?;
         Ok(self)
+    }
+
+    /// The faults' SIPs, cubes, PEs and ranks exist; with link faults,
+    /// the machine is built once so that their names are checked here
+    /// (a fault-free spec builds nothing). A machine estimated above
+    /// [`EARLY_BUILD_BYTES`] is not built here, before the commands'
+    /// memory check: its link names are checked when it is built, with
+    /// the same message at the key but no file position. A build error
+    /// other than a fault's is the build's own, reported there too.
+    fn check_faults(&self) -> Result<(), SpecError> {
+        let pes = self.cube.pes.get();
+        let sips = self.system.sips.count();
+        self.faults.check(sips, self.cubes_per_sip(), pes)?;
+        if self.faults.links.is_empty() || Machine::estimated_bytes(self) > EARLY_BUILD_BYTES {
+            return Ok(());
+        }
+        match Machine::build(self) {
+            Err(TopologyError::Fault(error)) => Err(error.into()),
+            _ => Ok(()),
+        }
     }
 
     /// The host, the SIPs and the links between them.
@@ -1058,6 +1096,29 @@ impl TopologySpec {
     /// How the hardware is simulated (not what it is).
     pub fn simulation(&self) -> &SimulationSpec {
         &self.simulation
+    }
+
+    /// What is degraded (`faults:`, ADR-0106); empty when healthy.
+    pub fn faults(&self) -> &FaultsSpec {
+        &self.faults
+    }
+
+    /// The PE_DMA of PE `pe` of cube `cube` of SIP `sip`: `pe.dma`, its
+    /// issue time stretched by the PE's slowdown (`faults.compute`,
+    /// ADR-0106; saturated at the largest duration, which the first use
+    /// reports as an overflow).
+    pub fn pe_dma(&self, sip: u32, cube: u32, pe: u32) -> DmaSpec {
+        let slowdown = self.faults.pe_slowdown(sip, cube, pe);
+        let mut dma = self.pe.dma;
+        dma.issue_overhead = slowdown
+            .stretch(dma.issue_overhead)
+            .unwrap_or(SimDuration::MAX);
+        dma
+    }
+
+    /// This machine with `faults` instead, checked again.
+    pub fn with_faults(self, faults: FaultsSpec) -> Result<Self, SpecError> {
+        TopologySpec { faults, ..self }.checked()
     }
 
     /// This machine simulated at `fidelity`. No rule reads the fidelity,

@@ -371,7 +371,10 @@ impl RankContext {
             Stream::Comm | Stream::None => None,
         };
         let start = sim::now();
-        self.execute(&node.op, node.duration_micros)
+        // Boxed: every node's future exists from the start (a step of a
+        // thousand ranks has millions), and a collective's state inline
+        // would make each of them as large as the largest.
+        Box::pin(self.execute(&node.op, node.duration_micros))
             .await
             .map_err(|error| {
                 WorkloadError::BadOption(format!(

@@ -38,6 +38,7 @@ mod distributed_p2p;
 mod doc_citations;
 mod explain;
 mod explain_cli;
+mod faults;
 mod hw_control;
 mod hw_memory;
 mod hw_trace;
