@@ -52,6 +52,9 @@ struct HotSlot {
     flags: u8,
 }
 
+// Two slots to a cache line (ADR-0103; docs/tables.md).
+const _: () = assert!(std::mem::size_of::<HotSlot>() == 32);
+
 /// The part read only to spawn, report and explain, indexed as the hot
 /// slots are.
 struct ColdSlot {
@@ -1090,14 +1093,6 @@ mod tests {
         };
         assert_eq!(blocked.len(), 2);
         assert!(blocked[0].daemon && !blocked[1].daemon);
-    }
-
-    /// The hot part of a task's state fits two slots to a cache line, and a
-    /// pending timer's key adds 8 bytes to a future that sleeps (ADR-0052).
-    #[test]
-    fn a_task_slot_is_32_bytes_and_a_timer_key_8() {
-        assert_eq!(std::mem::size_of::<HotSlot>(), 32);
-        assert_eq!(std::mem::size_of::<Option<TimerKey>>(), 8);
     }
 
     /// `select` of a long and a short sleep, then another sleep: the long

@@ -31,6 +31,9 @@ use super::waker::{TaskId, WakeTarget};
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TimerKey(NonZeroU64);
 
+// A pending timer adds 8 bytes to a future that sleeps.
+const _: () = assert!(std::mem::size_of::<Option<TimerKey>>() == 8);
+
 impl TimerKey {
     fn new(seq: u64, tag: u32) -> Self {
         TimerKey(
