@@ -783,9 +783,28 @@ fn generated_step(
     })
 }
 
+/// Refuses, before any work, an output prefix whose folder is missing or
+/// is not a folder (issue 40 item 14).
+fn check_out_folder(prefix: &Path) -> Result<(), CliError> {
+    let folder = match prefix.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let problem = match std::fs::metadata(folder) {
+        Ok(meta) if meta.is_dir() => return Ok(()),
+        Ok(_) => "is not a folder",
+        Err(_) => "no such folder",
+    };
+    Err(CliError::OutputPath {
+        path: folder.to_path_buf(),
+        source: io::Error::new(io::ErrorKind::NotFound, problem),
+    })
+}
+
 /// `chakra-gen`: writes the traces and says what it wrote.
 fn chakra_gen(topology: &TopologySpec, args: &ChakraGenArgs) -> Result<(), CliError> {
     use kernbench::chakra::{self, generate};
+    check_out_folder(&args.out)?;
     let (traces, groups) = match (&args.collective, &args.model) {
         (Some(name), _) => {
             let comm = generate::comm_type(name)?;
@@ -811,7 +830,11 @@ fn chakra_gen(topology: &TopologySpec, args: &ChakraGenArgs) -> Result<(), CliEr
             return Err(CliError::Workload(WorkloadError::BadOption(usage)));
         }
     };
-    let written = chakra::write(&args.out, &traces, &groups)?;
+    let written =
+        chakra::write(&args.out, &traces, &groups).map_err(|source| CliError::OutputPath {
+            path: args.out.clone(),
+            source,
+        })?;
     let nodes: usize = traces.iter().map(|t| t.nodes.len()).sum();
     let text = format!(
         "wrote {} files ({} ranks, {nodes} nodes): {} ... {}\n",

@@ -140,6 +140,20 @@ pub enum GraphError {
         /// The id it depends on.
         dep: u64,
     },
+    /// A duration that takes the file's durations past the simulated
+    /// clock's range.
+    #[error(
+        "node {node} (`{name}`): duration_micros {micros} takes the file's durations past \
+         {MAX_TOTAL_MICROS} us, the simulated time range"
+    )]
+    PastTimeRange {
+        /// The node's id.
+        node: u64,
+        /// Its name.
+        name: String,
+        /// Its duration.
+        micros: u64,
+    },
     /// Nodes that depend on each other, in execution order (each on the
     /// one before, the first on the last).
     #[error("dependency cycle through nodes {}", cycle_text(.0))]
@@ -226,7 +240,9 @@ pub fn build(raw: &RawTrace) -> Result<RankGraph, GraphError> {
         }
     }
     let mut nodes = Vec::with_capacity(raw.nodes.len());
+    let mut total_micros = 0u64;
     for node in &raw.nodes {
+        total_micros = within_time_range(total_micros, node)?;
         let op = op(node, &mut warnings)?;
         let mut deps = Vec::with_capacity(node.ctrl_deps.len() + node.data_deps.len());
         for dep in node.ctrl_deps.iter().chain(&node.data_deps) {
@@ -255,6 +271,23 @@ pub fn build(raw: &RawTrace) -> Result<RankGraph, GraphError> {
         ));
     }
     Ok(RankGraph { nodes, warnings })
+}
+
+/// The most `duration_micros` a file's nodes may add up to: every node of
+/// one rank in a row, still inside the simulated clock's range (2⁶³ ps,
+/// about 106 days).
+pub const MAX_TOTAL_MICROS: u64 = (1 << 63) / crate::sim::PS_PER_US;
+
+/// `total` plus `node`'s duration, refused past [`MAX_TOTAL_MICROS`].
+fn within_time_range(total: u64, node: &Node) -> Result<u64, GraphError> {
+    total
+        .checked_add(node.duration_micros)
+        .filter(|&sum| sum <= MAX_TOTAL_MICROS)
+        .ok_or_else(|| GraphError::PastTimeRange {
+            node: node.id,
+            name: node.name.clone(),
+            micros: node.duration_micros,
+        })
 }
 
 /// A cycle of the graph of `n` nodes whose dependencies `deps(i)` gives,

@@ -16,7 +16,7 @@
 //!
 //! Values are checked where they are read (units, ranges); the names
 //! against the machine: SIPs, cubes and PEs by count when the spec is
-//! checked, link names when the machine is built ([`resolve_links`], each
+//! checked, link names when the machine is built (`resolve_links`, each
 //! edge's derated parameters are then fixed for the run: no per-event
 //! check). Every refusal is one [`FaultError`] naming its key.
 //!
@@ -381,7 +381,7 @@ impl FaultsSpec {
     /// Checks every SIP, cube, PE and rank against a machine of `sips`
     /// SIPs of `cubes` cubes of `pes` PEs, and that the slowdowns
     /// multiply and the lateness adds up without overflow. Link names need the built machine
-    /// ([`resolve_links`]).
+    /// (`resolve_links`).
     pub fn check(&self, sips: u32, cubes: u64, pes: u32) -> Result<(), FaultError> {
         let mut product = Slowdown::NONE;
         for (name, fault) in self.compute.iter() {

@@ -110,7 +110,7 @@ pub const MAX_DERATED: usize = 256;
 
 /// Which entry of the [`LinkCatalog`] times an edge: a machine has these
 /// seven kinds of hop parameters, and a degraded machine up to
-/// [`MAX_DERATED`] more, so an edge names its entry in two bytes instead
+/// `MAX_DERATED` more, so an edge names its entry in two bytes instead
 /// of carrying the parameters (ADR-0050 D3, ADR-0106).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LinkRole {

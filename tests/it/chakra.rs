@@ -144,6 +144,25 @@ fn every_bad_input_is_one_line_naming_the_file() {
         "{error}"
     );
 
+    // Issue 40 item 6: a duration past the simulated clock's range is
+    // refused up front, naming the file and the node (no panic, no
+    // saturated result).
+    let long = d.join("long");
+    let mut cpu = node(
+        3,
+        NodeType::Comp,
+        &[],
+        vec![Attribute::boolean("is_cpu_op", true)],
+    );
+    cpu.duration_micros = 1 << 63;
+    write(&long, vec![vec![cpu], vec![]]);
+    let error = refused(&long, 2);
+    assert!(
+        error.contains("long.0.et: node 3 (`n3`): duration_micros 9223372036854775808"),
+        "{error}"
+    );
+    assert!(error.contains("the simulated time range"), "{error}");
+
     let unknown = d.join("unknown");
     write(&unknown, vec![vec![comp(1, &[7])]]);
     let error = refused(&unknown, 2);

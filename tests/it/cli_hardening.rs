@@ -82,6 +82,32 @@ fn sweep_out_is_checked_before_the_first_point_and_named() {
     );
 }
 
+/// Issue 40 item 14: `chakra-gen --out` into a folder that does not exist
+/// (or is a file) is refused before generating, naming the folder.
+#[test]
+fn chakra_gen_checks_its_out_folder_before_any_work() {
+    let dir = TempDir::new("hard-gen-out");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let missing = dir.path().join("no/such/folder");
+    for (folder, problem) in [(&missing, "no such folder"), (&file, "is not a folder")] {
+        let prefix = folder.join("step");
+        let args = [
+            "chakra-gen",
+            "--model",
+            "gpt3-13b",
+            "--tp",
+            "4",
+            "--out",
+            prefix.to_str().unwrap(),
+        ];
+        let (code, line) = refusal(&kernbench(dir.path(), &args));
+        assert_eq!(code, 1, "{line}");
+        let expected = format!("cannot write output to {}: {problem}", folder.display());
+        assert!(line.contains(&expected), "{line}");
+    }
+}
+
 #[test]
 fn negative_sizes_reach_our_own_message() {
     let dir = TempDir::new("hard-negative");

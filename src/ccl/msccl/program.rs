@@ -43,9 +43,10 @@ pub const MAX_FILE_BYTES: u64 = 16 << 20;
 const MAX_GPUS: usize = 4096;
 const MAX_CHUNKS: usize = 1 << 16;
 
-/// An XML file that cannot run: `file:line: message`.
+/// An XML file that cannot run: `file:line: message`, or `file: message`
+/// for the file as a whole.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{file}:{line}: {message}")]
+#[error("{file}{}: {message}", at_line(*line))]
 pub struct XmlError {
     /// The file as named.
     pub file: String,
@@ -53,6 +54,14 @@ pub struct XmlError {
     pub line: u32,
     /// What is wrong.
     pub message: String,
+}
+
+/// `:line`, or nothing for line 0 (the file as a whole).
+fn at_line(line: u32) -> String {
+    match line {
+        0 => String::new(),
+        line => format!(":{line}"),
+    }
 }
 
 /// One of a gpu's buffers.
