@@ -38,6 +38,25 @@ static ALLOCATOR: kernbench::allocator::Allocator = kernbench::allocator::Alloca
 const USAGE: &str = "usage: allreduce [-b BYTES] [-e BYTES] [-f FACTOR] [--algorithm NAME] \
                      [--fidelity packet|flow] [--trace FILE]";
 
+/// `--help`: what the binary does and its flags.
+const HELP: &str = "allreduce: torch.distributed.all_reduce on the default 2-SIP machine, \
+                    checked against a reference, as an nccl-tests table (sizes -b, -b·f, ... up to -e)
+
+  -b, --min-bytes BYTES   smallest size (K/M/G suffixes, powers of 1024) [default: 256]
+  -e, --max-bytes BYTES   largest size [default: 64M]
+  -f, --step-factor N     each size is the last times N, N >= 2 [default: 4]
+      --algorithm NAME    a ccl.yaml algorithm instead of the default
+      --fidelity MODE     packet or flow [default: flow]
+      --trace FILE        write a Chrome/Perfetto trace of the run
+  -h, --help              this text
+
+The `kernbench` binary runs every other workload (`kernbench --help`).";
+
+/// Whether the command line asks for `--help` (or `-h`) anywhere.
+fn wants_help(args: &[String]) -> bool {
+    args.iter().any(|a| a == "-h" || a == "--help")
+}
+
 /// What the command line asks for.
 struct Args {
     min_bytes: u64,
@@ -127,7 +146,12 @@ fn sizes(args: &Args) -> Vec<u64> {
 
 fn main() -> ExitCode {
     kernbench::allocator::keep_freed_memory();
-    let args = match parse(std::env::args().skip(1)) {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if wants_help(&argv) {
+        println!("{HELP}\n\n{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    let args = match parse(argv) {
         Ok(args) => args,
         Err(usage) => {
             eprintln!("error: {usage}");
@@ -253,6 +277,22 @@ mod tests {
         let a = args("-b 1K -e 1M -f 4").unwrap();
         assert_eq!(sizes(&a), vec![1024, 4096, 16384, 65536, 262144, 1048576]);
         assert_eq!(sizes(&args("").unwrap()).last(), Some(&(64 << 20)));
+    }
+
+    /// Issue 42: `allreduce --help` prints its flags instead of an error.
+    #[test]
+    fn help_is_asked_for_by_either_spelling_anywhere() {
+        let argv = |text: &str| {
+            text.split_whitespace()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        assert!(wants_help(&argv("--help")));
+        assert!(wants_help(&argv("-b 1K -h")));
+        assert!(!wants_help(&argv("-b 1K --trace help")));
+        for flag in ["-b", "-e", "-f", "--algorithm", "--fidelity", "--trace"] {
+            assert!(HELP.contains(flag), "{flag}");
+        }
     }
 
     #[test]
