@@ -1181,7 +1181,10 @@ mod tests {
             );
         }
         // Shared gradients over DP, the experts' over expert-DP.
-        let dp = graphs[0].nodes.iter().filter(|n| n.name.starts_with("dp_allreduce"));
+        let dp = graphs[0]
+            .nodes
+            .iter()
+            .filter(|n| n.name.starts_with("dp_allreduce"));
         assert_eq!(dp.count(), 1);
         assert_eq!(named(&graphs[0], "edp_allreduce_bucket0_to_l0").len(), 1);
         let (shared, experts) = s.layer_params_split();
