@@ -150,7 +150,8 @@ struct ChakraGenArgs {
     /// Its ranks.
     #[arg(long, value_name = "N", requires = "collective", default_value_t = 8)]
     ranks: usize,
-    /// A training step of this model (gpt3-125m ... gpt3-175b).
+    /// A training step of this model (gpt3-125m ... gpt3-175b, llama3-8b,
+    /// llama3-70b, mixtral-8x7b).
     #[arg(long, value_name = "NAME")]
     model: Option<String>,
     /// Tensor-parallel degree.
@@ -183,6 +184,15 @@ struct ChakraGenArgs {
     /// Data parallelism: allreduce (DDP) or zero (ZeRO-3 / FSDP).
     #[arg(long, value_name = "MODE", default_value = "allreduce")]
     dp_mode: String,
+    /// Expert-parallel degree of a mixture-of-experts model: its experts
+    /// sharded over EP neighbouring DP replicas (divides --dp and the
+    /// experts).
+    #[arg(long, value_name = "EP", default_value_t = 1)]
+    ep: usize,
+    /// MoE load skew: the busiest EP rank of each layer receives
+    /// (1 + SKEW) x the mean tokens (0 to EP − 1).
+    #[arg(long, value_name = "SKEW", default_value_t = 0.0)]
+    moe_skew: f64,
     /// Write the traces even if a rank's memory exceeds its SIP's HBM
     /// (a warning instead of the error).
     #[arg(long)]
@@ -779,6 +789,8 @@ fn generated_step(
         dtype: Dtype::parse(&args.dtype)?,
         schedule: Schedule::parse(&args.schedule)?,
         data_parallel: DataParallel::parse(&args.dp_mode)?,
+        ep: args.ep,
+        moe_skew: args.moe_skew,
         ..Step::new(model)
     })
 }

@@ -4,7 +4,9 @@
 //! `run --bench chakra --et PREFIX` runs its files (the same traces, the
 //! same executor, the same figures), plus the step's FLOPs and MFU:
 //! `flops / (et_ps × peak)`, peak being every PE_GEMM array of the
-//! `TP × DP × PP` SIPs at its clock.
+//! `TP × DP × PP` SIPs at its clock. A mixture-of-experts model
+//! (`mixtral-8x7b`) takes `--ep` and `--moe-skew` and adds `experts`,
+//! `top_k`, `ep` and `moe_skew` to the figures.
 
 use std::rc::Rc;
 
@@ -21,7 +23,7 @@ pub const WORKLOAD: Definition = Definition {
         Param {
             name: "model",
             value_name: "NAME",
-            help: "Model: gpt3-125m, gpt3-350m, gpt3-760m, gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, gpt3-13b, gpt3-175b, llama3-8b, llama3-70b (default gpt3-13b)",
+            help: "Model: gpt3-125m, gpt3-350m, gpt3-760m, gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, gpt3-13b, gpt3-175b, llama3-8b, llama3-70b, mixtral-8x7b (default gpt3-13b)",
         },
         Param {
             name: "tp",
@@ -74,6 +76,16 @@ pub const WORKLOAD: Definition = Definition {
             help: "Data parallelism: allreduce (DDP) or zero (ZeRO-3 / FSDP) (default allreduce)",
         },
         Param {
+            name: "ep",
+            value_name: "EP",
+            help: "Expert-parallel degree of a mixture-of-experts model: experts sharded over EP neighbouring DP replicas (divides dp and the experts; default 1)",
+        },
+        Param {
+            name: "moe-skew",
+            value_name: "SKEW",
+            help: "MoE load skew: the busiest EP rank of each layer receives (1 + SKEW) x the mean tokens, 0 to EP - 1 (default 0)",
+        },
+        Param {
             name: "ignore-memory",
             value_name: "on|off",
             help: "on: run even if a rank's weights, gradients, optimizer and activations exceed its SIP's HBM, with a warning (default off)",
@@ -104,6 +116,8 @@ pub fn step(options: &Options) -> Result<Step, WorkloadError> {
         dtype: Dtype::parse(&text("dtype", "f16")?)?,
         schedule: Schedule::parse(&text("schedule", "1f1b")?)?,
         data_parallel: DataParallel::parse(&text("dp-mode", "allreduce")?)?,
+        ep: options.get("ep")?.unwrap_or(1),
+        moe_skew: options.get("moe-skew")?.unwrap_or(0.0),
         ..Step::new(model)
     })
 }
@@ -210,6 +224,14 @@ async fn run(torch: Torch, options: Options) -> Result<Outcome, WorkloadError> {
         Figure::real("mfu", mfu),
         Figure::int("step_ps", step_ps),
     ];
+    if step.model.is_moe() {
+        figures.extend([
+            Figure::int("experts", step.model.experts),
+            Figure::int("top_k", step.model.top_k),
+            Figure::int("ep", step.ep as u64),
+            Figure::real("moe_skew", step.moe_skew),
+        ]);
+    }
     figures.extend(bubble_figures(&step, &set, &result, step_ps));
     figures.extend(memory);
     figures.extend(figures_of_run);

@@ -62,6 +62,21 @@ pub enum GenError {
         /// `--pp`.
         pp: usize,
     },
+    /// The EP degree does not divide the DP degree and the experts.
+    #[error(
+        "--ep {ep} must divide --dp {dp} and {model}'s {experts} experts (the experts are \
+         sharded over the DP replicas of a stage)"
+    )]
+    EpDivides {
+        /// `--ep`.
+        ep: usize,
+        /// `--dp`.
+        dp: usize,
+        /// The model's name.
+        model: &'static str,
+        /// Its experts a layer (1: dense).
+        experts: u64,
+    },
     /// The TP degree does not divide the model's heads and hidden size.
     #[error("--tp {tp} must divide {model}'s {heads} heads and hidden size {hidden}")]
     TpDivides {

@@ -303,3 +303,123 @@ fn a_multi_micro_batch_step_with_tp_dp_and_pp_runs_to_the_end() {
         assert!(figure(&report, &format!("rank{rank}_ps")) > 0);
     }
 }
+
+/// The 64-SIP MoE step's flags: Mixtral-8x7B, 8 experts top-2, EP 8 over
+/// DP 8, 8 stages of one layer, sequences of 64 tokens.
+const MOE: [(&str, &str); 7] = [
+    ("model", "mixtral-8x7b"),
+    ("tp", "1"),
+    ("dp", "8"),
+    ("pp", "8"),
+    ("ep", "8"),
+    ("layers", "8"),
+    ("seq", "64"),
+];
+
+/// `chakra-gen` with `flags` into `prefix`: its output.
+fn chakra_gen(prefix: &str, flags: &[(&str, &str)]) -> Output {
+    let mut args = vec![
+        "chakra-gen".to_owned(),
+        "--out".to_owned(),
+        prefix.to_owned(),
+    ];
+    for (k, v) in flags {
+        args.extend([format!("--{k}"), (*v).to_owned()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    kernbench(&args)
+}
+
+#[test]
+fn chakra_gen_writes_moe_ep_groups_and_refuses_a_bad_ep() {
+    let dir = TempDir::new("jobs41-moe");
+    let prefix = dir.path().join("m");
+    let p = prefix.to_str().unwrap();
+    let output = chakra_gen(p, &MOE);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = std::fs::read_to_string(prefix.with_extension("comm_groups.json")).unwrap();
+    let groups: std::collections::BTreeMap<String, Vec<usize>> =
+        serde_json::from_str(&text).unwrap();
+    // One EP group a stage (the stage's 8 replicas); no expert-DP groups
+    // (DP / EP = 1).
+    assert_eq!(groups["ep0"], (0..8).collect::<Vec<_>>());
+    assert_eq!(groups["ep7"], (56..64).collect::<Vec<_>>());
+    assert_eq!(groups.keys().filter(|k| k.starts_with("ep")).count(), 8);
+    assert!(!groups.keys().any(|k| k.starts_with("edp")));
+    let mut bad = MOE;
+    bad[4] = ("ep", "3");
+    let output = chakra_gen(p, &bad);
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.trim_end(),
+        "error: --ep 3 must divide --dp 8 and mixtral-8x7b's 8 experts (the experts are \
+         sharded over the DP replicas of a stage)"
+    );
+    bad[4] = ("ep", "8");
+    let output = chakra_gen(p, &[&bad[..], &[("moe-skew", "8")]].concat());
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert!(
+        stderr.starts_with("error: --moe-skew 8: expected 0 to --ep − 1 = 7"),
+        "{stderr}"
+    );
+}
+
+/// Issue 41's MoE acceptance: 8 experts, EP 8, top-2 on 64 SIPs
+/// (`torus_2d`, flow, `simulation.repeats: replay`) runs through
+/// `chakra-gen` files and reports its all-to-all time; `transformer_step`
+/// with the same flags gives the same step.
+#[test]
+#[ignore = "whole training steps: release mode, .ci/run"]
+fn a_moe_step_with_ep_8_top_2_on_64_sips_reports_its_all_to_all_time() {
+    let dir = TempDir::new("jobs41-moe64");
+    let prefix = dir.path().join("m");
+    let p = prefix.to_str().unwrap();
+    let skewed = [&MOE[..], &[("moe-skew", "0.5")]].concat();
+    let output = chakra_gen(p, &skewed);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let sets = [
+        "system.sips.count=64",
+        "system.sips.topology=torus_2d",
+        "simulation.repeats=replay",
+    ];
+    let files = workloads::find("chakra")
+        .unwrap()
+        .run(machine(&sets), &Options::default().with("et", p))
+        .unwrap();
+    // 8 EP groups (one a stage) x one layer x 4 all-to-alls (dispatch and
+    // combine, forward and backward), each t·k·h·e bytes a rank.
+    let (t, k, h, e) = (64u64, 2u64, 4096u64, 2u64);
+    assert_eq!(figure(&files, "alltoall_count"), 8 * 4);
+    assert_eq!(figure(&files, "alltoall_bytes"), 8 * 4 * t * k * h * e);
+    assert!(figure(&files, "alltoall_ps") > 0);
+    let direct = workloads::find("transformer_step")
+        .unwrap()
+        .run(machine(&sets), &options(&skewed))
+        .unwrap();
+    assert_eq!(figure(&direct, "step_ps"), figure(&files, "et_ps"));
+    assert_eq!(
+        figure(&direct, "alltoall_ps"),
+        figure(&files, "alltoall_ps")
+    );
+    assert_eq!(figure(&direct, "experts"), 8);
+    let step = Step {
+        tp: 1,
+        dp: 8,
+        pp: 8,
+        ep: 8,
+        layers: 8,
+        seq: 64,
+        moe_skew: 0.5,
+        ..Step::new(step::model("mixtral-8x7b").unwrap())
+    };
+    assert_eq!(figure(&direct, "flops"), step.flops());
+}

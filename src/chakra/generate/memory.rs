@@ -4,7 +4,9 @@
 //! HBM before anything is written or run.
 //!
 //! With `P` parameters per rank (the stage's `L/PP` layers, each layer's
-//! `attention + MLP` parameters divided by TP), element size `e` bytes
+//! `attention + MLP` parameters divided by TP; for a mixture-of-experts
+//! model `⌈attention/TP⌉ + router + ⌈(experts/EP)·expert/TP⌉`, the
+//! router `h × experts` replicated over TP), element size `e` bytes
 //! (2 for f16/bf16, 4 for f32), DP degree `d`:
 //! - DP by all-reduce: weights `P·e`, gradients `P·e`, optimizer
 //!   `P·o` with `o = 12` (fp32 master weights, Adam's two moments) for
@@ -17,7 +19,9 @@
 //!   eq. 2: no recomputation, no sequence parallelism; `s` sequence, `b`
 //!   micro-batch size, `h` hidden, `a` heads, `t` TP), times the stage's
 //!   layers, times the micro-batches in flight: `min(PP − stage, M)` under
-//!   1F1B, `M` under GPipe.
+//!   1F1B, `M` under GPipe. A MoE layer's activations are taken as a
+//!   dense layer's (the routed copies and the experts' intermediates are
+//!   not added: an approximation).
 //!
 //! Knows the step's shape; the capacity is the caller's (the machine).
 
@@ -57,10 +61,11 @@ impl RankMemory {
 }
 
 impl Step {
-    /// Parameters of one layer on one TP rank.
+    /// Parameters of one layer on one TP rank (of a MoE layer: the
+    /// attention, the router and the rank's `experts/ep` experts).
     pub fn layer_params_per_rank(&self) -> u64 {
-        let m = &self.model;
-        (m.attention_params() + m.mlp_params()).div_ceil(self.tp as u64)
+        let (shared, experts) = self.layer_params_split();
+        shared + experts
     }
 
     /// Activation bytes one layer keeps for one micro-batch on one rank.

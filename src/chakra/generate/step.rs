@@ -29,6 +29,33 @@
 //!   backward, and a reduce-scatter of its gradients after its backward,
 //!   every micro-batch.
 //!
+//! Mixture of experts (`Model::experts` above 1, ADR-0108; a dense model
+//! is the case of one expert and generates what it did before): with
+//! `E` experts, top-`k` routing and expert parallelism `EP` (the experts
+//! sharded over `EP` neighbouring DP replicas of a stage, `E/EP` a rank,
+//! EP group `ep{i}`), a layer's MLP is, after the first TP all-reduce:
+//! - the router GEMM (`2·t·h·E` FLOPs, replicated over TP);
+//! - the dispatch all-to-all over the EP group, `t·k·h·e` bytes per rank
+//!   (each of the `t` tokens sends its `k` copies of `h` elements; the
+//!   collective is uniform, every rank the mean);
+//! - the up and down GEMMs of the rank's experts on the `r` tokens they
+//!   receive (`2·r·h·u/T` and `2·r·ffn·h/T`, weights of `E/EP` experts
+//!   touched); `r` is the mean `t·k` except with `--moe-skew σ`: in layer
+//!   `l` the EP rank `l mod EP` (replica mod EP) receives `⌊t·k·(1 + σ)⌋`
+//!   and every other `⌊(EP·t·k − that)/(EP − 1)⌋`
+//!   ([`Step::expert_tokens`]);
+//! - the combine all-to-all (`t·k·h·e` bytes per rank) back, then the TP
+//!   all-reduce;
+//! - backward: the combine's mirror all-to-all, the expert GEMMs (twice
+//!   the FLOPs), the dispatch's mirror, the router, the TP all-reduce.
+//!
+//! The DP gradient all-reduce of a MoE stage: with EP 1 the whole layer
+//! over the DP group; with EP above 1 the shared parameters (attention,
+//! router) over the DP group and then the experts' over the expert-DP
+//! group `edp{i}` (the `DP/EP` replicas holding the same experts, if more
+//! than one). ZeRO-3 is refused for a MoE model. The MFU FLOPs count the
+//! active experts: every EP rank at the mean `t·k` tokens.
+//!
 //! A rank's compute nodes run in schedule order (each has a control
 //! dependency on the one before); communication depends on the compute
 //! that produces its data. Embeddings, layer norms, softmax, dropout and
@@ -74,6 +101,11 @@ pub struct Model {
     pub ffn: u64,
     /// The MLP's kind.
     pub mlp: Mlp,
+    /// Experts of each layer's MLP (1: a dense MLP; more: a
+    /// mixture-of-experts layer with a router).
+    pub experts: u64,
+    /// Experts each token is routed to (1 for a dense model).
+    pub top_k: u64,
 }
 
 impl Model {
@@ -86,6 +118,8 @@ impl Model {
             kv_heads: heads,
             ffn: 4 * hidden,
             mlp: Mlp::Gelu,
+            experts: 1,
+            top_k: 1,
         }
     }
 
@@ -98,7 +132,24 @@ impl Model {
             kv_heads: 8,
             ffn,
             mlp: Mlp::SwiGlu,
+            experts: 1,
+            top_k: 1,
         }
+    }
+
+    /// Mixtral-8x7B's shape (Jiang et al. 2024, "Mixtral of Experts",
+    /// table 1): Llama-like layers, each MLP 8 SwiGLU experts, top-2.
+    const fn mixtral(name: &'static str, experts: u64, top_k: u64) -> Model {
+        Model {
+            experts,
+            top_k,
+            ..Model::llama(name, 32, 4096, 32, 14336)
+        }
+    }
+
+    /// A mixture-of-experts model (more than one expert a layer).
+    pub fn is_moe(&self) -> bool {
+        self.experts > 1
     }
 
     /// The width of the fused Q, K and V projection: `h + 2·kv_heads·h/heads`
@@ -121,15 +172,30 @@ impl Model {
         self.hidden * self.qkv_width() + self.hidden * self.hidden
     }
 
-    /// Parameters of one layer's MLP.
-    pub fn mlp_params(&self) -> u64 {
+    /// Parameters of one expert's MLP (of the MLP, for a dense model).
+    pub fn expert_params(&self) -> u64 {
         self.hidden * self.up_width() + self.ffn * self.hidden
+    }
+
+    /// Parameters of one layer's router (`h × experts`; none for a dense
+    /// model).
+    pub fn router_params(&self) -> u64 {
+        match self.is_moe() {
+            true => self.hidden * self.experts,
+            false => 0,
+        }
+    }
+
+    /// Parameters of one layer's MLP: every expert and the router.
+    pub fn mlp_params(&self) -> u64 {
+        self.experts * self.expert_params() + self.router_params()
     }
 }
 
 /// The models `--model` names: the GPT-3 family (Brown et al. 2020,
 /// table 2.1), Llama-3 8B and 70B (Meta 2024: GQA with 8 KV heads,
-/// SwiGLU).
+/// SwiGLU), and Mixtral-8x7B (Llama-3 8B's layers with 8 SwiGLU experts a
+/// layer, top-2).
 pub const MODELS: &[Model] = &[
     Model::gpt3("gpt3-125m", 12, 768, 12),
     Model::gpt3("gpt3-350m", 24, 1024, 16),
@@ -141,6 +207,7 @@ pub const MODELS: &[Model] = &[
     Model::gpt3("gpt3-175b", 96, 12288, 96),
     Model::llama("llama3-8b", 32, 4096, 32, 14336),
     Model::llama("llama3-70b", 80, 8192, 64, 28672),
+    Model::mixtral("mixtral-8x7b", 8, 2),
 ];
 
 /// The model called `name`.
@@ -265,7 +332,7 @@ impl Dtype {
 }
 
 /// What to generate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Step {
     /// The model.
     pub model: Model,
@@ -289,6 +356,13 @@ pub struct Step {
     pub schedule: Schedule,
     /// How data parallelism synchronises.
     pub data_parallel: DataParallel,
+    /// Expert-parallel degree: a MoE layer's experts sharded over `ep`
+    /// neighbouring DP replicas of a stage (divides DP and the experts).
+    pub ep: usize,
+    /// Load skew: the busiest EP rank of a layer receives `1 + moe_skew`
+    /// times the mean tokens (`0 ≤ moe_skew ≤ ep − 1`; see
+    /// [`Step::expert_tokens`]).
+    pub moe_skew: f64,
 }
 
 impl Step {
@@ -307,6 +381,8 @@ impl Step {
             dtype: Dtype::F16,
             schedule: Schedule::OneFOneB,
             data_parallel: DataParallel::AllReduce,
+            ep: 1,
+            moe_skew: 0.0,
         }
     }
 
@@ -325,6 +401,7 @@ impl Step {
             ("--micro-batches", self.micro_batches),
             ("--seq", self.seq as usize),
             ("--micro-batch-size", self.micro_batch as usize),
+            ("--ep", self.ep),
         ];
         if let Some((flag, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(GenError::Zero(flag));
@@ -348,6 +425,42 @@ impl Step {
                 hidden: self.model.hidden,
             });
         }
+        self.check_experts()
+    }
+
+    /// Checks `--ep` and `--moe-skew` against the DP degree and the model.
+    fn check_experts(&self) -> Result<(), GenError> {
+        let ep = self.ep as u64;
+        if !self.model.is_moe() && self.ep > 1 {
+            return Err(GenError::Flag(format!(
+                "--ep {}: {} is a dense model (one MLP a layer); expert parallelism needs a \
+                 mixture-of-experts model (mixtral-8x7b)",
+                self.ep, self.model.name
+            )));
+        }
+        if self.dp % self.ep != 0 || self.model.experts % ep != 0 {
+            return Err(GenError::EpDivides {
+                ep: self.ep,
+                dp: self.dp,
+                model: self.model.name,
+                experts: self.model.experts,
+            });
+        }
+        let most = (self.ep - 1) as f64;
+        if !(0.0..=most).contains(&self.moe_skew) {
+            return Err(GenError::Flag(format!(
+                "--moe-skew {}: expected 0 to --ep − 1 = {most} (the busiest EP rank receives \
+                 1 + skew times the mean tokens)",
+                self.moe_skew
+            )));
+        }
+        if self.model.is_moe() && self.data_parallel == DataParallel::Zero {
+            return Err(GenError::Flag(format!(
+                "--dp-mode zero: not supported for the mixture-of-experts model {}; use \
+                 --dp-mode allreduce",
+                self.model.name
+            )));
+        }
         Ok(())
     }
 
@@ -370,36 +483,93 @@ impl Step {
     }
 
     /// The FLOPs of one training step on every rank together (forward
-    /// and backward GEMMs and attention, as generated): the MFU numerator.
+    /// and backward GEMMs and attention, as generated, every EP rank at
+    /// the mean `t·k` routed tokens: the active experts only): the MFU
+    /// numerator.
     pub fn flops(&self) -> u64 {
-        let per_layer: u64 = self.layer_gemms().iter().map(|g| g.1).sum::<u64>() * 3;
+        let mean = self.tokens() * self.model.top_k;
+        let per_layer: u64 = self.layer_gemms(mean).iter().map(|g| g.1).sum::<u64>() * 3;
         per_layer * (self.tp * self.dp) as u64 * self.layers as u64 * self.micro_batches as u64
     }
 
-    /// The forward compute of one layer on one TP rank: (name, FLOPs,
-    /// bytes touched), in order; a TP all-reduce follows the third and the
-    /// fifth.
-    fn layer_gemms(&self) -> [(&'static str, u64, u64); 5] {
+    /// The forward compute of one layer on one TP rank whose experts
+    /// receive `routed` tokens (`t` for a dense model): (name, FLOPs,
+    /// bytes touched), in order: `qkv`, `attention`, `proj`, then `router`
+    /// for a MoE model, `fc1`, `fc2`.
+    fn layer_gemms(&self, routed: u64) -> Vec<(&'static str, u64, u64)> {
         let (t, h, tp) = (self.tokens(), self.model.hidden, self.tp as u64);
         let (s, b, e) = (self.seq, self.micro_batch, self.dtype.bytes());
-        let gemm = |m: u64, k: u64, n: u64| (2 * m * k * n, (m * k + k * n + m * n) * e);
+        // `m × k` by `k × n`, over `w` weight matrices (the rank's experts).
+        let gemm_of =
+            |m: u64, k: u64, n: u64, w: u64| (2 * m * k * n, (m * k + w * k * n + m * n) * e);
+        let gemm = |m: u64, k: u64, n: u64| gemm_of(m, k, n, 1);
         let qkv = gemm(t, h, self.model.qkv_width().div_ceil(tp));
         let proj = gemm(t, h / tp, h);
-        let fc1 = gemm(t, h, self.model.up_width().div_ceil(tp));
-        let fc2 = gemm(t, self.model.ffn.div_ceil(tp), h);
+        let local = self.local_experts();
+        let fc1 = gemm_of(routed, h, self.model.up_width().div_ceil(tp), local);
+        let fc2 = gemm_of(routed, self.model.ffn.div_ceil(tp), h, local);
         let heads = self.model.heads / tp;
         // Q·Kᵀ and the weighted sum of V, per sequence of `s` tokens.
         let attention = (
             4 * b * s * s * h / tp,
             (4 * t * h / tp + 2 * heads * b * s * s) * e,
         );
-        [
+        let mut gemms = vec![
             ("qkv", qkv.0, qkv.1),
             ("attention", attention.0, attention.1),
             ("proj", proj.0, proj.1),
-            ("fc1", fc1.0, fc1.1),
-            ("fc2", fc2.0, fc2.1),
-        ]
+        ];
+        if self.model.is_moe() {
+            let router = gemm(t, h, self.model.experts);
+            gemms.push(("router", router.0, router.1));
+        }
+        gemms.extend([("fc1", fc1.0, fc1.1), ("fc2", fc2.0, fc2.1)]);
+        gemms
+    }
+
+    /// Experts each EP rank holds: `experts / ep`.
+    pub fn local_experts(&self) -> u64 {
+        self.model.experts / self.ep as u64
+    }
+
+    /// Bytes per rank of each expert-parallel all-to-all: every one of the
+    /// `t` tokens sends `k` copies of its `h` elements, `t·k·h·e`.
+    pub fn alltoall_bytes(&self) -> u64 {
+        self.tokens() * self.model.top_k * self.model.hidden * self.dtype.bytes()
+    }
+
+    /// Tokens the experts of EP rank `ep_rank` (`replica mod ep`) receive
+    /// in layer `layer`, of the mean `μ = t·k`: the busiest rank, `layer
+    /// mod ep`, receives `⌊μ·(1 + skew)⌋`, every other rank
+    /// `⌊(ep·μ − busiest)/(ep − 1)⌋` (the rest shared evenly); `μ` with
+    /// EP 1.
+    pub fn expert_tokens(&self, layer: usize, ep_rank: usize) -> u64 {
+        let mean = self.tokens() * self.model.top_k;
+        if self.ep == 1 {
+            return mean;
+        }
+        let busiest = (mean as f64 * (1.0 + self.moe_skew)).floor() as u64;
+        match layer % self.ep == ep_rank {
+            true => busiest,
+            false => (self.ep as u64 * mean - busiest) / (self.ep as u64 - 1),
+        }
+    }
+
+    /// Parameters of one layer on one TP rank, as `(shared, expert)`:
+    /// those synchronised over the DP group (attention over TP, the
+    /// router; the whole layer for a dense model) and the rank's experts
+    /// (`experts/ep` of them, over TP), synchronised over the expert-DP
+    /// group (`dp/ep` replicas holding the same experts).
+    pub fn layer_params_split(&self) -> (u64, u64) {
+        let (m, tp) = (&self.model, self.tp as u64);
+        if !m.is_moe() {
+            return ((m.attention_params() + m.mlp_params()).div_ceil(tp), 0);
+        }
+        let experts = self.local_experts() * m.expert_params();
+        (
+            m.attention_params().div_ceil(tp) + m.router_params(),
+            experts.div_ceil(tp),
+        )
     }
 
     /// Every rank's trace and the process groups (`tp{i}`, `dp{i}`).
@@ -413,7 +583,8 @@ impl Step {
     }
 
     /// The TP groups (`tp{stage·DP + replica}`) and DP groups
-    /// (`dp{stage·TP + shard}`).
+    /// (`dp{stage·TP + shard}`); with EP above 1 also the EP groups and
+    /// the expert-DP groups ([`Step::ep_group`], [`Step::edp_group`]).
     fn groups(&self) -> Groups {
         let mut groups = BTreeMap::new();
         for stage in 0..self.pp {
@@ -428,8 +599,59 @@ impl Step {
                 groups.insert(format!("dp{}", stage * self.tp + shard), ranks);
             }
         }
+        if self.ep > 1 {
+            for rank in 0..self.ranks() {
+                let (stage, replica, shard) = self.coords(rank);
+                let (ep, edp) = (self.ep_group(rank), self.edp_group(rank));
+                groups.entry(ep).or_insert_with(|| {
+                    let first = replica - replica % self.ep;
+                    (first..first + self.ep)
+                        .map(|r| self.rank((stage, r, shard)))
+                        .collect()
+                });
+                if self.dp > self.ep {
+                    groups.entry(edp).or_insert_with(|| {
+                        (replica % self.ep..self.dp)
+                            .step_by(self.ep)
+                            .map(|r| self.rank((stage, r, shard)))
+                            .collect()
+                    });
+                }
+            }
+        }
         groups
     }
+
+    /// The EP group of `rank`: `ep{(stage·TP + shard)·DP/EP + replica/EP}`,
+    /// the `EP` neighbouring replicas of its stage and shard.
+    pub fn ep_group(&self, rank: usize) -> String {
+        let (stage, replica, shard) = self.coords(rank);
+        let per = self.dp / self.ep;
+        format!("ep{}", (stage * self.tp + shard) * per + replica / self.ep)
+    }
+
+    /// The expert-DP group of `rank`: `edp{(stage·TP + shard)·EP +
+    /// replica mod EP}`, the `DP/EP` replicas of its stage and shard that
+    /// hold the same experts.
+    pub fn edp_group(&self, rank: usize) -> String {
+        let (stage, replica, shard) = self.coords(rank);
+        format!(
+            "edp{}",
+            (stage * self.tp + shard) * self.ep + replica % self.ep
+        )
+    }
+}
+
+/// One piece of a layer's forward or backward.
+#[derive(Debug, Clone, Copy)]
+enum Piece {
+    /// A compute node: its name, FLOPs and bytes touched.
+    Compute(&'static str, u64, u64),
+    /// The TP all-reduce after the compute named.
+    TpAllReduce(&'static str),
+    /// An EP all-to-all: `dispatch` (tokens to their experts) or
+    /// `combine` (results back).
+    AllToAll(&'static str),
 }
 
 /// One rank's trace under construction.
@@ -484,24 +706,127 @@ impl<'a> Rank<'a> {
         id
     }
 
-    fn tp_all_reduce(&mut self, name: String, after: u64) -> u64 {
-        let (id, bytes) = (self.next_id(), self.activation_bytes());
-        if self.step.tp == 1 {
-            return after;
+    /// A collective `comm` of `bytes` per rank in `group` of `size`
+    /// ranks after `deps`: its node, or (size 1) the last of `deps`.
+    fn group_collective(
+        &mut self,
+        name: String,
+        (comm, bytes): (CommType, u64),
+        (group, size): (String, usize),
+        deps: Vec<u64>,
+    ) -> Option<u64> {
+        if size == 1 {
+            return deps.last().copied();
         }
-        let group = self.tp_group();
-        self.push(collective_node(
+        let id = self.next_id();
+        Some(self.push(collective_node(
             (id, &name),
-            CommType::AllReduce,
+            comm,
             bytes,
             Some(&group),
-            vec![after],
-        ))
+            deps,
+        )))
     }
 
     /// The pipeline peer of this rank on `stage`.
     fn peer(&self, stage: usize) -> usize {
         self.step.rank((stage, self.replica, self.shard))
+    }
+
+    /// The pieces of layer `layer`'s forward (or `backward`), in order.
+    /// Dense: QKV, attention, projection, TP all-reduce, up, down, TP
+    /// all-reduce (backward: down, up, all-reduce, projection, attention,
+    /// QKV, all-reduce). MoE: the router after the first all-reduce, the
+    /// experts' GEMMs between a dispatch and a combine all-to-all
+    /// (backward: the combine's mirror, down, up, the dispatch's mirror,
+    /// router, all-reduce, ...). Collectives of a group of one are left out.
+    fn pieces(&self, layer: usize, backward: bool) -> Vec<Piece> {
+        let step = self.step;
+        let routed = match step.model.is_moe() {
+            true => step.expert_tokens(layer, self.replica % step.ep),
+            false => step.tokens(),
+        };
+        let scale = if backward { 2 } else { 1 };
+        let gemms: BTreeMap<&str, Piece> = step
+            .layer_gemms(routed)
+            .into_iter()
+            .map(|(n, f, b)| (n, Piece::Compute(n, scale * f, scale * b)))
+            .collect();
+        let names: &[&str] = match (step.model.is_moe(), backward) {
+            (false, false) => &["qkv", "attention", "proj", "AR", "fc1", "fc2", "AR"],
+            (false, true) => &["fc2", "fc1", "AR", "proj", "attention", "qkv", "AR"],
+            (true, false) => &[
+                "qkv",
+                "attention",
+                "proj",
+                "AR",
+                "router",
+                "dispatch",
+                "fc1",
+                "fc2",
+                "combine",
+                "AR",
+            ],
+            (true, true) => &[
+                "combine",
+                "fc2",
+                "fc1",
+                "dispatch",
+                "router",
+                "AR",
+                "proj",
+                "attention",
+                "qkv",
+                "AR",
+            ],
+        };
+        let (mut pieces, mut computed) = (Vec::new(), "");
+        for &name in names {
+            match name {
+                "AR" if step.tp > 1 => pieces.push(Piece::TpAllReduce(computed)),
+                "dispatch" | "combine" if step.ep > 1 => pieces.push(Piece::AllToAll(name)),
+                "AR" | "dispatch" | "combine" => {}
+                gemm => {
+                    pieces.push(gemms[gemm]);
+                    computed = gemm;
+                }
+            }
+        }
+        pieces
+    }
+
+    /// Layer `layer`'s forward or backward (`phase` `fwd` / `bwd`) of
+    /// micro-batch `m`, its first piece after `input` and `last`: its last
+    /// node.
+    fn layer(
+        &mut self,
+        phase: &str,
+        (layer, m): (usize, usize),
+        mut input: Vec<u64>,
+        mut last: Option<u64>,
+    ) -> Option<u64> {
+        let step = self.step;
+        for piece in self.pieces(layer, phase == "bwd") {
+            let deps: Vec<u64> = input.drain(..).chain(last).collect();
+            last = match piece {
+                Piece::Compute(name, flops, touched) => {
+                    let name = format!("{phase}_{name}_l{layer}_mb{m}");
+                    Some(self.compute(name, (flops, touched), deps))
+                }
+                Piece::TpAllReduce(after) => {
+                    let name = format!("{phase}_allreduce_{after}_l{layer}_mb{m}");
+                    let comm = (CommType::AllReduce, self.activation_bytes());
+                    self.group_collective(name, comm, (self.tp_group(), step.tp), deps)
+                }
+                Piece::AllToAll(what) => {
+                    let name = format!("{phase}_alltoall_{what}_l{layer}_mb{m}");
+                    let comm = (CommType::AllToAll, step.alltoall_bytes());
+                    let group = (step.ep_group(self.peer(self.stage)), step.ep);
+                    self.group_collective(name, comm, group, deps)
+                }
+            };
+        }
+        last
     }
 
     /// Forward of micro-batch `m` on this stage: its last node.
@@ -521,21 +846,11 @@ impl<'a> Rank<'a> {
             )));
         }
         let per_stage = self.step.layers / self.step.pp;
-        let gemms = self.step.layer_gemms();
         let mut last = None;
         for l in 0..per_stage {
             let layer = self.stage * per_stage + l;
             input.extend(self.gather_weights("fwd", layer, m, Vec::new()));
-            for (g, &(name, flops, touched)) in gemms.iter().enumerate() {
-                let deps = input.drain(..).chain(last).collect();
-                let id = self.compute(format!("fwd_{name}_l{layer}_mb{m}"), (flops, touched), deps);
-                last = Some(id);
-                if g == 2 || g == 4 {
-                    last = Some(
-                        self.tp_all_reduce(format!("fwd_allreduce_{name}_l{layer}_mb{m}"), id),
-                    );
-                }
-            }
+            last = self.layer("fwd", (layer, m), std::mem::take(&mut input), last);
         }
         let last = last.expect("a stage has at least one layer");
         if self.stage + 1 < self.step.pp {
@@ -571,26 +886,12 @@ impl<'a> Rank<'a> {
             )));
         }
         let per_stage = self.step.layers / self.step.pp;
-        let gemms = self.step.layer_gemms();
         let mut last = None;
         let mut layers = Vec::new();
         for l in (0..per_stage).rev() {
             let layer = self.stage * per_stage + l;
             input.extend(self.gather_weights("bwd", layer, m, Vec::new()));
-            for (g, &(name, flops, touched)) in gemms.iter().enumerate().rev() {
-                let deps = input.drain(..).chain(last).collect();
-                let id = self.compute(
-                    format!("bwd_{name}_l{layer}_mb{m}"),
-                    (2 * flops, 2 * touched),
-                    deps,
-                );
-                last = Some(id);
-                if g == 3 || g == 0 {
-                    last = Some(
-                        self.tp_all_reduce(format!("bwd_allreduce_{name}_l{layer}_mb{m}"), id),
-                    );
-                }
-            }
+            last = self.layer("bwd", (layer, m), std::mem::take(&mut input), last);
             layers.push((l, last.expect("each layer has GEMMs")));
         }
         if self.stage > 0 {
@@ -609,13 +910,6 @@ impl<'a> Rank<'a> {
         layers
     }
 
-    /// Parameters of one layer held by one TP rank (the whole DP replica's
-    /// share, before any ZeRO sharding).
-    fn layer_params(&self) -> u64 {
-        let m = &self.step.model;
-        (m.attention_params() + m.mlp_params()).div_ceil(self.step.tp as u64)
-    }
-
     fn dp_group(&self) -> String {
         format!("dp{}", self.stage * self.step.tp + self.shard)
     }
@@ -629,17 +923,8 @@ impl<'a> Rank<'a> {
         bytes: u64,
         deps: Vec<u64>,
     ) -> Option<u64> {
-        if self.step.dp == 1 {
-            return deps.last().copied();
-        }
-        let (id, group) = (self.next_id(), self.dp_group());
-        Some(self.push(collective_node(
-            (id, &name),
-            comm,
-            bytes,
-            Some(&group),
-            deps,
-        )))
+        let group = (self.dp_group(), self.step.dp);
+        self.group_collective(name, (comm, bytes), group, deps)
     }
 
     /// ZeRO-3: the all-gather of layer `layer`'s weight shard before its
@@ -654,34 +939,60 @@ impl<'a> Rank<'a> {
         if self.step.data_parallel != DataParallel::Zero {
             return None;
         }
-        let shard = self.layer_params().div_ceil(self.step.dp as u64) * self.step.dtype.bytes();
+        let params = self.step.layer_params_per_rank();
+        let shard = params.div_ceil(self.step.dp as u64) * self.step.dtype.bytes();
         let name = format!("{phase}_allgather_weights_l{layer}_mb{m}");
         self.dp_collective(name, CommType::AllGather, shard, after)
     }
 
     /// The DP synchronisation of the gradients: with all-reduce, the
     /// stage's gradients in buckets of at least [`BUCKET_BYTES`], each after
-    /// the last backward of its layers (`done`: layer, node; last first);
-    /// with ZeRO-3, each layer's reduce-scatter after every backward.
+    /// the last backward of its layers (`done`: layer, node; last first),
+    /// with EP above 1 the shared parameters' over the DP group (`dp_…`)
+    /// and then the experts' over the expert-DP group (`edp_…`, if it has
+    /// more than one rank); with ZeRO-3, each layer's reduce-scatter after
+    /// every backward.
     fn gradient_buckets(&mut self, done: &[(usize, u64)], m: usize) {
-        let layer_bytes = self.layer_params() * self.step.dtype.bytes();
+        let e = self.step.dtype.bytes();
+        let (shared, experts) = self.step.layer_params_split();
         if self.step.data_parallel == DataParallel::Zero {
             for &(l, node) in done {
                 let layer = self.stage * self.step.layers / self.step.pp + l;
                 let name = format!("zero_reducescatter_grads_l{layer}_mb{m}");
-                self.dp_collective(name, CommType::ReduceScatter, layer_bytes, vec![node]);
+                let bytes = (shared + experts) * e;
+                self.dp_collective(name, CommType::ReduceScatter, bytes, vec![node]);
             }
             return;
         }
         if m + 1 != self.step.micro_batches {
             return;
         }
+        let (dp, ep) = (self.step.dp, self.step.ep);
+        if ep == 1 {
+            self.buckets("dp", (self.dp_group(), dp), (shared + experts) * e, done);
+            return;
+        }
+        self.buckets("dp", (self.dp_group(), dp), shared * e, done);
+        let edp = self.step.edp_group(self.peer(self.stage));
+        self.buckets("edp", (edp, dp / ep), experts * e, done);
+    }
+
+    /// All-reduces of `layer_bytes` a layer over `group`, in buckets of at
+    /// least [`BUCKET_BYTES`], named `{prefix}_allreduce_bucket{i}_to_l{layer}`.
+    fn buckets(
+        &mut self,
+        prefix: &str,
+        group: (String, usize),
+        layer_bytes: u64,
+        done: &[(usize, u64)],
+    ) {
         let (mut bucket, mut count) = (0u64, 0usize);
         for (i, &(layer, node)) in done.iter().enumerate() {
             bucket += layer_bytes;
             if bucket >= BUCKET_BYTES || i + 1 == done.len() {
-                let name = format!("dp_allreduce_bucket{count}_to_l{layer}");
-                self.dp_collective(name, CommType::AllReduce, bucket, vec![node]);
+                let name = format!("{prefix}_allreduce_bucket{count}_to_l{layer}");
+                let comm = (CommType::AllReduce, bucket);
+                self.group_collective(name, comm, group.clone(), vec![node]);
                 (bucket, count) = (0, count + 1);
             }
         }
@@ -811,6 +1122,148 @@ mod tests {
             error.to_string(),
             "--collective all_reduce_x: expected one of all_reduce, reduce, all_gather, gather, \
              scatter, broadcast, all_to_all, reduce_scatter, barrier"
+        );
+    }
+    fn moe(ep: usize, skew: f64) -> Step {
+        Step {
+            tp: 2,
+            dp: 4,
+            pp: 2,
+            layers: 2,
+            micro_batches: 2,
+            seq: 32,
+            ep,
+            moe_skew: skew,
+            ..Step::new(model("mixtral-8x7b").unwrap())
+        }
+    }
+
+    fn named<'a>(graph: &'a graph::RankGraph, part: &str) -> Vec<&'a graph::EtNode> {
+        graph
+            .nodes
+            .iter()
+            .filter(|n| n.name.contains(part))
+            .collect()
+    }
+
+    #[test]
+    fn a_moe_step_dispatches_and_combines_over_its_ep_group() {
+        let s = moe(2, 0.0);
+        let (traces, groups) = s.generate().unwrap();
+        let graphs: Vec<_> = traces.iter().map(|t| graph::build(t).unwrap()).collect();
+        let files: Vec<_> = (0..16).map(|r| format!("r{r}")).collect();
+        world::check(&files, &graphs, &groups).unwrap();
+        // EP groups: 2 neighbouring replicas of a stage and shard; expert-DP
+        // groups: the replicas holding the same experts.
+        assert_eq!(groups["ep0"], [0, 2]);
+        assert_eq!(groups["ep1"], [4, 6]);
+        assert_eq!(groups["edp0"], [0, 4]);
+        assert_eq!(groups["edp1"], [2, 6]);
+        assert_eq!(groups.keys().filter(|k| k.starts_with("ep")).count(), 8);
+        assert_eq!(s.ep_group(5), "ep3");
+        assert_eq!(groups["ep3"], [5, 7]);
+        // One layer a stage, 2 micro-batches, 4 all-to-alls each of t·k·h·e.
+        let a2a = named(&graphs[0], "alltoall");
+        assert_eq!(a2a.len(), 2 * 4);
+        let bytes = 32 * 2 * 4096 * 2;
+        for node in a2a {
+            let Op::Collective {
+                comm,
+                bytes: b,
+                group,
+            } = &node.op
+            else {
+                panic!("{} is a collective", node.name)
+            };
+            assert_eq!(
+                (*comm, *b, group.as_deref()),
+                (CommType::AllToAll, bytes, Some("ep0"))
+            );
+        }
+        // Shared gradients over DP, the experts' over expert-DP.
+        let dp = graphs[0]
+            .nodes
+            .iter()
+            .filter(|n| n.name.starts_with("dp_allreduce"));
+        assert_eq!(dp.count(), 1);
+        assert_eq!(named(&graphs[0], "edp_allreduce_bucket0_to_l0").len(), 1);
+        let (shared, experts) = s.layer_params_split();
+        let (h, f) = (4096u64, 14336u64);
+        assert_eq!(shared, (h * 6144 + h * h) / 2 + h * 8);
+        assert_eq!(experts, 4 * 3 * h * f / 2);
+    }
+
+    #[test]
+    fn moe_flops_count_the_active_experts() {
+        let s = moe(2, 0.0);
+        let (t, h, f, q) = (32u64, 4096u64, 14336u64, 6144u64);
+        // Per TP rank: attention as Llama-3 8B, the router, the experts
+        // at t·k tokens.
+        let dense = 2 * t * h * q / 2 + 4 * t * t * h / 2 + 2 * t * h * h / 2;
+        let router = 2 * t * h * 8;
+        let experts = 2 * (t * 2) * (h * 2 * f + f * h) / 2;
+        assert_eq!(s.flops(), 3 * (dense + router + experts) * 8 * 2 * 2);
+    }
+
+    #[test]
+    fn the_busiest_ep_rank_of_a_layer_takes_one_plus_skew_the_mean() {
+        let s = moe(4, 0.5);
+        let mean = 32 * 2;
+        // Layer l's busiest EP rank is l mod EP; the rest share what is left.
+        assert_eq!(s.expert_tokens(0, 0), 96);
+        assert_eq!(s.expert_tokens(0, 1), (4 * mean - 96) / 3);
+        assert_eq!(s.expert_tokens(1, 1), 96);
+        assert_eq!(s.expert_tokens(5, 0), (4 * mean - 96) / 3);
+        assert_eq!(moe(4, 0.0).expert_tokens(3, 2), mean);
+        // The busiest rank's up GEMM: 2·r·h·2f/T FLOPs.
+        let (traces, _) = s.generate().unwrap();
+        let fc1 = |rank: usize, layer: usize| {
+            let graph = graph::build(&traces[rank]).unwrap();
+            let node = named(&graph, &format!("fwd_fc1_l{layer}_mb0"))[0];
+            match node.op {
+                Op::Compute { num_ops, .. } => num_ops,
+                _ => panic!("fc1 computes"),
+            }
+        };
+        assert_eq!(fc1(0, 0), 2 * 96 * 4096 * 2 * 14336 / 2);
+        let rest = (4 * mean - 96) / 3;
+        assert_eq!(fc1(2, 0), 2 * rest * 4096 * 2 * 14336 / 2, "replica 1");
+    }
+
+    #[test]
+    fn bad_ep_and_skew_are_refused_naming_the_flags() {
+        let error = moe(3, 0.0).check().unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "--ep 3 must divide --dp 4 and mixtral-8x7b's 8 experts (the experts are sharded \
+             over the DP replicas of a stage)"
+        );
+        let mut dp = moe(4, 0.0);
+        dp.dp = 2;
+        assert!(matches!(
+            dp.check(),
+            Err(GenError::EpDivides { ep: 4, dp: 2, .. })
+        ));
+        let error = moe(2, 1.5).check().unwrap_err().to_string();
+        assert!(
+            error.starts_with("--moe-skew 1.5: expected 0 to --ep − 1 = 1"),
+            "{error}"
+        );
+        assert!(moe(2, f64::NAN).check().is_err());
+        let mut dense = step(1, 2, 1, 1);
+        dense.ep = 2;
+        let error = dense.check().unwrap_err().to_string();
+        assert!(
+            error.starts_with("--ep 2: gpt3-125m is a dense model"),
+            "{error}"
+        );
+        let mut zero = moe(2, 0.0);
+        zero.data_parallel = DataParallel::Zero;
+        assert!(
+            zero.check()
+                .unwrap_err()
+                .to_string()
+                .starts_with("--dp-mode zero: not supported")
         );
     }
 }
