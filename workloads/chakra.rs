@@ -89,7 +89,11 @@ fn warn(set: &chakra::TraceSet) {
         tracing::warn!("chakra: skipped {count} node(s) of unknown type {kind} (run as no-ops)");
     }
     for (name, count) in &set.warnings.unknown_attributes {
-        tracing::warn!("chakra: ignored unknown attribute `{name}` on {count} node(s)");
+        let what = match name.contains(" (") {
+            true => "attribute",
+            false => "unknown attribute",
+        };
+        tracing::warn!("chakra: ignored {what} `{name}` on {count} node(s)");
     }
     if set.world.names_as_world && has_pg_names(set) {
         tracing::warn!("chakra: pg_name given but no comm groups: every pg_name is every rank");

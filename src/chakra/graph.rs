@@ -249,7 +249,7 @@ pub fn build(raw: &RawTrace) -> Result<RankGraph, GraphError> {
             let Some(&d) = index.get(dep) else {
                 return Err(GraphError::MissingDep {
                     node: node.id,
-                    name: node.name.clone(),
+                    name: shown(&node.name),
                     dep: *dep,
                 });
             };
@@ -285,7 +285,7 @@ fn within_time_range(total: u64, node: &Node) -> Result<u64, GraphError> {
         .filter(|&sum| sum <= MAX_TOTAL_MICROS)
         .ok_or_else(|| GraphError::PastTimeRange {
             node: node.id,
-            name: node.name.clone(),
+            name: shown(&node.name),
             micros: node.duration_micros,
         })
 }
@@ -348,20 +348,46 @@ pub fn topological_order<'a>(n: usize, deps: impl Fn(usize) -> &'a [usize]) -> V
 /// used nor known to be ignored counted in `warnings`.
 fn used_attributes<'a>(node: &'a Node, warnings: &mut Warnings) -> BTreeMap<&'a str, &'a Value> {
     let mut attrs: BTreeMap<&str, &Value> = BTreeMap::new();
+    let mut ignore = |what: String| *warnings.unknown_attributes.entry(what).or_default() += 1;
     for attr in &node.attr {
         let name = attr.name.as_str();
         if USED.contains(&name) {
-            if let Some(value) = &attr.value {
+            let Some(value) = &attr.value else { continue };
+            if attrs.contains_key(name) {
+                ignore(format!("{name} (a second one)"));
+            } else if !typed_as_used(name, value) {
+                ignore(format!("{name} (of the wrong type)"));
+            } else {
                 attrs.insert(name, value);
             }
         } else if !KNOWN_IGNORED.contains(&name) {
-            *warnings
-                .unknown_attributes
-                .entry(attr.name.clone())
-                .or_default() += 1;
+            ignore(attr.name.clone());
         }
     }
     attrs
+}
+
+/// `name` as an error line shows it: control characters escaped (`\n`,
+/// `\u{1b}`), so a node's name cannot break or forge a line (issue 40
+/// item 16); other text as it is.
+pub fn shown(name: &str) -> String {
+    name.chars()
+        .map(|c| match c.is_control() {
+            true => c.escape_debug().to_string(),
+            false => c.to_string(),
+        })
+        .collect()
+}
+
+/// Whether `value` has the type the runner reads `name` as: a string
+/// `pg_name`, a boolean `is_cpu_op`; integers are checked where read
+/// (a wrong one is an error there, not a warning).
+fn typed_as_used(name: &str, value: &Value) -> bool {
+    match name {
+        "pg_name" => matches!(value, Value::Str(_)),
+        "is_cpu_op" => matches!(value, Value::Bool(_)),
+        _ => true,
+    }
 }
 
 /// The [`Op`] of `node`.
@@ -375,7 +401,7 @@ fn op(node: &Node, warnings: &mut Warnings) -> Result<Op, GraphError> {
                 .map(Some)
                 .ok_or_else(|| GraphError::NotAnInteger {
                     node: node.id,
-                    name: node.name.clone(),
+                    name: shown(&node.name),
                     attribute,
                     value: (*value).clone(),
                 }),
@@ -384,15 +410,19 @@ fn op(node: &Node, warnings: &mut Warnings) -> Result<Op, GraphError> {
     let required = |attribute: &'static str| -> Result<u64, GraphError> {
         int(attribute)?.ok_or_else(|| GraphError::MissingAttribute {
             node: node.id,
-            name: node.name.clone(),
+            name: shown(&node.name),
             attribute,
         })
     };
     let rank = |name: &'static str| -> Result<usize, GraphError> { Ok(required(name)? as usize) };
     let comm_bytes = || -> Result<u64, GraphError> {
-        match int("comm_size")? {
-            Some(bytes) => Ok(bytes),
-            None => required("tensor_size"),
+        match (int("comm_size")?, int("tensor_size")?) {
+            (Some(bytes), _) | (None, Some(bytes)) => Ok(bytes),
+            (None, None) => Err(GraphError::MissingAttribute {
+                node: node.id,
+                name: shown(&node.name),
+                attribute: "comm_size (or tensor_size)",
+            }),
         }
     };
     Ok(match NodeType::try_from(node.kind) {
@@ -412,7 +442,7 @@ fn op(node: &Node, warnings: &mut Warnings) -> Result<Op, GraphError> {
                 .and_then(|c| CommType::try_from(c).ok())
                 .ok_or_else(|| GraphError::UnknownCommType {
                     node: node.id,
-                    name: node.name.clone(),
+                    name: shown(&node.name),
                     code,
                 })?;
             let bytes = match comm {

@@ -662,7 +662,7 @@ fn describe(files: &[String], rank: usize, node: &EtNode) -> NodeAt {
         rank,
         file: files[rank].clone(),
         node: node.id,
-        name: node.name.clone(),
+        name: super::graph::shown(&node.name),
     }
 }
 

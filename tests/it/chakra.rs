@@ -215,6 +215,82 @@ fn unknown_types_and_attributes_are_warned_about_skipped_and_counted() {
     assert_eq!(json["figures"]["ignored_attributes"], 1);
 }
 
+/// Issue 40 item 17: a second `comm_size` and a `pg_name` that is no string
+/// are warned about and counted, the first `comm_size` is the one used; a
+/// send with no size names both attributes it can take.
+#[test]
+fn duplicate_and_wrong_typed_attributes_are_counted_and_a_sizeless_send_names_both() {
+    let d = dir("dup");
+    let prefix = d.join("w");
+    let attr = vec![
+        Attribute::int64("comm_type", CommType::AllReduce as i64),
+        Attribute::int64("comm_size", 4096),
+        Attribute::int64("comm_size", 1 << 30),
+        Attribute::int64("pg_name", 7),
+    ];
+    let all_reduce = || node(0, NodeType::CommColl, &[], attr.clone());
+    write(&prefix, vec![vec![all_reduce()], vec![all_reduce()]]);
+    let et = prefix.to_str().unwrap();
+    let output = kernbench(&[
+        "--set",
+        "system.sips.count=2",
+        "run",
+        "--bench",
+        "chakra",
+        "--et",
+        et,
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    for warned in [
+        "`comm_size (a second one)` on 2 node(s)",
+        "`pg_name (of the wrong type)` on 2 node(s)",
+    ] {
+        assert!(
+            stderr.contains(&format!("ignored attribute {warned}")),
+            "{stderr}"
+        );
+    }
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["figures"]["ignored_attributes"], 4);
+    assert_eq!(
+        json["figures"]["allreduce_bytes"], 4096,
+        "the first comm_size"
+    );
+
+    let sizeless = d.join("sizeless");
+    let send = node(
+        1,
+        NodeType::CommSend,
+        &[],
+        vec![Attribute::int32("comm_dst", 1)],
+    );
+    write(&sizeless, vec![vec![send], vec![]]);
+    let error = refused(&sizeless, 2);
+    assert!(error.contains("comm_size (or tensor_size)"), "{error}");
+}
+
+/// Issue 40 item 16: a node name with control bytes is escaped in the
+/// error line, which stays one line.
+#[test]
+fn control_bytes_in_a_node_name_are_escaped_in_errors() {
+    let d = dir("ctl");
+    let prefix = d.join("c");
+    let comp = Node::new(
+        (1, "bad\nerror: forged\u{1b}[31m"),
+        NodeType::Comp,
+        vec![7],
+        vec![],
+    );
+    write(&prefix, vec![vec![comp]]);
+    let error = refused(&prefix, 2);
+    assert!(
+        error.contains("node 1 (`bad\\nerror: forged\\u{1b}[31m`) depends on node 7"),
+        "{error}"
+    );
+}
+
 /// Compute on one rank overlapping a send: the figures add up as derived.
 #[test]
 fn compute_and_communication_overlap_and_exposed_time_is_what_compute_leaves() {
