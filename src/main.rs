@@ -573,6 +573,26 @@ impl Footprint {
     }
 }
 
+/// Refuses a sweep, before its first point runs, when one variant's
+/// machine would not fit the host as `run` refuses it, naming the
+/// variant's assignment (issue 40 item 10).
+fn check_variants_fit(variants: &[sweep::Variant]) -> Result<(), CliError> {
+    let available = workloads::collective::host_available();
+    for variant in variants {
+        if let Err(error) = check_machine_fits(&variant.topology, Footprint::Simulation, available)
+        {
+            let assignment: Vec<String> = variant
+                .fields
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            let message = format!("--vary {}: {error}", assignment.join(" "));
+            return Err(CliError::Workload(WorkloadError::BadOption(message)));
+        }
+    }
+    Ok(())
+}
+
 /// Refuses, before building it, a machine that `footprint` of it would not
 /// fit the host's available memory (none known: not checked).
 fn check_machine_fits(
@@ -1010,6 +1030,7 @@ fn run_sweep(
         })
         .unwrap_or(1);
     plan.check_sizes().map_err(CliError::Workload)?;
+    check_variants_fit(&plan.variants)?;
     let rows = run_points(&plan, &points, jobs);
     let source = results::Source {
         command: command_line(),

@@ -108,6 +108,34 @@ fn chakra_gen_checks_its_out_folder_before_any_work() {
     }
 }
 
+/// Issue 40 item 10: a `--vary` value whose machine would not fit the host
+/// (here a 4 GiB address-space cap) is refused before the first point runs,
+/// as `run` refuses it, naming the assignment.
+#[cfg(unix)]
+#[test]
+fn a_sweep_checks_every_variants_machine_before_the_first_point() {
+    let dir = TempDir::new("hard-vary-fit");
+    let output = std::process::Command::new("sh")
+        .args(["-c", "ulimit -v 4194304 && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_kernbench"))
+        .args(["sweep", "--bench", "ccl_allreduce", "--size", "1K"])
+        .args(["--vary", "system.sips.count=2,4097"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let (code, line) = refusal(&output);
+    assert_eq!(code, 2, "{line}");
+    assert!(
+        line.contains("--vary system.sips.count=4097: the machine would take about"),
+        "{line}"
+    );
+    assert!(
+        stdout(&output).is_empty(),
+        "no point ran: {}",
+        stdout(&output)
+    );
+}
+
 #[test]
 fn negative_sizes_reach_our_own_message() {
     let dir = TempDir::new("hard-negative");
