@@ -390,6 +390,15 @@ fn typed_as_used(name: &str, value: &Value) -> bool {
     }
 }
 
+/// `node` lacks `attribute`.
+fn missing(node: &Node, attribute: &'static str) -> GraphError {
+    GraphError::MissingAttribute {
+        node: node.id,
+        name: shown(&node.name),
+        attribute,
+    }
+}
+
 /// The [`Op`] of `node`.
 fn op(node: &Node, warnings: &mut Warnings) -> Result<Op, GraphError> {
     let attrs = used_attributes(node, warnings);
@@ -408,21 +417,13 @@ fn op(node: &Node, warnings: &mut Warnings) -> Result<Op, GraphError> {
         }
     };
     let required = |attribute: &'static str| -> Result<u64, GraphError> {
-        int(attribute)?.ok_or_else(|| GraphError::MissingAttribute {
-            node: node.id,
-            name: shown(&node.name),
-            attribute,
-        })
+        int(attribute)?.ok_or_else(|| missing(node, attribute))
     };
     let rank = |name: &'static str| -> Result<usize, GraphError> { Ok(required(name)? as usize) };
     let comm_bytes = || -> Result<u64, GraphError> {
         match (int("comm_size")?, int("tensor_size")?) {
             (Some(bytes), _) | (None, Some(bytes)) => Ok(bytes),
-            (None, None) => Err(GraphError::MissingAttribute {
-                node: node.id,
-                name: shown(&node.name),
-                attribute: "comm_size (or tensor_size)",
-            }),
+            (None, None) => Err(missing(node, "comm_size (or tensor_size)")),
         }
     };
     Ok(match NodeType::try_from(node.kind) {
