@@ -581,12 +581,8 @@ fn check_variants_fit(variants: &[sweep::Variant]) -> Result<(), CliError> {
     for variant in variants {
         if let Err(error) = check_machine_fits(&variant.topology, Footprint::Simulation, available)
         {
-            let assignment: Vec<String> = variant
-                .fields
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            let message = format!("--vary {}: {error}", assignment.join(" "));
+            let assignment = kernbench::harness::vary::assignment(&variant.fields);
+            let message = format!("--vary {assignment}: {error}");
             return Err(CliError::Workload(WorkloadError::BadOption(message)));
         }
     }

@@ -231,11 +231,16 @@ pub fn configurations(base: &Base<'_>, varies: &[Vary]) -> Result<Vec<Variant>, 
 }
 
 fn invalid(fields: &[(String, String)], message: String) -> VaryError {
-    let assignment: Vec<_> = fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
     VaryError::Invalid {
-        assignment: assignment.join(" "),
+        assignment: assignment(fields),
         message,
     }
+}
+
+/// A variant's fields as `--vary` writes them: `key=value`, space-separated.
+pub fn assignment(fields: &[(String, String)]) -> String {
+    let pairs: Vec<_> = fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    pairs.join(" ")
 }
 
 #[cfg(test)]

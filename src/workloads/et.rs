@@ -507,13 +507,11 @@ impl RankContext {
         group: String,
         shape: Shape,
     ) -> Result<(), WorkloadError> {
-        let ranks: Rc<[usize]> = match self.set.world.groups.get(&group) {
-            Some(ranks) => ranks.as_slice().into(),
-            None => (0..self.set.graphs.len()).collect(),
-        };
-        let Some(member) = ranks.iter().position(|&r| r == self.rank) else {
-            return self.collective(dist, shape.comm, shape.bytes).await;
-        };
+        // The world check lists every group called (the world's as "") and
+        // refuses a caller that is not a member (`CheckError::NotMember`).
+        let ranks: Rc<[usize]> = self.set.world.groups[&group].as_slice().into();
+        let member = (ranks.iter().position(|&r| r == self.rank))
+            .expect("the world check makes every caller a member of its group");
         let call = {
             let mut calls = self.calls.borrow_mut();
             let k = calls.entry(group.clone()).or_default();

@@ -115,7 +115,6 @@ pub struct ReplayCounts {
 
 /// One call's meeting.
 struct Meeting {
-    members: usize,
     arrived: usize,
     left: usize,
     all_in: Rc<Event>,
@@ -125,7 +124,8 @@ struct Meeting {
     key: Option<Key>,
     /// The first call's times per member, when this call replays them.
     replayed: Option<Rc<[SimDuration]>>,
-    /// A simulated call's times per member, as each leaves.
+    /// A simulated call's times per member, as each leaves (one entry per
+    /// member, so also how many there are).
     taken: Vec<Option<SimDuration>>,
 }
 
@@ -181,7 +181,6 @@ impl Replays {
         let members = ranks.len();
         let mut meetings = self.meetings.borrow_mut();
         let meeting = meetings.entry(call.clone()).or_insert_with(|| Meeting {
-            members,
             arrived: 0,
             left: 0,
             all_in: Rc::new(Event::new(&format!("et.meeting.{}#{}", call.0, call.1))),
@@ -191,7 +190,7 @@ impl Replays {
             taken: vec![None; members],
         });
         meeting.arrived += 1;
-        if meeting.arrived == meeting.members {
+        if meeting.arrived == members {
             let origin = ranks[0];
             let key = Key {
                 call: (*shape, self.symmetry.seen_from(ranks, origin)),
@@ -244,7 +243,7 @@ impl Replays {
             meeting.taken[member] = Some(sim::now() - meeting.at);
         }
         meeting.left += 1;
-        if meeting.left < meeting.members {
+        if meeting.left < meeting.taken.len() {
             return;
         }
         self.running.borrow_mut().remove(call);
