@@ -1399,7 +1399,7 @@ fn serve(topology: TopologySpec, ccl: CclConfig, args: &WebArgs) -> Result<(), C
     };
     let server = web::Server::bind(std::net::SocketAddr::new(args.bind, args.port), settings)?;
     print_out(&format!("listening on {}\n", server.url()))?;
-    server.run();
+    server.run()?;
     Ok(())
 }
 

@@ -1,13 +1,17 @@
 //! `kernbench web`: a local web UI over the harness (ADR-0018).
 //!
-//! A `tiny_http` server answering requests on a pool of [`WORKERS`]
-//! threads, so a long run never holds up `/topology.svg` or another page
-//! (ADR-0030). Runs are bounded: at most [`MAX_POINTS`] points, a data
-//! check of at most [`MAX_DATA_BYTES`] (estimated before anything runs),
-//! and [`Limits::run_time`] of wall time, after which the simulation is
-//! cancelled through [`crate::sim::cancel`] and the page says so. A `/run`
-//! page is streamed (flushed piece by piece): a progress line as points
-//! finish and every few seconds, then the results.
+//! An HTTP/1.x server of its own ([`http`], ADR-0109): connections are
+//! tasks on one event-loop thread, a request body is never held (413 over
+//! [`http::MAX_BODY`]), pages are rendered on a small pool, and runs
+//! (`/run`, `/trace`) go through a queue of [`RUNS_AT_ONCE`] running and
+//! [`RUNS_WAITING`] waiting (503 "busy" past it), so a long run never
+//! holds up `/topology.svg` or another page (ADR-0030). Runs are bounded:
+//! at most [`MAX_POINTS`] points, a data check of at most
+//! [`MAX_DATA_BYTES`] (estimated before anything runs), and
+//! [`Limits::run_time`] of wall time, after which the simulation is
+//! cancelled through [`crate::sim::cancel`] and the page says so. A
+//! `/run` page is streamed: a progress line as points finish and every
+//! few seconds, then the results.
 //!
 //! - `/`: the machine summary and drawing, a form that runs a workload or
 //!   a small sweep, and the report of a result folder if one was given
@@ -15,7 +19,7 @@
 //! - `/run?QUERY`: the form's sweep, planned and run by [`sweep`] exactly as
 //!   `kernbench sweep` runs it (each point its own machine and simulation
 //!   on a worker thread), shown as the nccl-tests table and the figures.
-//! - `/trace?QUERY`: the first point of that sweep run again in the request's
+//! - `/trace?QUERY`: the first point of that sweep run again on a run
 //!   thread with a Chrome/Perfetto trace layer written to a temporary
 //!   file, sent as a download and deleted.
 //! - `/topology.svg`: the machine drawn from [`Machine`]: SIPs in their
@@ -32,7 +36,6 @@
 
 use std::fmt::Write;
 use std::fs::File;
-use std::io::Write as _;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -40,7 +43,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use tiny_http::{Header, Response, Server as HttpServer};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing_subscriber::layer::SubscriberExt;
 
 use super::figures;
@@ -56,13 +61,26 @@ use crate::topology::{
 use crate::trace::ChromeTraceLayer;
 use crate::workloads::{self, ByteSize};
 
+mod http;
+
 /// The most points one `/run` may simulate: the page is for small sweeps;
 /// bigger ones belong to `kernbench sweep --out` and `--results`.
 pub const MAX_POINTS: usize = 64;
 
-/// Threads answering requests: a run occupies one, the others keep
-/// serving the pictures and pages.
-pub const WORKERS: usize = 8;
+/// Runs (`/run`, `/trace`) simulated at once; each has its own thread.
+pub const RUNS_AT_ONCE: usize = 4;
+
+/// Runs admitted beyond those, waiting for a slot; one more is a 503
+/// "busy" page.
+pub const RUNS_WAITING: usize = 8;
+
+/// Threads rendering pages (`/`, errors); pictures are sent from memory.
+const PAGE_THREADS: usize = 4;
+
+/// Connections open at once; one more is closed unanswered. An idle one
+/// costs a task and its buffer, not a thread, and is closed after
+/// [`http::HEAD_TIME`] without a whole head.
+pub const MAX_CONNECTIONS: usize = 512;
 
 /// The most bytes one `/run` with the data check may keep: the estimate is
 /// every point's size × ranks × 4 (inputs, outputs, references, slots).
@@ -105,8 +123,11 @@ pub enum WebError {
         /// The address asked for.
         addr: SocketAddr,
         /// Why.
-        source: Box<dyn std::error::Error + Send + Sync>,
+        source: std::io::Error,
     },
+    /// The server's event loop could not be made.
+    #[error("cannot start the web server: {0}")]
+    Runtime(std::io::Error),
     /// The machine of the settings cannot be built.
     #[error(transparent)]
     Topology(#[from] crate::topology::TopologyError),
@@ -114,7 +135,7 @@ pub enum WebError {
 
 /// A bound server.
 pub struct Server {
-    http: HttpServer,
+    listener: std::net::TcpListener,
     settings: Settings,
     /// The machine's drawings, made once (`/topology.svg`, `/cube.svg`).
     topology_svg: String,
@@ -130,19 +151,28 @@ enum Reply {
     Html(u16, String),
     /// An SVG image.
     Svg(String),
-    /// A trace file to download (already unlinked).
-    Trace(File),
+    /// A traced run of the first point (`/trace`).
+    Trace(Plan),
     /// A run, streamed as it goes.
     Run(Plan, String),
+}
+
+/// The bounds of the runs in flight: admitted (running or waiting) and
+/// running.
+struct Runs {
+    admitted: Semaphore,
+    running: Arc<Semaphore>,
 }
 
 impl Server {
     /// Binds `addr` (port 0 picks a free port).
     pub fn bind(addr: SocketAddr, settings: Settings) -> Result<Server, WebError> {
         let machine = Machine::build(&settings.topology)?;
-        let http = HttpServer::http(addr).map_err(|source| WebError::Bind { addr, source })?;
+        let listener = std::net::TcpListener::bind(addr)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .map_err(|source| WebError::Bind { addr, source })?;
         Ok(Server {
-            http,
+            listener,
             settings,
             topology_svg: topology_svg(&machine),
             cube_svg: cube_svg(&machine),
@@ -153,47 +183,74 @@ impl Server {
 
     /// The URL of `/`, with the port actually bound.
     pub fn url(&self) -> String {
-        match self.http.server_addr().to_ip() {
-            Some(addr) => format!("http://{addr}/"),
-            None => "http://localhost/".to_owned(),
+        match self.listener.local_addr() {
+            Ok(addr) => format!("http://{addr}/"),
+            Err(_) => "http://localhost/".to_owned(),
         }
     }
 
-    /// Answers requests on [`WORKERS`] threads until the process ends.
-    pub fn run(&self) {
-        std::thread::scope(|scope| {
-            for _ in 0..WORKERS {
-                scope.spawn(|| {
-                    while let Ok(request) = self.http.recv() {
-                        self.answer(request);
-                    }
+    /// Answers requests until the process ends: connections on one event
+    /// loop thread, pages and runs on a bounded pool (ADR-0109).
+    pub fn run(self) -> Result<(), WebError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .max_blocking_threads(RUNS_AT_ONCE + PAGE_THREADS)
+            .build()
+            .map_err(WebError::Runtime)?;
+        runtime.block_on(async move {
+            let listener =
+                TcpListener::from_std(self.listener.try_clone().map_err(WebError::Runtime)?)
+                    .map_err(WebError::Runtime)?;
+            let server = Arc::new(self);
+            let runs = Arc::new(Runs {
+                admitted: Semaphore::new(RUNS_AT_ONCE + RUNS_WAITING),
+                running: Arc::new(Semaphore::new(RUNS_AT_ONCE)),
+            });
+            let open = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    // Out of descriptors, say: let connections close.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
+                let Ok(permit) = open.clone().try_acquire_owned() else {
+                    continue;
+                };
+                let (server, runs) = (server.clone(), runs.clone());
+                tokio::spawn(async move {
+                    server.answer(stream, &runs).await;
+                    drop(permit);
                 });
             }
-        });
+        })
     }
 
-    /// Answers one request.
-    fn answer(&self, request: tiny_http::Request) {
-        let reply = self.reply(request.url());
-        // A browser that went away is not the server's problem.
-        let _ = match reply {
-            Reply::Html(status, html) => request.respond(
-                Response::from_string(html)
-                    .with_status_code(status)
-                    .with_header(content_type("text/html; charset=utf-8")),
-            ),
-            Reply::Svg(svg) => request
-                .respond(Response::from_string(svg).with_header(content_type("image/svg+xml"))),
-            Reply::Trace(file) => request.respond(
-                Response::from_file(file)
-                    .with_header(content_type("application/json"))
-                    .with_header(header(
-                        "Content-Disposition",
-                        "attachment; filename=\"kernbench-trace.json\"",
-                    )),
-            ),
-            Reply::Run(plan, query) => self.stream_run(request, &plan, &query),
+    /// Answers one connection's request.
+    async fn answer(self: Arc<Self>, mut stream: TcpStream, runs: &Runs) {
+        let target = match http::read_request(&mut stream).await {
+            Ok(Some(request)) => request.target,
+            Ok(None) => return,
+            Err(refusal) => {
+                let page = error_page(refusal.status, &refusal.message);
+                return http::respond(stream, refusal.status, HTML, page.as_bytes()).await;
+            }
         };
+        let server = self.clone();
+        let Ok(reply) = tokio::task::spawn_blocking(move || server.reply(&target)).await else {
+            return;
+        };
+        match reply {
+            Reply::Html(status, html) => http::respond(stream, status, HTML, html.as_bytes()).await,
+            Reply::Svg(svg) => http::respond(stream, 200, "image/svg+xml", svg.as_bytes()).await,
+            Reply::Run(..) | Reply::Trace(_) => {
+                let Ok(_admitted) = runs.admitted.try_acquire() else {
+                    let page = error_page(503, &busy_message());
+                    return http::respond(stream, 503, HTML, page.as_bytes()).await;
+                };
+                self.queued_run(stream, reply, &runs.running).await;
+            }
+        }
     }
 
     /// The reply to `url` (path and query).
@@ -204,7 +261,7 @@ impl Server {
             "/run" => self
                 .checked_plan(query)
                 .map(|plan| Reply::Run(plan, query.to_owned())),
-            "/trace" => self.trace(query).map(Reply::Trace),
+            "/trace" => self.plan(query).map(Reply::Trace),
             "/topology.svg" => Ok(Reply::Svg(self.topology_svg.clone())),
             "/cube.svg" => Ok(Reply::Svg(self.cube_svg.clone())),
             _ => {
@@ -212,13 +269,94 @@ impl Server {
                 Ok(Reply::Html(404, with_nav("not found", &body)))
             }
         };
-        outcome.unwrap_or_else(|message| {
-            let body = format!(
-                "<h1>Bad request</h1>\n<p class=\"error\">{}</p>\n",
-                escape(&message)
+        outcome.unwrap_or_else(|message| Reply::Html(400, error_page(400, &message)))
+    }
+
+    /// A run admitted to the queue: waits for a slot (the page says so if
+    /// it has to), then runs on its own thread, the slot held until the
+    /// simulation ends even if the client has gone.
+    async fn queued_run(
+        self: Arc<Self>,
+        mut stream: TcpStream,
+        reply: Reply,
+        running: &Arc<Semaphore>,
+    ) {
+        let waiting = running.clone().try_acquire_owned();
+        let Reply::Run(plan, query) = reply else {
+            let Reply::Trace(plan) = reply else { return };
+            let Ok(slot) = running.clone().acquire_owned().await else {
+                return;
+            };
+            return self.send_trace(stream, plan, slot).await;
+        };
+        let head = http::reply_head(200, HTML, None, "");
+        let mut page = head + &run_head(&plan, self.settings.limits.run_time);
+        if waiting.is_err() {
+            let _ = writeln!(
+                page,
+                "<p class=\"progress\" id=\"queued\">waiting for a run slot ({RUNS_AT_ONCE} run at once) ...</p>"
             );
-            Reply::Html(400, with_nav("bad request", &body))
-        })
+        }
+        if stream.write_all(page.as_bytes()).await.is_err() {
+            return;
+        }
+        let slot = match waiting {
+            Ok(slot) => slot,
+            Err(_) => match running.clone().acquire_owned().await {
+                Ok(slot) => slot,
+                Err(_) => return,
+            },
+        };
+        let (send, mut pieces) = tokio::sync::mpsc::unbounded_channel::<String>();
+        tokio::task::spawn_blocking(move || {
+            self.run_page(&plan, &query, &mut |text| {
+                let _ = send.send(text);
+            });
+            drop(slot);
+        });
+        while let Some(text) = pieces.recv().await {
+            if stream.write_all(text.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+        http::close(stream).await;
+    }
+
+    /// `/trace`: the first point of `plan` traced on its own thread in
+    /// `slot`, sent as a download, or the page saying why not.
+    async fn send_trace(
+        self: Arc<Self>,
+        stream: TcpStream,
+        plan: Plan,
+        slot: OwnedSemaphorePermit,
+    ) {
+        let traced = tokio::task::spawn_blocking(move || {
+            let file = self.trace(&plan);
+            drop(slot);
+            file
+        });
+        let file = match traced.await {
+            Ok(Ok(file)) => file,
+            Ok(Err(message)) => {
+                let page = error_page(400, &message);
+                return http::respond(stream, 400, HTML, page.as_bytes()).await;
+            }
+            Err(_) => return,
+        };
+        let length = file.metadata().map(|m| m.len()).ok();
+        let head = http::reply_head(
+            200,
+            "application/json",
+            length,
+            "Content-Disposition: attachment; filename=\"kernbench-trace.json\"\r\n",
+        );
+        let mut stream = stream;
+        let mut file = tokio::fs::File::from_std(file);
+        if stream.write_all(head.as_bytes()).await.is_ok()
+            && tokio::io::copy(&mut file, &mut stream).await.is_ok()
+        {
+            http::close(stream).await;
+        }
     }
 
     /// `/`: the machine, the form and the results.
@@ -271,66 +409,12 @@ impl Server {
         Ok(plan)
     }
 
-    /// `/run`: the form's sweep streamed: the page head, a progress line
-    /// every finished point (or every few seconds), then the table and
-    /// figures, or the message of the limit it stopped at.
-    fn stream_run(
-        &self,
-        request: tiny_http::Request,
-        plan: &Plan,
-        query: &str,
-    ) -> std::io::Result<()> {
-        // Written by hand so that each piece is flushed as it is made
-        // (tiny_http's chunked bodies are buffered 8 KiB at a time). An
-        // HTTP/1.1 client gets one chunk per piece and the zero-length
-        // chunk at the end, so it knows where the page ends while the
-        // connection stays open; an HTTP/1.0 client reads to the close.
-        let chunked = *request.http_version() >= tiny_http::HTTPVersion(1, 1);
-        let mut writer = request.into_writer();
-        let framing: &[u8] = if chunked {
-            b"Transfer-Encoding: chunked\r\n"
-        } else {
-            b"Connection: close\r\n"
-        };
-        writer.write_all(
-            b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n\
-              Cache-Control: no-store\r\n",
-        )?;
-        writer.write_all(framing)?;
-        writer.write_all(b"\r\n")?;
-        let mut outcome = Ok(());
-        self.run_page(plan, query, &mut |text: String| {
-            if outcome.is_ok() && !text.is_empty() {
-                outcome = if chunked {
-                    write!(writer, "{:x}\r\n{text}\r\n", text.len())
-                } else {
-                    writer.write_all(text.as_bytes())
-                }
-                .and_then(|()| writer.flush());
-            }
-        });
-        outcome?;
-        if chunked {
-            writer.write_all(b"0\r\n\r\n")?;
-        }
-        writer.flush()
-    }
-
-    /// The page of `/run`, sent in pieces to `out` as the run goes.
+    /// The rest of the page of `/run` (after [`run_head`]), sent in pieces
+    /// to `send` as the run goes.
     fn run_page(&self, plan: &Plan, query: &str, send: &mut dyn FnMut(String)) {
-        let name = plan.workload.name;
-        let (head, tail) = with_nav(name, "\u{0}")
-            .split_once('\u{0}')
-            .map(|(h, t)| (h.to_owned(), t.to_owned()))
-            .expect("the marker is in the page");
+        let tail = page_tail();
         let points = plan.points();
         let limit = self.settings.limits.run_time;
-        send(format!(
-            "{head}<h1>{}</h1>\n<p class=\"progress\">running {} point(s), at most {} s ...</p>\n",
-            escape(name),
-            points.len(),
-            limit.as_secs()
-        ));
         let jobs = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
         let every = PROGRESS_EVERY;
         let outcome = watch::sweep(
@@ -374,8 +458,7 @@ impl Server {
     }
 
     /// `/trace`: the first point of the form's sweep, traced.
-    fn trace(&self, query: &str) -> Result<File, String> {
-        let plan = self.plan(query)?;
+    fn trace(&self, plan: &Plan) -> Result<File, String> {
         let point = plan.points().into_iter().next().ok_or("no point to run")?;
         let number = self.traces.fetch_add(1, Ordering::Relaxed);
         let path = std::env::temp_dir().join(format!(
@@ -383,7 +466,7 @@ impl Server {
             std::process::id()
         ));
         let limit = self.settings.limits.run_time;
-        let outcome = traced_run(&plan, &point, &path, limit);
+        let outcome = traced_run(plan, &point, &path, limit);
         let file = outcome.and_then(|()| File::open(&path).map_err(|e| e.to_string()));
         // Unlinked now, the file lives until the response has read it.
         let _ = std::fs::remove_file(&path);
@@ -648,19 +731,61 @@ fn form() -> String {
     html
 }
 
+/// The page head of `/run` for `plan`: what it runs and its limit.
+fn run_head(plan: &Plan, limit: Duration) -> String {
+    let name = plan.workload.name;
+    let (head, _) = with_nav(name, "\u{0}")
+        .split_once('\u{0}')
+        .map(|(h, t)| (h.to_owned(), t.to_owned()))
+        .expect("the marker is in the page");
+    format!(
+        "{head}<h1>{}</h1>\n<p class=\"progress\">running {} point(s), at most {} s ...</p>\n",
+        escape(name),
+        plan.points().len(),
+        limit.as_secs()
+    )
+}
+
+/// What closes a page [`run_head`] opened.
+fn page_tail() -> String {
+    let page = with_nav("", "\u{0}");
+    page.split_once('\u{0}')
+        .map(|(_, t)| t.to_owned())
+        .expect("the marker is in the page")
+}
+
+/// The page of a refused request: its status's title and `message`.
+fn error_page(status: u16, message: &str) -> String {
+    let title = match status {
+        503 => "busy",
+        _ => "bad request",
+    };
+    let heading = match status {
+        503 => "Busy, retry later",
+        _ => "Bad request",
+    };
+    let body = format!(
+        "<h1>{heading}</h1>\n<p class=\"error\">{}</p>\n",
+        escape(message)
+    );
+    with_nav(title, &body)
+}
+
+/// Why a run is refused when the queue is full.
+fn busy_message() -> String {
+    format!(
+        "{RUNS_AT_ONCE} runs are simulating and {RUNS_WAITING} more are waiting, the most \
+         the server takes: retry later, or run it with `kernbench sweep`"
+    )
+}
+
+const HTML: &str = "text/html; charset=utf-8";
+
 /// A page titled `title` with the navigation above `body`.
 fn with_nav(title: &str, body: &str) -> String {
     let nav = "<nav><a href=\"/\">home</a> | <a href=\"/#run\">run</a> | \
                <a href=\"/topology.svg\">topology</a> | <a href=\"/cube.svg\">cube</a></nav>\n";
     report::page(&format!("{title} - kernbench web"), &format!("{nav}{body}"))
-}
-
-fn header(name: &str, value: &str) -> Header {
-    Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("ASCII header")
-}
-
-fn content_type(value: &str) -> Header {
-    header("Content-Type", value)
 }
 
 /// Sizes of the topology drawing, in pixels.

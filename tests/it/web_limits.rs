@@ -4,7 +4,8 @@
 
 use crate::cli_common;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::time::Duration;
 
 use cli_common::web::WebServer;
 
@@ -61,4 +62,84 @@ fn a_data_check_too_big_for_the_form_is_refused_up_front() {
         reply.contains("the data check of these points would keep about"),
         "{reply}"
     );
+}
+
+/// A request's raw bytes sent, the reply read to the close (at most 5 s).
+fn raw(server: &WebServer, bytes: &[u8]) -> String {
+    let mut stream = std::net::TcpStream::connect(server.host()).unwrap();
+    stream.write_all(bytes).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut reply = Vec::new();
+    let _ = stream.read_to_end(&mut reply);
+    String::from_utf8_lossy(&reply).into_owned()
+}
+
+#[test]
+fn a_post_claiming_a_terabyte_is_refused_unread_and_the_server_answers_on() {
+    // Issue 40 item 1: under a 4 GB address-space cap the old server
+    // reserved the claimed body when it dropped the request, and aborted.
+    let server = WebServer::start_capped(4 << 20, &[]);
+    let mut post = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000000\r\n\r\n".to_vec();
+    post.extend(std::iter::repeat_n(b'x', 100_000));
+    let reply = raw(&server, &post);
+    assert!(reply.starts_with("HTTP/1.1 413"), "{reply}");
+    assert!(reply.contains("bodies are capped at 4096 B"), "{reply}");
+    let chunked = raw(
+        &server,
+        b"POST /run HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nffffffff\r\n",
+    );
+    assert!(chunked.starts_with("HTTP/1.1 413"), "{chunked}");
+    let (home, took) = server.get_within("", Duration::from_secs(5));
+    assert!(
+        home.starts_with("HTTP/1.1 200") && home.contains("</html>"),
+        "{home}"
+    );
+    eprintln!("`/` after the oversized POST: {took:?}");
+}
+
+#[test]
+fn eight_long_runs_leave_pages_answering_a_full_queue_is_busy_and_idle_connections_cost_no_thread()
+{
+    // Issue 40 item 2: eight workers each held by a run kept `/` waiting
+    // until the run limit; each connection had its own thread.
+    let server = start("60");
+    let long = "run?bench=ccl_allreduce&b=1K&e=1G";
+    // 4 running and 8 waiting: the queue's bounds.
+    let held: Vec<_> = (0..12)
+        .map(|_| {
+            let stream = server.request(long);
+            // The old server never answered a ninth: fail, do not hang.
+            stream
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let mut run = BufReader::new(stream);
+            let mut page = String::new();
+            while !page.contains("running 21 point(s)") {
+                assert!(run.read_line(&mut page).unwrap() > 0, "{page}");
+            }
+            run
+        })
+        .collect();
+    let (busy, _) = server.get_within(long, Duration::from_secs(5));
+    assert!(busy.starts_with("HTTP/1.1 503"), "{busy}");
+    assert!(busy.contains("retry later"), "{busy}");
+    for path in ["", "topology.svg", "cube.svg"] {
+        let (page, took) = server.get_within(path, Duration::from_secs(5));
+        assert!(page.starts_with("HTTP/1.1 200"), "/{path}: {page}");
+        eprintln!("/{path} with 12 runs in flight: {took:?}");
+    }
+    let idle: Vec<_> = (0..300)
+        .map(|_| std::net::TcpStream::connect(server.host()).unwrap())
+        .collect();
+    let (home, took) = server.get_within("", Duration::from_secs(5));
+    assert!(home.starts_with("HTTP/1.1 200"), "{home}");
+    eprintln!("/ with 12 runs and 300 idle connections: {took:?}");
+    let threads = server.threads();
+    assert!(
+        threads < 64,
+        "{threads} threads for 12 runs and 300 idle connections"
+    );
+    drop((idle, held));
 }

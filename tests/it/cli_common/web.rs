@@ -19,10 +19,28 @@ impl WebServer {
     /// Starts `kernbench <before...> web --port 0 <after...>` and reads the
     /// URL it listens on.
     pub fn start(before: &[&str], after: &[&str]) -> WebServer {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_kernbench"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kernbench"));
+        command
             .args(before)
             .args(["web", "--port", "0"])
-            .args(after)
+            .args(after);
+        WebServer::spawn(command)
+    }
+
+    /// [`WebServer::start`] under `ulimit -v KIB` (an address-space cap).
+    pub fn start_capped(kib: u64, after: &[&str]) -> WebServer {
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""))
+            .arg(env!("CARGO_BIN_EXE_kernbench"))
+            .args(["web", "--port", "0"])
+            .args(after);
+        WebServer::spawn(command)
+    }
+
+    fn spawn(mut command: Command) -> WebServer {
+        let mut child = command
             .stdout(Stdio::piped())
             .spawn()
             .expect("kernbench starts");
@@ -46,6 +64,31 @@ impl WebServer {
     /// `127.0.0.1:PORT`.
     pub fn host(&self) -> &str {
         self.url.trim_start_matches("http://").trim_end_matches('/')
+    }
+
+    /// The server's thread count (Linux's `/proc`).
+    pub fn threads(&self) -> usize {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("the server's /proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .and_then(|n| n.trim().parse().ok())
+            .expect("a Threads: line")
+    }
+
+    /// `GET /path` answered whole within `bound` (the test fails past
+    /// it), and how long it took.
+    pub fn get_within(&self, path: &str, bound: Duration) -> (String, Duration) {
+        let start = Instant::now();
+        let mut stream = self.request(path);
+        stream
+            .set_read_timeout(Some(bound))
+            .expect("a read timeout");
+        let mut reply = String::new();
+        std::io::Read::read_to_string(&mut stream, &mut reply)
+            .unwrap_or_else(|e| panic!("GET /{path} not answered within {bound:?}: {e}"));
+        (reply, start.elapsed())
     }
 
     /// An HTTP/1.0 `GET /path`, the response left to read.
