@@ -829,6 +829,19 @@ fn check_out_folder(prefix: &Path) -> Result<(), CliError> {
     })
 }
 
+/// Checks that the file `path` can be written before any work: its
+/// folder exists and it is not a folder itself.
+fn check_out_file(path: &Path) -> Result<(), CliError> {
+    check_out_folder(path)?;
+    if path.is_dir() {
+        return Err(CliError::OutputPath {
+            path: path.to_path_buf(),
+            source: io::Error::new(io::ErrorKind::AlreadyExists, "is a folder, not a file"),
+        });
+    }
+    Ok(())
+}
+
 /// `chakra-gen`: writes the traces and says what it wrote.
 fn chakra_gen(topology: &TopologySpec, args: &ChakraGenArgs) -> Result<(), CliError> {
     use kernbench::chakra::{self, generate};
@@ -907,8 +920,8 @@ fn write_explanation(
     explanation: &kernbench::explain::Explanation,
 ) -> Result<(), CliError> {
     use kernbench::harness::web::{Heat, cube_heat_svg, topology_heat_svg};
-    let write = |name: &str, text: String| std::fs::write(dir.join(name), text);
-    std::fs::create_dir_all(dir)?;
+    let write = |name: &str, text: String| write_file(&dir.join(name), text);
+    prepare_out(dir)?;
     write(
         "explain.json",
         serde_json::to_string_pretty(explanation)? + "\n",
@@ -927,6 +940,9 @@ fn bench(
     params: BTreeMap<String, String>,
 ) -> Result<(), CliError> {
     let workload = workloads::find(&args.bench)?;
+    if let Some(dir) = &args.out {
+        prepare_out(dir)?;
+    }
     let machine = std::sync::Arc::new(Machine::build(topology)?);
     let options = Options {
         verify_data: args.verify_data,
@@ -1116,14 +1132,11 @@ fn prepare_out(dir: &Path) -> Result<(), CliError> {
         path: dir.to_owned(),
         source,
     };
-    std::fs::create_dir_all(dir).map_err(error)?;
-    if !dir.is_dir() {
-        let source = io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            "exists and is not a directory",
-        );
+    if dir.exists() && !dir.is_dir() {
+        let source = io::Error::new(io::ErrorKind::AlreadyExists, "exists and is not a folder");
         return Err(error(source));
     }
+    std::fs::create_dir_all(dir).map_err(error)?;
     let check = dir.join(".kernbench-write-check");
     std::fs::write(&check, b"").map_err(error)?;
     std::fs::remove_file(&check).map_err(error)
@@ -1326,6 +1339,9 @@ fn run_calibrate(
         jobs: args.jobs.map_or_else(default_jobs, NonZeroUsize::get),
         max_evaluations: args.max_evaluations,
     };
+    if let Some(path) = &args.out {
+        check_out_file(path)?;
+    }
     if let Some(dir) = &args.report {
         prepare_out(dir)?;
     }

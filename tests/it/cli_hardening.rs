@@ -396,3 +396,33 @@ fn sweep_sizes_beyond_a_ranks_hbm_are_refused_before_any_point_runs() {
     );
     assert!(stdout(&output).is_empty(), "no point ran");
 }
+
+/// Issue 40 item 14: every `--out` folder is checked before any work,
+/// naming the path and what is wrong (`run --explain --out /dev/null`
+/// said "File exists (os error 17)" after the run).
+#[test]
+fn every_out_folder_is_checked_before_any_work() {
+    let dir = TempDir::new("hard-out");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let file = file.to_str().unwrap();
+    let run = ["run", "--bench", "ccl_allreduce", "--explain", "--out"];
+    let sweep = ["sweep", "--bench", "ccl_allreduce", "--size", "1K", "--out"];
+    for (command, path) in [
+        (&run[..], "/dev/null"),
+        (&run[..], file),
+        (&sweep[..], file),
+    ] {
+        let args: Vec<_> = command.iter().copied().chain([path]).collect();
+        let output = kernbench(dir.path(), &args);
+        let (code, line) = refusal(&output);
+        assert_eq!(code, 1, "{line}");
+        let expected = format!("cannot write output to {path}: exists and is not a folder");
+        assert!(line.contains(&expected), "{args:?}: {line}");
+        assert!(
+            stdout(&output).is_empty(),
+            "nothing ran: {}",
+            stdout(&output)
+        );
+    }
+}
