@@ -146,15 +146,17 @@ pub struct ClassUsage {
     pub queue_ps: u64,
 }
 
-/// One term of the time the simulation adds over the α-β model.
+/// One term of the gap between the simulated time and the α-β model.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct GapTerm {
     /// What it is, e.g. `noc queueing`.
     pub what: String,
-    /// The component that holds most of it.
+    /// The component that holds most of it, by the term's own measure
+    /// (its time on the path, summed per component).
     pub mostly: String,
-    /// Its time on the critical path, in ps.
-    pub ps: u64,
+    /// Its signed share of the gap, in ps: negative for link service and
+    /// latency below the model.
+    pub ps: i64,
 }
 
 /// The simulated time against the α-β model.
@@ -162,12 +164,28 @@ pub struct GapTerm {
 pub struct ModelGap {
     /// The model's time, in ps.
     pub model_ps: u64,
-    /// `interval − model`, in ps (0 when the model is above).
-    pub gap_ps: u64,
+    /// `interval − model`, in ps: negative when the model is above.
+    pub gap_ps: i64,
     /// Link service and latency on the path, the part the model counts.
     pub link_transfer_ps: u64,
-    /// What the path spends beyond the model, largest first.
+    /// The gap's terms, largest magnitude first; they sum to `gap_ps`
+    /// exactly.
     pub terms: Vec<GapTerm>,
+}
+
+/// The run's time against its physical bound (ADR-0086).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Bound {
+    /// The figure the bound is for (e.g. `allreduce_ps`).
+    pub figure: String,
+    /// The figure's time, in ps.
+    pub time_ps: u64,
+    /// The bound, in ps.
+    pub limit_ps: u64,
+    /// The bound as a share of the time, in %: how close to the limit.
+    pub limit_pct: f64,
+    /// The check's sentence: the figure, the bound and what makes it.
+    pub detail: String,
 }
 
 /// Why the interval took its time; see the module docs.
@@ -202,6 +220,9 @@ pub struct Explanation {
     /// degrades (ADR-0106); empty, and not written, for a healthy one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<Share>,
+    /// The physical bound beside the time, when the run has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<Bound>,
 }
 
 /// The component of time no label explains.
@@ -270,6 +291,7 @@ impl Explanation {
             links,
             model_gap: None,
             faults: Vec::new(),
+            bound: None,
         }
     }
 
@@ -298,54 +320,70 @@ impl Explanation {
 
     /// Adds the model gap beside an α-β `model_ps` (any algorithm's): the
     /// path's classes the model does not count (everything but link
-    /// service and latency), link queueing, and link time above the model.
+    /// service and latency), link queueing, and link service and latency
+    /// against the model (negative when below it). The terms sum to
+    /// `interval − model` exactly.
     pub fn add_model(&mut self, model_ps: u64) {
-        let mut link_transfer = 0;
+        let mut link_transfer: (u64, BTreeMap<String, u64>) = (0, BTreeMap::new());
         let mut terms: BTreeMap<String, (u64, BTreeMap<String, u64>)> = BTreeMap::new();
         for step in &self.critical_path {
-            let link = Class::ALL
-                .iter()
-                .any(|c| c.name() == step.class && c.is_link());
-            let what = match (link, step.kind.as_str()) {
-                (true, "queue") => format!("{} queueing (contention)", step.class),
-                (true, _) => {
-                    link_transfer += step.duration_ps;
-                    continue;
-                }
-                (false, "queue") => format!("{} queueing", step.class),
-                (false, _) => step.class.clone(),
+            let link = is_link_class(&step.class);
+            let entry = match (link, step.kind.as_str()) {
+                (true, "queue") => terms
+                    .entry(format!("{} queueing (contention)", step.class))
+                    .or_default(),
+                (true, _) => &mut link_transfer,
+                (false, "queue") => terms.entry(format!("{} queueing", step.class)).or_default(),
+                (false, _) => terms.entry(step.class.clone()).or_default(),
             };
-            let entry = terms.entry(what).or_default();
             entry.0 += step.duration_ps;
             *entry.1.entry(step.component.clone()).or_default() += step.duration_ps;
         }
+        let signed = |ps: u64| i64::try_from(ps).unwrap_or(i64::MAX);
         let mut terms: Vec<GapTerm> = terms
             .into_iter()
             .map(|(what, (ps, by))| GapTerm {
                 what,
                 mostly: mostly(by),
-                ps,
+                ps: signed(ps),
             })
             .collect();
-        if link_transfer > model_ps {
-            terms.push(GapTerm {
-                what: "link service and latency above the model".to_owned(),
-                mostly: self
-                    .critical_path
-                    .iter()
-                    .filter(|s| s.kind != "queue" && is_link_class(&s.class))
-                    .max_by_key(|s| s.duration_ps)
-                    .map_or_else(String::new, |s| s.component.clone()),
-                ps: link_transfer - model_ps,
-            });
-        }
-        terms.retain(|t| t.ps > 0);
-        terms.sort_by(|a, b| b.ps.cmp(&a.ps).then(a.what.cmp(&b.what)));
+        let (link_ps, by_link) = link_transfer;
+        let above = link_ps >= model_ps;
+        terms.push(GapTerm {
+            what: format!(
+                "link service and latency {} the model",
+                if above { "above" } else { "below" }
+            ),
+            mostly: mostly(by_link),
+            ps: signed(link_ps) - signed(model_ps),
+        });
+        terms.retain(|t| t.ps != 0);
+        terms.sort_by(|a, b| {
+            (b.ps.unsigned_abs().cmp(&a.ps.unsigned_abs())).then(a.what.cmp(&b.what))
+        });
         self.model_gap = Some(ModelGap {
             model_ps,
-            gap_ps: self.duration_ps.saturating_sub(model_ps),
-            link_transfer_ps: link_transfer,
+            gap_ps: signed(self.duration_ps) - signed(model_ps),
+            link_transfer_ps: link_ps,
             terms,
+        });
+    }
+
+    /// Adds the physical bound `limit_ps` of the figure `figure` whose
+    /// time is `time_ps` (ADR-0086), with the check's `detail`; shown
+    /// beside the interval.
+    pub fn add_bound(&mut self, figure: &str, time_ps: u64, limit_ps: u64, detail: &str) {
+        self.bound = Some(Bound {
+            figure: figure.to_owned(),
+            detail: detail.to_owned(),
+            time_ps,
+            limit_ps,
+            limit_pct: if time_ps == 0 {
+                0.0
+            } else {
+                limit_ps as f64 * 100.0 / time_ps as f64
+            },
         });
     }
 }

@@ -113,6 +113,9 @@ impl fmt::Display for Explanation {
             time(d),
             d
         )?;
+        if let Some(bound) = &self.bound {
+            writeln!(f, "  physical bound (ADR-0086): {}", bound.detail)?;
+        }
         writeln!(
             f,
             "  critical path ({} steps; earliest first; same classes repeated folded):",
@@ -236,28 +239,35 @@ impl Explanation {
         Ok(())
     }
 
-    /// The gap to the α-β model, if there is one.
+    /// The gap to the α-β model, if there is one: its signed terms, which
+    /// sum to it.
     fn write_model_gap(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let d = self.duration_ps;
-        if let Some(gap) = &self.model_gap {
+        let Some(gap) = &self.model_gap else {
+            return Ok(());
+        };
+        writeln!(
+            f,
+            "  model gap: simulated {} vs α-β model {} ({}); the path spends {} on link service and latency; the gap's terms (they sum to it):",
+            time(self.duration_ps),
+            time(gap.model_ps),
+            signed(gap.gap_ps),
+            time(gap.link_transfer_ps)
+        )?;
+        for term in &gap.terms {
             writeln!(
                 f,
-                "  model gap: simulated {} vs α-β model {} (+{}); the path spends {} on link service and latency, and beyond that:",
-                time(d),
-                time(gap.model_ps),
-                time(gap.gap_ps),
-                time(gap.link_transfer_ps)
+                "    {:>15}  {} (mostly {})",
+                signed(term.ps),
+                term.what,
+                term.mostly
             )?;
-            for term in &gap.terms {
-                writeln!(
-                    f,
-                    "    {:>14}  {} (mostly {})",
-                    time(term.ps).to_string(),
-                    term.what,
-                    term.mostly
-                )?;
-            }
         }
         Ok(())
     }
+}
+
+/// A signed time, `+` or `−` before its magnitude.
+fn signed(ps: i64) -> String {
+    let sign = if ps < 0 { '−' } else { '+' };
+    format!("{sign}{}", time(ps.unsigned_abs()))
 }

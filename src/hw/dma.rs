@@ -146,14 +146,14 @@ impl DmaEngine {
             return Ok(None);
         };
         let requested = sim::now();
-        let issued = self
-            .issue
-            .reserve_at(requested, self.issue_overhead, 0)?
-            .end;
+        let issue = self.issue.reserve_at(requested, self.issue_overhead, 0)?;
+        if explain::recording() {
+            explain::push_booking(&self.issue, requested, issue);
+        }
         Ok(Some(DmaSlot {
             requested,
-            issued,
-            started: issued,
+            issued: issue.end,
+            started: issue.end,
             _guard: guard,
         }))
     }

@@ -793,17 +793,17 @@ pub fn mark_end<'a>(
 /// order) that did anything since the start (bytes, busy time or
 /// queueing), in that order: from their snapshot at the start
 /// (`started`), or from zero for a server made after it (made idle, with
-/// nothing booked: ADR-0051).
+/// nothing booked: ADR-0051) or when no start was marked (the interval is
+/// the whole run).
 fn active_counters<'a>(
     started: &[(u32, ServerStats)],
     servers: impl IntoIterator<Item = &'a SerialServer>,
     now: SimTime,
 ) -> Vec<Counters> {
     let (queued, start) = with(|r| (r.kept.queued.clone(), r.kept.start)).unwrap_or_default();
-    let Some(start) = start else {
-        // No start marked: no snapshot to count from (as before ADR-0051).
-        return Vec::new();
-    };
+    // No start marked: the interval is the whole run, every server counts
+    // from zero.
+    let start = start.unwrap_or(SimTime::ZERO);
     let fresh = ServerStats {
         jobs: 0,
         bytes: 0,

@@ -258,19 +258,13 @@ impl PipelineRun {
     /// [`gemm_end`](Self::gemm_end), without an epilogue).
     pub async fn finish(self, math: &MathEngine) -> Result<SimTime, HwError> {
         let mut end = self.gemm_end;
+        let mut epilogues = false;
         for (ready, occupancy) in self.tiles {
             if occupancy == SimDuration::ZERO {
                 continue;
             }
-            if explain::recording() {
-                let ps = ready.saturating_since(sim::now()).as_ps();
-                explain::push_named(
-                    "pe_gemm tiles",
-                    explain::Class::PeMath,
-                    explain::TermKind::Service,
-                    ps,
-                );
-            }
+            epilogues = true;
+            tiles_term(ready);
             explain::sleep_until(ready).await;
             let booked = math.server.reserve(occupancy, 0)?;
             if explain::recording() {
@@ -278,8 +272,25 @@ impl PipelineRun {
             }
             end = booked.end;
         }
+        if !epilogues {
+            // Waiting for the array alone: the same term as a tile's.
+            tiles_term(end);
+        }
         explain::sleep_until(end).await;
         Ok(end)
+    }
+}
+
+/// The `--explain` term of a wait until PE_GEMM's tiles are `ready`.
+fn tiles_term(ready: SimTime) {
+    if explain::recording() {
+        let ps = ready.saturating_since(sim::now()).as_ps();
+        explain::push_named(
+            "pe_gemm tiles",
+            explain::Class::PeMath,
+            explain::TermKind::Service,
+            ps,
+        );
     }
 }
 

@@ -39,6 +39,7 @@ use super::tiled_gemm::{compute_bound, hbm_bound};
 use super::{Figure, WorkloadError};
 use crate::chakra::world::comm_name;
 use crate::chakra::{CommType, Op, TraceSet};
+use crate::hw::explain::{self, Class};
 use crate::mem::DType;
 use crate::runtime::{DPPolicy, Distributed, ReduceOp, Split, Tensor, Torch, spawn};
 use crate::sim::{self, Event, Resource, SimDuration, SimTime};
@@ -391,10 +392,21 @@ impl RankContext {
         Ok(span)
     }
 
+    /// A node's modelled time, `time` from now, labelled for `--explain`
+    /// as `what` of this rank's trace (class `class`): a trace's compute
+    /// and memory nodes are not unexplained time.
+    async fn timed(&self, class: Class, what: &str, time: SimDuration) {
+        if explain::recording() {
+            let name = format!("rank{}.trace {what}", self.rank);
+            explain::push_named(&name, class, explain::TermKind::Service, time.as_ps());
+        }
+        explain::sleep_until(sim::now() + time).await;
+    }
+
     async fn execute(&self, op: &Op, micros: u64) -> Result<(), WorkloadError> {
         let measured = SimDuration::from_ps(micros.saturating_mul(sim::PS_PER_US));
         match op {
-            Op::Compute { cpu: true, .. } => sim::sleep(measured).await,
+            Op::Compute { cpu: true, .. } => self.timed(Class::Launch, "host", measured).await,
             Op::Compute {
                 num_ops,
                 tensor_size,
@@ -404,11 +416,11 @@ impl RankContext {
                     (ComputeMode::Measured, ..) | (_, 0, 0) => measured,
                     _ => self.roofline(*num_ops, *tensor_size)?,
                 };
-                sim::sleep(time).await;
+                self.timed(Class::PeMath, "compute", time).await;
             }
             Op::Memory { bytes, .. } => {
                 let time = self.roofline(0, *bytes)?;
-                sim::sleep(time).await;
+                self.timed(Class::Hbm, "memory", time).await;
             }
             Op::Collective { comm, bytes, group } => {
                 let key = group_key(&self.set, group.as_deref());
@@ -520,7 +532,10 @@ impl RankContext {
         };
         match replays.meet(&call, &shape, &ranks, member).await {
             Turn::Simulate => self.collective(dist, shape.comm, shape.bytes).await?,
-            Turn::Replay(time) => sim::sleep(time).await,
+            Turn::Replay(time) => {
+                let what = format!("replayed {} (ADR-0107)", comm_name(shape.comm));
+                self.timed(Class::Other, &what, time).await;
+            }
         }
         replays.leave(&call, member);
         Ok(())

@@ -309,6 +309,9 @@ impl Workload {
             {
                 explanation.add_model(*model);
             }
+            if let Some((figure, time, limit, detail)) = physical_bound(&report) {
+                explanation.add_bound(figure, time, limit, detail);
+            }
             let figures = explanation.figures();
             report
                 .figures
@@ -321,6 +324,24 @@ impl Workload {
 
 /// The task slot of a run's host task (the first spawned).
 const HOST_SLOT: u32 = 0;
+
+/// The physical bound of a collective run (ADR-0086): the time figure
+/// (the one before `limit_ps`), its time, the bound and the check's
+/// sentence; `None` for a run without one.
+fn physical_bound(report: &Report) -> Option<(&'static str, u64, u64, &str)> {
+    let figures = &report.figures;
+    let at = figures.iter().position(|f| f.name == "limit_ps")?;
+    let int = |f: &Figure| match f.value {
+        Value::Int(ps) => Some(ps),
+        _ => None,
+    };
+    let time = figures.get(at.checked_sub(1)?)?;
+    let check = report
+        .checks
+        .iter()
+        .find(|c| c.name == "within_physical_limit")?;
+    Some((time.name, int(time)?, int(&figures[at])?, &check.detail))
+}
 
 /// What every run reports about the simulation itself: its events and,
 /// when a process group was used, the IPCQ messages it sent.
