@@ -20,7 +20,7 @@
 
 use kernbench::ccl::cost::{self, CostError, Network};
 use kernbench::ccl::topology::Dir;
-use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs};
+use kernbench::ccl::{CclAlgorithm, Collective, KernelArgs, Params};
 use kernbench::sim::SimDuration;
 use kernbench::tl::{Kernel, KernelError, Tl};
 
@@ -38,6 +38,11 @@ impl CclAlgorithm for RingAlltoall {
 
     fn kernel(&self) -> Kernel<KernelArgs, ()> {
         Kernel::new("ring_alltoall", ring_alltoall)
+    }
+
+    /// Two blocks: the one it forwards and the one it receives meanwhile.
+    fn tcm_bytes(&self, tile_bytes: u64, _params: &Params) -> u64 {
+        tile_bytes.saturating_mul(2)
     }
 
     /// The busiest endpoint's `n (n − 1) / 2` block messages in a row.

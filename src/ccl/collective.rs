@@ -305,6 +305,13 @@ impl Params {
         }
     }
 
+    /// These parameters with the `Size` parameter `name` set to `bytes`.
+    pub(crate) fn with_size(&self, name: &str, bytes: u64) -> Params {
+        let mut values = self.values.clone();
+        values.insert(name.to_owned(), Param::Size(bytes));
+        Params { values }
+    }
+
     /// A `Size` parameter in bytes, if set.
     pub fn size(&self, name: &str) -> Option<u64> {
         match self.values.get(name)? {

@@ -82,6 +82,34 @@ pub struct SlotsDoNotFit {
     pub capacity_key: &'static str,
 }
 
+/// The most bytes of IPCQ slots any one PE's TCM holds for the rings
+/// `endpoints` receive (0 unless `buffer_kind` is TCM): what a kernel's
+/// own TCM buffers share that memory with.
+pub fn tcm_slot_bytes(endpoints: &Endpoints, buffer_kind: BufferKind, params: IpcqParams) -> u64 {
+    if buffer_kind != BufferKind::Tcm {
+        return 0;
+    }
+    let most = rings_by_space(endpoints, buffer_kind)
+        .into_values()
+        .max()
+        .unwrap_or(0);
+    most.saturating_mul(params.slot_stride())
+        .saturating_mul(params.slots as u64)
+}
+
+/// How many receive rings of `endpoints` each memory holds.
+fn rings_by_space(endpoints: &Endpoints, buffer_kind: BufferKind) -> BTreeMap<MemSpace, u64> {
+    let mut rings = BTreeMap::new();
+    for table in &endpoints.tables {
+        for &peer in table.values() {
+            if let Some(&receiver) = endpoints.coords.get(peer) {
+                *rings.entry(slot_space(buffer_kind, receiver)).or_default() += 1;
+            }
+        }
+    }
+    rings
+}
+
 /// Checks, before anything is allocated, that every memory can hold the
 /// slots of the rings `endpoints` receive into it (against an empty
 /// memory, in the first-memory order of [`MemSpace`]).
@@ -91,14 +119,7 @@ pub fn check_slot_memory(
     buffer_kind: BufferKind,
     params: IpcqParams,
 ) -> Result<(), SlotsDoNotFit> {
-    let mut rings: BTreeMap<MemSpace, u64> = BTreeMap::new();
-    for table in &endpoints.tables {
-        for &peer in table.values() {
-            if let Some(&receiver) = endpoints.coords.get(peer) {
-                *rings.entry(slot_space(buffer_kind, receiver)).or_default() += 1;
-            }
-        }
-    }
+    let rings = rings_by_space(endpoints, buffer_kind);
     let stride = params.slot_stride();
     let ring_bytes = u128::from(stride) * params.slots as u128;
     let (capacity, capacity_key) = match buffer_kind {

@@ -19,7 +19,7 @@ use super::distributed::DistError;
 use super::tensor::Tensor;
 use super::worker;
 use crate::ccl::helpers::check_chunk;
-use crate::ccl::install::{check_slot_memory, install_endpoints};
+use crate::ccl::install::{check_slot_memory, install_endpoints, tcm_slot_bytes};
 use crate::ccl::registry;
 use crate::ccl::topology::Wiring;
 use crate::ccl::{
@@ -199,9 +199,21 @@ impl Plan {
     }
 
     /// TCM bytes one endpoint needs for a tile of `tile_bytes`
-    /// ([`CclAlgorithm::tcm_bytes`] with this entry's `params`).
+    /// ([`CclAlgorithm::tcm_bytes`] with this entry's `params`), with the
+    /// IPCQ slots that share its TCM when `buffer_kind` is `tcm`.
+    /// A streamed tile is cut, as at run time (`helpers::message_bytes`),
+    /// into chunks of at most one slot unless `params.chunk` says.
     pub fn tcm_bytes(&self, tile_bytes: u64) -> u64 {
-        self.algorithm.tcm_bytes(tile_bytes, &self.params)
+        let slots = tcm_slot_bytes(&self.endpoints, self.buffer_kind, self.ipcq);
+        let own = match self.algorithm.chunking() {
+            Some(default) if self.params.size("chunk").is_none() => {
+                let chunk = default.bytes(tile_bytes).min(self.ipcq.slot_bytes / 4 * 4);
+                let params = self.params.with_size("chunk", chunk);
+                self.algorithm.tcm_bytes(tile_bytes, &params)
+            }
+            _ => self.algorithm.tcm_bytes(tile_bytes, &self.params),
+        };
+        own.saturating_add(slots)
     }
 
     /// The algorithm.

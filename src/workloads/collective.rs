@@ -399,7 +399,7 @@ fn check_fits(torch: &Torch, size: Option<ByteSize>, shape: &Shape) -> Result<()
             "cube.hbm.capacity",
         ),
         (
-            "a block (in the algorithm's TCM buffers)",
+            "a block (in the algorithm's TCM buffers, with any IPCQ slots there)",
             u128::from(in_tcm),
             spec.pe().tcm.capacity,
             "a PE's TCM",

@@ -194,7 +194,7 @@ pub async fn run(
 
 /// Refuses, before anything runs, a collective its group cannot run: one
 /// no ccl.yaml entry serves, a rooted one on a sub-group, a block larger
-/// than the algorithm's TCM buffers.
+/// than the algorithm's TCM buffers (with any IPCQ slots in TCM).
 fn check_collectives(
     torch: &Torch,
     set: &TraceSet,
@@ -236,7 +236,7 @@ fn check_collectives(
             if need > tcm {
                 return Err(WorkloadError::BadOption(format!(
                     "{}: a {} of {bytes} B per rank needs {need} B of TCM per endpoint for its \
-                     algorithm, but a PE's TCM holds {tcm} B (pe.tcm.capacity)",
+                     algorithm and the IPCQ slots there, but a PE's TCM holds {tcm} B (pe.tcm.capacity)",
                     at(),
                     comm_name(*comm)
                 )));

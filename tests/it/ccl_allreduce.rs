@@ -153,8 +153,8 @@ fn a_size_beyond_device_memory_is_refused_before_allocation() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(
         stderr.trim(),
-        "error: --size 268435456: a block (in the algorithm's TCM buffers) would take \
-         16777216 B, but a PE's TCM holds 8 MiB (pe.tcm.capacity): lower the size or raise \
+        "error: --size 268435456: a block (in the algorithm's TCM buffers, with any IPCQ slots \
+         there) would take 17301504 B, but a PE's TCM holds 8 MiB (pe.tcm.capacity): lower the size or raise \
          pe.tcm.capacity"
     );
     let output = Command::new(env!("CARGO_BIN_EXE_kernbench"))

@@ -583,3 +583,33 @@ fn the_microbenchmark_is_what_astra_sim_ships() {
     assert_eq!(attr("comm_size"), Some(Value::Int64(1 << 20)));
     assert!(step::model("gpt3-13b").is_ok());
 }
+
+/// Issue 40 item 18: a 2 GiB all-to-all passed the up-front TCM check (its
+/// 4 MiB block fits 8 MiB) and ran out of TCM at run time: the ring holds
+/// two blocks, beside the IPCQ slots in TCM. One rule, up front.
+#[test]
+fn an_all_to_all_whose_blocks_and_slots_overflow_tcm_is_refused_up_front() {
+    let d = dir("a2a-tcm");
+    let prefix = d.join("a2a");
+    let traces = generate::collective(CommType::AllToAll, 2 << 30, 2);
+    chakra::write(&prefix, &traces, &Default::default()).unwrap();
+    let error = refused(&prefix, 2);
+    assert!(
+        error.contains("a all_to_all of 2147483648 B per rank needs 8912896 B of TCM"),
+        "{error}"
+    );
+    assert!(error.contains("pe.tcm.capacity"), "{error}");
+    // The ccl workload, on the same rule.
+    let output = kernbench(&[
+        "--set",
+        "system.sips.count=2",
+        "run",
+        "--bench",
+        "ccl_alltoall",
+        "--size",
+        "2G",
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("would take 8912896 B"), "{stderr}");
+}
