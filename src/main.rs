@@ -360,6 +360,12 @@ struct RunArgs {
     /// (topology-heat.svg, cube-heat.svg) into DIR.
     #[arg(long, value_name = "DIR", requires = "explain")]
     out: Option<PathBuf>,
+
+    /// With --explain: the most memory its causal log may take, e.g.
+    /// `512M` (default: a quarter of the host's available memory); a run
+    /// that needs more is refused with its estimate.
+    #[arg(long, value_name = "BYTES", requires = "explain")]
+    explain_memory: Option<workloads::ByteSize>,
 }
 
 #[derive(Debug, Args)]
@@ -949,6 +955,7 @@ fn bench(
         params,
         ccl: Some(ccl),
         explain: args.explain,
+        explain_memory: args.explain_memory.map(|b| b.0),
     };
     // For a person at a terminal, like the progress line: scripts and
     // tests read stderr's one `error:` line.

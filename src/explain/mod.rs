@@ -31,18 +31,59 @@ use std::collections::BTreeMap;
 
 use crate::device::Device;
 use crate::hw::explain::{self as hwx, Class, Recording, Term, TermKind};
-use crate::sim::causal::{CausalLog, Cause};
+use crate::sim::causal::{CausalLog, Cause, Overflow};
 use crate::sim::{self, SimTime, Simulation};
 
 /// How many components the attribution and the utilisation list.
 pub const TOP: usize = 10;
 
-/// Turns recording on for `simulation` and this thread, and tells the
-/// recorder the device's link classes.
-pub fn install(simulation: &mut Simulation, device: &Device) {
-    simulation.record_causes();
+/// Turns recording on for `simulation` and this thread, its causal log
+/// bounded to `budget` bytes, and tells the recorder the device's link
+/// classes.
+pub fn install(simulation: &mut Simulation, device: &Device, budget: u64) {
+    simulation.record_causes_within(budget);
     hwx::install();
     device.fabric().explain_classes();
+}
+
+/// Why a run cannot be explained.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ExplainError {
+    /// The causal log would pass its budget before the interval ends.
+    #[error(
+        "--explain: this run's causal log needs about {needed_mib:.1} MiB, more than its \
+         budget of {budget_mib:.1} MiB (a quarter of the host's available memory, or --explain-memory): \
+         it passed it at simulated {at}, after {events} of the run's {total} events; \
+         explain fewer SIPs, a smaller --size, or --fidelity flow (far fewer events)"
+    )]
+    OverBudget {
+        /// The estimate for the whole run: the budget × total / events.
+        needed_mib: f64,
+        /// The budget.
+        budget_mib: f64,
+        /// When the log passed it.
+        at: sim::SimDuration,
+        /// Events by then.
+        events: u64,
+        /// The run's events.
+        total: u64,
+    },
+}
+
+impl ExplainError {
+    fn over_budget(overflow: Overflow, total: u64) -> ExplainError {
+        let mib = |bytes: u128| bytes as f64 / f64::from(1 << 20);
+        let events = overflow.events.max(1);
+        let needed =
+            u128::from(overflow.budget) * u128::from(total.max(events)) / u128::from(events);
+        ExplainError::OverBudget {
+            needed_mib: mib(needed),
+            budget_mib: mib(u128::from(overflow.budget)),
+            at: overflow.time.saturating_since(SimTime::ZERO),
+            events: overflow.events,
+            total,
+        }
+    }
 }
 
 /// Whether `--explain` records on this thread.
@@ -69,19 +110,35 @@ pub fn mark_end(device: &Device, what: &str) {
 
 /// Stops recording and explains the marked interval; without marks, the
 /// whole run, ended by the last poll of the task in slot `host` (the
-/// workload's host task). `None` if nothing was recorded.
-pub fn finish(simulation: &Simulation, device: &Device, host: u32) -> Option<Explanation> {
-    let log = simulation.causal_log()?;
+/// workload's host task). `None` if nothing was recorded; an error when
+/// the causal log stopped at its budget before the interval ended.
+pub fn finish(
+    simulation: &Simulation,
+    device: &Device,
+    host: u32,
+) -> Result<Option<Explanation>, ExplainError> {
+    let Some(log) = simulation.causal_log() else {
+        return Ok(None);
+    };
+    if let Some(overflow) = log.overflow() {
+        let _ = hwx::finish();
+        return Err(ExplainError::over_budget(
+            overflow,
+            simulation.stats().events,
+        ));
+    }
     if !hwx::end_marked() {
         let poll = log.polls.iter().rposition(|p| p.task == host);
         let poll = poll.map(|p| u32::try_from(p).unwrap_or(u32::MAX));
         let what = "the whole run (the workload marks no interval)";
         device.fabric().explain_end(simulation.now(), poll, what);
     }
-    let recording = hwx::finish()?;
+    let Some(recording) = hwx::finish() else {
+        return Ok(None);
+    };
     let mut explanation = Explanation::from_recording(&log, &recording);
     explanation.add_faults(device.fabric().machine().spec().faults());
-    Some(explanation)
+    Ok(Some(explanation))
 }
 
 /// One step of the critical path, or several equal ones merged.

@@ -170,6 +170,7 @@ impl Plan {
             params: params.collect(),
             ccl: Some(variant.ccl.clone()),
             explain: self.explain,
+            explain_memory: None,
         }
     }
 

@@ -90,9 +90,68 @@ pub struct CausalLog {
     pub polls: Vec<PollRecord>,
     /// Every timer set.
     pub sleeps: Vec<SleepRecord>,
+    /// The most bytes the two lists may hold (`None`: no bound).
+    budget: Option<u64>,
+    /// Where recording stopped because the next record would have passed
+    /// the budget.
+    overflow: Option<Overflow>,
+}
+
+/// Where a causal log stopped at its budget
+/// ([`Simulation::record_causes_within`](super::Simulation::record_causes_within)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overflow {
+    /// The bound, in bytes.
+    pub budget: u64,
+    /// The simulated time of the record that did not fit.
+    pub time: SimTime,
+    /// The run's events by then.
+    pub events: u64,
 }
 
 impl CausalLog {
+    /// An empty log that may hold at most `budget` bytes of records.
+    pub(crate) fn within(budget: Option<u64>) -> CausalLog {
+        CausalLog {
+            budget,
+            ..CausalLog::default()
+        }
+    }
+
+    /// Where the log stopped at its budget, if it did.
+    pub fn overflow(&self) -> Option<Overflow> {
+        self.overflow
+    }
+
+    /// Whether one more poll and one more sleep fit in the budget: a list
+    /// that is full grows (doubles) only when the grown lists stay within
+    /// it. Otherwise the overflow is noted (at `time`, after `events`).
+    pub(crate) fn has_room(&mut self, time: SimTime, events: u64) -> bool {
+        let Some(budget) = self.budget else {
+            return true;
+        };
+        let grown = |len: usize, capacity: usize| {
+            if len < capacity {
+                capacity
+            } else {
+                (2 * capacity).max(4)
+            }
+        };
+        let polls = grown(self.polls.len(), self.polls.capacity());
+        let sleeps = grown(self.sleeps.len(), self.sleeps.capacity());
+        let bytes =
+            polls * std::mem::size_of::<PollRecord>() + sleeps * std::mem::size_of::<SleepRecord>();
+        if bytes as u64 <= budget {
+            return true;
+        }
+        self.overflow.get_or_insert(Overflow {
+            budget,
+            time,
+            events,
+        });
+        false
+    }
+
     /// The time a timer was set.
     pub fn sleep_start(&self, sleep: u32) -> SimTime {
         self.polls[self.sleeps[sleep as usize].poll as usize].time
@@ -209,5 +268,39 @@ mod tests {
         let (spawner, child) = outer.output().unwrap();
         let log = simulation.causal_log().unwrap();
         assert_eq!(log.polls[child as usize].cause(), Cause::Poll(spawner));
+    }
+
+    /// A log bounded to 1 KiB stops before passing it, notes where, and
+    /// changes no time: 1,000 sleeps end at 1,000 ns either way.
+    #[test]
+    fn a_bounded_log_stops_at_its_budget_and_changes_no_time() {
+        let run = |budget: Option<u64>| {
+            let mut simulation = Simulation::new();
+            match budget {
+                Some(bytes) => simulation.record_causes_within(bytes),
+                None => simulation.record_causes(),
+            }
+            simulation.spawn("sleeper", async {
+                for _ in 0..1000 {
+                    sim::sleep(SimDuration::from_ns(1)).await;
+                }
+            });
+            simulation.run().unwrap();
+            let log = simulation.causal_log().unwrap();
+            let bytes = log.polls.capacity() * std::mem::size_of::<PollRecord>()
+                + log.sleeps.capacity() * std::mem::size_of::<SleepRecord>();
+            (simulation.now(), log.overflow(), bytes, log.polls.len())
+        };
+        let (free_end, free_overflow, _, free_polls) = run(None);
+        let (end, overflow, bytes, polls) = run(Some(1024));
+        assert_eq!((free_end, free_overflow), (end, None));
+        assert_eq!(end.as_ps(), 1_000_000);
+        assert!(
+            bytes <= 1024 && polls < free_polls,
+            "{bytes} B, {polls} polls"
+        );
+        let overflow = overflow.expect("the budget was passed");
+        assert_eq!(overflow.budget, 1024);
+        assert!(overflow.time < end && overflow.events > 0, "{overflow:?}");
     }
 }

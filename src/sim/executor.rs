@@ -247,7 +247,7 @@ impl Core {
     /// sequence number); other timers, and every timer while the causal
     /// log is kept (it needs the timer's record), go to the slab.
     pub fn add_timer(&self, time: SimTime, target: WakeTarget, label: u32) -> TimerKey {
-        if self.recording.get() {
+        if self.recording.get() && self.causal_room() {
             let poll = self.current_poll.get();
             let sleep = self.causal.borrow_mut().push_sleep(poll, label);
             return self.timers.borrow_mut().add(time, target, sleep);
@@ -265,6 +265,19 @@ impl Core {
             }
         }
         self.timers.borrow_mut().add(time, target, NO_LABEL)
+    }
+
+    /// Whether the causal log has room for one more record; when not, it
+    /// stops growing (its overflow noted).
+    fn causal_room(&self) -> bool {
+        let room = self
+            .causal
+            .borrow_mut()
+            .has_room(self.now(), self.events.get());
+        if !room {
+            self.stop_recording_causes();
+        }
+        room
     }
 
     /// Whether the causal log is being kept.
@@ -497,7 +510,7 @@ impl Core {
         kind_before: u8,
     ) -> Result<(), SimError> {
         self.fold_order(id);
-        if self.recording.get() {
+        if self.recording.get() && self.causal_room() {
             self.note_poll(id);
         }
         self.current.set(Some(id));
@@ -806,6 +819,15 @@ impl Simulation {
     pub fn record_causes(&mut self) {
         self.core.recording.set(true);
         self.core.causal_kept.set(true);
+    }
+
+    /// [`record_causes`](Self::record_causes) with the log bounded to
+    /// `budget` bytes: where the next record would pass it, the log stops
+    /// growing and notes where ([`CausalLog::overflow`]); the run goes on,
+    /// its times the same.
+    pub fn record_causes_within(&mut self, budget: u64) {
+        *self.core.causal.borrow_mut() = CausalLog::within(Some(budget));
+        self.record_causes();
     }
 
     /// The causal log, if [`record_causes`](Self::record_causes) was called

@@ -108,6 +108,9 @@ pub enum WorkloadError {
     /// The host task did not finish.
     #[error(transparent)]
     Join(#[from] JoinError),
+    /// The run cannot be explained (`--explain` past its memory budget).
+    #[error(transparent)]
+    Explain(#[from] crate::explain::ExplainError),
 }
 
 impl WorkloadError {
@@ -121,7 +124,8 @@ impl WorkloadError {
             | WorkloadError::UnusedOption { .. }
             | WorkloadError::BadOption(_)
             | WorkloadError::Trace(_)
-            | WorkloadError::Generate(_) => true,
+            | WorkloadError::Generate(_)
+            | WorkloadError::Explain(_) => true,
             WorkloadError::Dist(error) => error.is_config(),
             _ => false,
         }
@@ -269,7 +273,7 @@ impl Workload {
         }
         let mut simulation = Simulation::new();
         if options.explain {
-            crate::explain::install(&mut simulation, &device);
+            crate::explain::install(&mut simulation, &device, options.explain_budget());
         }
         let torch = match &options.ccl {
             Some(ccl) => Torch::with_ccl(device.clone(), ccl.clone()),
@@ -283,7 +287,7 @@ impl Workload {
         let explanation = options
             .explain
             .then(|| crate::explain::finish(&simulation, &device, HOST_SLOT))
-            .flatten();
+            .transpose();
         // A host that failed (a rank's error cancels the others) can leave
         // tasks of its own behind that wait for ever (a peer's kernel, a
         // `Work` in flight): the stall they make is a consequence, and the
@@ -294,6 +298,7 @@ impl Workload {
         };
         let mut outcome = handle.output()??;
         let stats = stats?;
+        let explanation = explanation?.flatten();
         outcome.figures.extend(run_figures(&torch, stats.events));
         if options.verify_data {
             outcome.checks.push(replay_check(&device));

@@ -38,9 +38,20 @@ pub struct Options {
     pub ccl: Option<CclConfig>,
     /// Record and explain the run (`--explain`, ADR-0028).
     pub explain: bool,
+    /// The most bytes `--explain`'s causal log may take (`--explain-memory`;
+    /// `None`: a quarter of the host's available memory).
+    pub explain_memory: Option<u64>,
 }
 
 impl Options {
+    /// The bound of `--explain`'s causal log, in bytes: `explain_memory`,
+    /// or a quarter of the host memory available now (1 GiB when unknown).
+    pub fn explain_budget(&self) -> u64 {
+        self.explain_memory.unwrap_or_else(|| {
+            super::collective::host_available().map_or(1 << 30, |available| available / 4)
+        })
+    }
+
     /// These options with parameter `name` set to `value`.
     pub fn with(mut self, name: &str, value: impl fmt::Display) -> Options {
         self.params.insert(name.to_owned(), value.to_string());

@@ -157,3 +157,33 @@ fn sweep_explain_writes_the_class_columns_and_report_shows_the_heat_maps() {
         "{html}"
     );
 }
+
+/// Issue 40 item 9: an explained run whose causal log would pass its
+/// budget is refused, exit 2, with one line giving the estimate and what
+/// to do, instead of growing until the host runs out of memory.
+#[test]
+fn an_explain_past_its_memory_budget_is_refused_with_its_estimate() {
+    let out = Command::new(KERNBENCH)
+        .args([
+            "--set",
+            "system.sips.count=4",
+            "run",
+            "--bench",
+            "ccl_alltoall",
+        ])
+        .args(["--size", "16K", "--explain", "--explain-memory", "64K"])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    for part in [
+        "needs about",
+        "budget of 0.1 MiB",
+        "--explain-memory",
+        "--fidelity flow",
+    ] {
+        assert!(errors[0].contains(part), "{part}: {stderr}");
+    }
+}
