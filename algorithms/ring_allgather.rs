@@ -49,7 +49,7 @@ impl CclAlgorithm for RingAllgather {
     /// The longest path of `n − 1` block messages around the ring.
     fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
         let block = args.tile.n_elem as u64 * args.dtype.size();
-        let ring = cost::walk(net, 0, Dir::E, args.endpoints(), block)?;
+        let ring = cost::ring(net, block)?;
         Ok(cost::ring_rounds(&ring))
     }
 }

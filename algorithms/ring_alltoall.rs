@@ -49,7 +49,7 @@ impl CclAlgorithm for RingAlltoall {
     fn model(&self, args: &KernelArgs, net: &Network) -> Result<Option<SimDuration>, CostError> {
         let n = args.endpoints();
         let block = args.tile.n_elem as u64 * args.dtype.size();
-        let ring = cost::walk(net, 0, Dir::E, n, block)?;
+        let ring = cost::ring(net, block)?;
         let sends = (n * n.saturating_sub(1) / 2) as u64;
         let slowest = ring.iter().copied().max();
         Ok(slowest.filter(|_| n > 1).map(|m| cost::repeat(m, sends)))

@@ -250,6 +250,16 @@ pub fn walk(
     Ok(messages)
 }
 
+/// The messages of `bytes` around the whole ring of `net`'s endpoints, east
+/// from endpoint 0 (one per endpoint); none for a ring of one endpoint,
+/// which sends nothing.
+pub fn ring(net: &Network, bytes: u64) -> Result<Vec<SimDuration>, CostError> {
+    match net.endpoints() {
+        0 | 1 => Ok(Vec::new()),
+        n => walk(net, 0, Dir::E, n, bytes),
+    }
+}
+
 /// A ring's `messages` (one per endpoint, [`walk`] around it) where every
 /// block crosses `n − 1` of them one after another (ring all-gather,
 /// reduce-scatter): the longest such path, all but the cheapest message.

@@ -437,3 +437,26 @@ fn acceptance_on_full_machines() {
         check(&nine, bench, options.with("size", size));
     }
 }
+
+/// Issue 40 item 8: on a machine of one endpoint (1 SIP, one cube) every
+/// collective but send/recv is a local copy (a reduction of one input):
+/// it runs, its data checks pass in every dtype, and its model and bound
+/// are stated (nothing crosses a link).
+#[test]
+fn one_endpoint_collectives_are_local_copies() {
+    let one = [
+        "system.sips.count=1",
+        "sip.cube_mesh.w=1",
+        "sip.cube_mesh.h=1",
+    ];
+    for bench in WORKLOADS.iter().filter(|&&b| b != "ccl_sendrecv") {
+        for dtype in ["f32", "f16", "bf16"] {
+            let options = verified().with("size", "1000").with("dtype", dtype);
+            let report = run_with(bench, options, &one);
+            assert_eq!(report.checks_failed, 0, "{bench} {dtype}: {report:?}");
+            assert!(report.checks_passed > 0, "{bench} {dtype}");
+            let (name, ps) = time_ps(&report);
+            assert!(ps > 0, "{bench} {dtype}: {name}");
+        }
+    }
+}
