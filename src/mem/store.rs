@@ -21,7 +21,7 @@
 
 use std::borrow::Cow;
 use std::cell::Cell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -291,8 +291,15 @@ struct Extents {
     memories: usize,
 }
 
-/// The extents in each memory of one cube, by memory.
-type CubeExtents = Box<[Vec<(u64, u64)>]>;
+/// The extents in each memory of one cube, by memory. A deque: a memory
+/// whose regions are freed oldest first (a trace's thousands of pending
+/// transfers) loses its front extent in constant time, not by moving all
+/// the others (issue 40 item 12); insertion and removal move the shorter
+/// side.
+type CubeExtents = Box<[VecDeque<(u64, u64)>]>;
+
+/// A memory without regions.
+static NO_EXTENTS: VecDeque<(u64, u64)> = VecDeque::new();
 
 impl Extents {
     fn new(map: &AddressMap) -> Self {
@@ -304,12 +311,12 @@ impl Extents {
 
     /// The extents of the memory `addr` is in.
     #[inline(always)]
-    fn of(&self, map: &AddressMap, addr: u64) -> &[(u64, u64)] {
+    fn of(&self, map: &AddressMap, addr: u64) -> &VecDeque<(u64, u64)> {
         let Some((cube, memory)) = map.memory_slot(addr) else {
-            return &[];
+            return &NO_EXTENTS;
         };
         let memories = self.cubes[cube].as_deref().unwrap_or_default();
-        memories.get(memory).map_or(&[], Vec::as_slice)
+        memories.get(memory).unwrap_or(&NO_EXTENTS)
     }
 
     /// The extent that starts last at or before `addr`, in its memory.
@@ -342,7 +349,7 @@ impl Extents {
     fn insert(&mut self, map: &AddressMap, addr: u64, len: u64) {
         let (cube, memory) = map.memory_slot(addr).expect("mapped in a memory");
         let memories = self.cubes[cube]
-            .get_or_insert_with(|| vec![Vec::new(); self.memories].into_boxed_slice());
+            .get_or_insert_with(|| vec![VecDeque::new(); self.memories].into_boxed_slice());
         let extents = &mut memories[memory];
         let at = extents.partition_point(|&(start, _)| start < addr);
         extents.insert(at, (addr, len));
@@ -730,6 +737,27 @@ mod tests {
         cube: 0,
         pe: 3,
     };
+
+    /// Issue 40 item 12: 400,000 regions of one memory freed oldest first
+    /// (a trace's independent transfers) moved every later extent at each
+    /// unmap: 30 s in a debug build; now 0.3 s. The bound only catches the
+    /// quadratic case.
+    #[test]
+    fn regions_freed_oldest_first_cost_no_move_of_the_others() {
+        let (map, started) = (map(), std::time::Instant::now());
+        let base = map.encode(HBM, 0).unwrap();
+        let mut store = MemoryStore::timing_only(map);
+        let count = 400_000;
+        for i in 0..count {
+            store.map(base + i * 64, 64).unwrap();
+        }
+        for i in 0..count {
+            assert_eq!(store.unmap(base + i * 64).unwrap(), 64);
+        }
+        assert!(store.check(base, 1).is_err());
+        let took = started.elapsed();
+        assert!(took.as_secs() < 10, "{count} regions took {took:?}");
+    }
 
     #[test]
     fn regions_are_zeroed_and_disjoint() {
