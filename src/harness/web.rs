@@ -445,8 +445,10 @@ impl Server {
         let _ = writeln!(
             body,
             "<p><a id=\"trace\" href=\"/trace?{}\" download>Perfetto trace of the first run</a> \
-             (open it in ui.perfetto.dev)</p>",
-            escape(query)
+             (open it in ui.perfetto.dev; at most {} MiB: a longer trace is cut there, the run \
+             stopped; `kernbench --trace FILE run ...` writes it whole)</p>",
+            escape(query),
+            MAX_TRACE_BYTES >> 20
         );
         // The page's runs are all on the server's machine.
         let machine_of = |_: &_, _: &_| {
@@ -569,11 +571,14 @@ fn traced_run(
     let (layer, guard) = ChromeTraceLayer::to_file(path).map_err(cannot)?;
     let subscriber = tracing_subscriber::registry().with(layer);
     let cancel = Arc::new(AtomicBool::new(false));
+    let cut = AtomicBool::new(false);
     let (finished, wait) = mpsc::channel::<()>();
     let row = std::thread::scope(|scope| {
-        let cancel = &cancel;
+        let (cancel, cut) = (&cancel, &cut);
         scope.spawn(move || {
-            if wait.recv_timeout(limit) == Err(mpsc::RecvTimeoutError::Timeout) {
+            let stop = watch_trace(&wait, path, limit);
+            cut.store(stop == Some(TraceStop::Cap), Ordering::Relaxed);
+            if stop.is_some() {
                 cancel.store(true, Ordering::Relaxed);
             }
         });
@@ -585,8 +590,44 @@ fn traced_run(
     });
     guard.finish().map_err(cannot)?;
     match row.error {
+        // Cut at the cap: the trace of the run so far, closed and whole.
+        Some(_) if cut.load(Ordering::Relaxed) => Ok(()),
         Some(error) => Err(format!("the first run failed: {error}")),
         None => Ok(()),
+    }
+}
+
+/// The most bytes of a `/trace` file: a run whose trace passes it is
+/// stopped there and its trace so far sent (said on the run page).
+pub const MAX_TRACE_BYTES: u64 = 64 << 20;
+
+/// Why a traced run is stopped.
+#[derive(Debug, PartialEq)]
+enum TraceStop {
+    /// Its wall-time limit.
+    Limit,
+    /// Its trace reached [`MAX_TRACE_BYTES`].
+    Cap,
+}
+
+/// Waits for the traced run to finish (`wait`), checking its trace file
+/// at `path` every 10 ms: why to stop it, if it must be.
+fn watch_trace(
+    wait: &mpsc::Receiver<()>,
+    path: &std::path::Path,
+    limit: Duration,
+) -> Option<TraceStop> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if wait.recv_timeout(Duration::from_millis(10)) != Err(mpsc::RecvTimeoutError::Timeout) {
+            return None;
+        }
+        if std::fs::metadata(path).is_ok_and(|m| m.len() >= MAX_TRACE_BYTES) {
+            return Some(TraceStop::Cap);
+        }
+        if std::time::Instant::now() >= deadline {
+            return Some(TraceStop::Limit);
+        }
     }
 }
 

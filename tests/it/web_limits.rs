@@ -143,3 +143,31 @@ fn eight_long_runs_leave_pages_answering_a_full_queue_is_busy_and_idle_connectio
     );
     drop((idle, held));
 }
+
+#[test]
+fn a_trace_is_cut_at_its_cap_and_still_whole_json() {
+    // Issue 40 item 13: an all-to-all's trace streamed 300 MB and more.
+    let server = start("120");
+    let mut stream = server.request("trace?bench=ccl_alltoall&size=1M");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .unwrap();
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply).unwrap();
+    let text = String::from_utf8_lossy(&reply[..reply.len().min(400)]).into_owned();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    let cap = 64 << 20;
+    // The cap and what the run writes until the watcher's next look.
+    assert!(reply.len() < 2 * cap, "{} B", reply.len());
+    assert!(
+        reply.len() > cap,
+        "{} B: the run was cut at the cap",
+        reply.len()
+    );
+    assert!(reply.ends_with(b"}\n"), "the cut trace is closed");
+    let (page, _) = server.get_within("run?bench=ccl_allreduce&size=1K", Duration::from_secs(60));
+    assert!(
+        page.contains("at most 64 MiB: a longer trace is cut there"),
+        "{page}"
+    );
+}
