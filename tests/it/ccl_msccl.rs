@@ -329,3 +329,30 @@ fn sends_and_receives_that_cannot_meet_end_in_a_deadlock_report() {
     });
     assert_deadlock(&cycle, "dependency_cycle.xml");
 }
+
+/// Issue 40 item 7: the checked-in rings run at every size the built-ins
+/// run on the same machine. At 2 and 3 MiB per rank on one-cube SIPs a
+/// step's message (a quarter of the tile) is larger than the IPCQ ring's
+/// slots and every rank's send waited on the next rank's: the program now
+/// runs piece by piece, each message at most a slot. Tiles of fewer
+/// elements than cubes (the README tour's default size on 16 cubes, 2 B)
+/// leave some cubes an empty share, which they skip. 16 MiB does not fit
+/// a PE's TCM and is refused before the run, naming the limit.
+#[test]
+fn the_checked_in_rings_run_at_every_size_or_are_refused_up_front() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("algorithms/msccl");
+    let ring_4 = root.join("ring_4.xml");
+    for (size, dtype) in [("2M", "f32"), ("3M", "bf16")] {
+        let extra = [("size", size), ("dtype", dtype)];
+        let report = run_xml("ccl_allreduce", machine(4, 1), &ring_4, &extra).unwrap();
+        assert_passes(&report, &format!("ring_4 at {size} {dtype}"));
+    }
+    let ring_8 = root.join("ring_8.xml");
+    for size in ["2", "1000"] {
+        let report = run_xml("ccl_allreduce", machine(8, 16), &ring_8, &[("size", size)]).unwrap();
+        assert_passes(&report, &format!("ring_8 on 16 cubes at {size} B"));
+    }
+    let refused = run_xml("ccl_allreduce", machine(4, 1), &ring_4, &[("size", "16M")]);
+    let message = refused.unwrap_err().to_string();
+    assert!(message.contains("pe.tcm.capacity"), "{message}");
+}

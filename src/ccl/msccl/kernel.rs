@@ -10,20 +10,20 @@
 //! ([`Placement::Apart`]), to which PE 0 hands the share (`N`) and which
 //! hands the result back.
 //!
-//! The gpu's input (and output, scratch) buffers are `nchunks` (`s_chunks`)
-//! chunks of `⌈share / nchunks⌉` elements in TCM (the share itself when it
-//! divides evenly; else a copy whose last chunk is padded with zeros, never
-//! copied back); its thread blocks run concurrently, each step in order
-//! after the step it depends on, and a tb's sends and receives go over
-//! the IPCQ direction of its (peer, channel) connection
-//! ([`super::wiring`]). A step moves `cnt` chunks (a message of up to one
-//! IPCQ slot is combined in its slot; a larger one is received into
-//! scratch first). `Avg` divides the gpu's output share once.
+//! The gpu program runs over the share piece by piece ([`GpuRun`]): a
+//! piece is `nchunks` chunks of at most [`message_cap`] over the largest
+//! step `cnt`, so every message fits one IPCQ slot; its input is the piece
+//! itself when it is whole chunks of the share, else a copy padded to whole
+//! chunks (never copied back); output (unless in place) and scratch are
+//! TCM buffers of one piece. A piece's thread blocks run concurrently,
+//! each step in order after the step it depends on, and a tb's sends and
+//! receives go over the IPCQ direction of its (peer, channel) connection
+//! ([`super::wiring`]). `Avg` divides the share once, after its pieces.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use crate::ccl::helpers::{Ring, TileSplit, finish_in_place, slice};
+use crate::ccl::helpers::{MAX_CHUNK, Ring, TileSplit, finish_in_place, slice};
 use crate::ccl::{KernelArgs, ReduceOp, reduce_received};
 use crate::sim::Event;
 use crate::tl::{Dir, KernelError, TensorHandle, Tl};
@@ -51,13 +51,6 @@ pub async fn run(
     links: Rc<Vec<Links>>,
     placement: Placement,
 ) -> Result<(), KernelError> {
-    let cubes = args.cubes() as usize;
-    if args.tile.n_elem < cubes {
-        return Err(KernelError::failed(format!(
-            "msccl: a tile of {} elements cannot be cut into {cubes} cube shares",
-            args.tile.n_elem
-        )));
-    }
     let rank = args.sip_rank as usize;
     let (tl, args, program) = (&tl, &args, &*program);
     let gpu = program.gpu(rank);
@@ -65,15 +58,8 @@ pub async fn run(
     match (placement, tl.program_id(0)) {
         (Placement::Beside, _) => {
             cube_ring(tl, args, |share| async move {
-                let run = GpuRun::new(tl, args, program, links, Some(&share))?;
-                if run.input.addr() != share.addr() {
-                    tl.store(&run.input, &share).await?;
-                }
-                let out = run.program(gpu).await?;
-                if out.addr() != share.addr() {
-                    tl.store(&share, &out).await?;
-                }
-                Ok(())
+                let run = GpuRun::new(tl, args, program, links, share.elements() as usize)?;
+                run.share(gpu, &share).await
             })
             .await
         }
@@ -91,14 +77,33 @@ pub async fn run(
             .await
         }
         (Placement::Apart, _) => {
-            let run = GpuRun::new(tl, args, program, links, None)?;
-            let input = tl.view(run.input.addr(), &[run.share], args.dtype)?;
-            tl.recv_into(TO_CUBE_RING, input.shape(), args.dtype, input.addr())
+            let elements = owned_elements(tl, args);
+            if elements == 0 {
+                return Ok(());
+            }
+            let share = tl.alloc(&[elements], args.dtype)?;
+            tl.recv_into(TO_CUBE_RING, share.shape(), args.dtype, share.addr())
                 .await?;
-            let out = run.program(gpu).await?;
-            tl.send(TO_CUBE_RING, &out).await
+            let run = GpuRun::new(tl, args, program, links, elements)?;
+            run.share(gpu, &share).await?;
+            tl.send(TO_CUBE_RING, &share).await
         }
     }
+}
+
+/// The elements of this cube's share of the tile (0 when the tile has
+/// fewer elements than the SIP has cubes).
+fn owned_elements(tl: &Tl, args: &KernelArgs) -> usize {
+    let ring = cube_ring_of(tl, args);
+    let parts = TileSplit::new(ring.len as u64, args.tile.n_elem as u64, args.dtype);
+    ring.owned(parts).n_elem as usize
+}
+
+/// The largest message a step of the program sends: one IPCQ slot, at most
+/// [`MAX_CHUNK`] (so that the TCM a program needs is known from the tile
+/// alone, `Msccl::tcm_bytes`).
+pub fn message_cap(slot_bytes: u64) -> u64 {
+    slot_bytes.min(MAX_CHUNK) / 4 * 4
 }
 
 /// The ring over the SIP's cubes: this cube's position in it.
@@ -113,7 +118,8 @@ fn cube_ring_of(tl: &Tl, args: &KernelArgs) -> Ring {
 }
 
 /// PE 0: loads the tile, reduce-scatters it over the cubes, lets `reduce`
-/// turn the owned share into the result of all ranks, all-gathers the
+/// turn the owned share into the result of all ranks (not called for an
+/// empty share: a tile of fewer elements than cubes), all-gathers the
 /// shares over the cubes and stores the tile.
 async fn cube_ring<F, Fut>(tl: &Tl, args: &KernelArgs, reduce: F) -> Result<(), KernelError>
 where
@@ -126,75 +132,123 @@ where
     let ring = cube_ring_of(tl, args);
     let parts = TileSplit::new(ring.len as u64, n as u64, dtype);
     ring.reduce_scatter(tl, args.op()?, &acc, parts).await?;
-    reduce(slice(tl, &acc, &ring.owned(parts))?).await?;
+    let owned = ring.owned(parts);
+    if owned.n_elem > 0 {
+        reduce(slice(tl, &acc, &owned)?).await?;
+    }
     ring.all_gather(tl, &acc, parts).await?;
     tl.store(tile, &acc).await
 }
 
-/// One gpu program's run on its share.
+/// One gpu program's runs over a share, piece by piece: a piece is
+/// `nchunks` chunks small enough that a step's `cnt` chunks are at most
+/// [`message_cap`], so every message fits one IPCQ slot and no ring waits
+/// on a send larger than its slots (the share's pieces are independent:
+/// an all-reduce is elementwise).
 struct GpuRun<'a> {
     tl: &'a Tl,
     args: &'a KernelArgs,
     links: &'a Links,
-    /// Elements of this cube's share.
-    share: usize,
-    /// Elements per chunk.
+    nchunks: usize,
+    inplace: bool,
+    /// Elements per chunk of a whole piece.
     chunk: usize,
-    input: TensorHandle,
-    output: TensorHandle,
+    /// A piece's input when it is not whole chunks of the share (the
+    /// last, padded), its output unless in place, and its scratch.
+    padded: TensorHandle,
+    output: Option<TensorHandle>,
     scratch: Option<TensorHandle>,
 }
 
+/// One piece's buffers and chunk.
+struct Piece {
+    input: TensorHandle,
+    output: TensorHandle,
+    chunk: usize,
+}
+
 impl<'a> GpuRun<'a> {
-    /// The buffers: the input is `share` itself when its chunks are whole.
+    /// The piece buffers for a share of `share` elements.
     fn new(
         tl: &'a Tl,
         args: &'a KernelArgs,
         program: &Program,
         links: &'a Links,
-        share: Option<&TensorHandle>,
+        share: usize,
     ) -> Result<Self, KernelError> {
-        let ring = cube_ring_of(tl, args);
-        let parts = TileSplit::new(ring.len as u64, args.tile.n_elem as u64, args.dtype);
-        let share_len = ring.owned(parts).n_elem as usize;
-        let chunk = share_len.div_ceil(program.nchunks);
+        let per_message = (message_cap(args.slot_bytes) / args.dtype.size()) as usize;
+        let by_message = (per_message / program.max_cnt()).max(1);
+        let chunk = share.div_ceil(program.nchunks).min(by_message);
         let gpu = program.gpu(args.sip_rank as usize);
         let buffer = |chunks: usize| tl.alloc(&[chunks * chunk], args.dtype);
-        let input = match share {
-            Some(share) if chunk * program.nchunks == share_len => share.clone(),
-            _ => buffer(program.nchunks)?,
-        };
-        let output = match program.inplace {
-            true => input.clone(),
-            false => buffer(program.nchunks)?,
-        };
-        let scratch = match gpu.scratch_chunks {
-            0 => None,
-            n => Some(buffer(n)?),
-        };
         Ok(GpuRun {
             tl,
             args,
             links,
-            share: share_len,
+            nchunks: program.nchunks,
+            inplace: program.inplace,
             chunk,
-            input,
-            output,
-            scratch,
+            padded: buffer(program.nchunks)?,
+            output: (!program.inplace)
+                .then(|| buffer(program.nchunks))
+                .transpose()?,
+            scratch: (gpu.scratch_chunks > 0)
+                .then(|| buffer(gpu.scratch_chunks))
+                .transpose()?,
         })
     }
 
-    /// Runs every tb of `gpu` on the input; the output's share, finished.
-    async fn program(&self, gpu: &Gpu) -> Result<TensorHandle, KernelError> {
+    /// Runs `gpu` on every piece of `share` in turn, the results back in
+    /// `share`, finished (`Avg` divided) once.
+    async fn share(&self, gpu: &Gpu, share: &TensorHandle) -> Result<(), KernelError> {
+        let (tl, dtype) = (self.tl, self.args.dtype);
+        let piece = self.chunk * self.nchunks;
+        let elements = share.elements() as usize;
+        for start in (0..elements).step_by(piece) {
+            let len = piece.min(elements - start);
+            let part = tl.view(share.addr() + start as u64 * dtype.size(), &[len], dtype)?;
+            let piece = self.piece(&part).await?;
+            self.program(gpu, &piece).await?;
+            let out = tl.view(piece.output.addr(), &[len], dtype)?;
+            if out.addr() != part.addr() {
+                tl.store(&part, &out).await?;
+            }
+        }
+        finish_in_place(tl, self.args, share).await
+    }
+
+    /// The buffers of the piece `part`: itself as input when it is whole
+    /// chunks, else a copy padded to whole ones.
+    async fn piece(&self, part: &TensorHandle) -> Result<Piece, KernelError> {
+        let elements = part.elements() as usize;
+        let chunk = elements.div_ceil(self.nchunks);
+        let input = if chunk * self.nchunks == elements {
+            part.clone()
+        } else {
+            let padded = self
+                .tl
+                .view(self.padded.addr(), &[elements], part.dtype())?;
+            self.tl.store(&padded, part).await?;
+            self.padded.clone()
+        };
+        let output = match (&self.output, self.inplace) {
+            (Some(output), false) => output.clone(),
+            _ => input.clone(),
+        };
+        Ok(Piece {
+            input,
+            output,
+            chunk,
+        })
+    }
+
+    /// Runs every tb of `gpu` on `piece`.
+    async fn program(&self, gpu: &Gpu, piece: &Piece) -> Result<(), KernelError> {
         let done = Done::new(self.args.sip_rank, gpu);
         let tbs = gpu.tbs.iter().enumerate();
-        let runs = tbs.map(|(id, tb)| self.thread_block(id, tb, &done));
+        let runs = tbs.map(|(id, tb)| self.thread_block(id, tb, &done, piece));
         futures::future::try_join_all(runs).await?;
-        let out = self
-            .tl
-            .view(self.output.addr(), &[self.share], self.args.dtype)?;
-        finish_in_place(self.tl, self.args, &out).await?;
-        Ok(out)
+        Ok(())
     }
 
     async fn thread_block(
@@ -202,6 +256,7 @@ impl<'a> GpuRun<'a> {
         id: usize,
         tb: &ThreadBlock,
         done: &Done,
+        piece: &Piece,
     ) -> Result<(), KernelError> {
         let send = tb.send.map(|p| self.links[&(p, tb.chan)]);
         let recv = tb.recv.map(|p| self.links[&(p, tb.chan)]);
@@ -211,7 +266,7 @@ impl<'a> GpuRun<'a> {
             {
                 event.wait().await;
             }
-            self.step(step, send, recv).await?;
+            self.step(step, piece, (send, recv)).await?;
             if let Some(event) = done.events.get(&(id, index)) {
                 event.set();
             }
@@ -219,34 +274,34 @@ impl<'a> GpuRun<'a> {
         Ok(())
     }
 
-    /// `cnt` chunks of a buffer from `span.off`.
-    fn span(&self, span: Span, cnt: usize) -> Result<TensorHandle, KernelError> {
+    /// `cnt` chunks of one of `piece`'s buffers from `span.off`.
+    fn span(&self, piece: &Piece, span: Span, cnt: usize) -> Result<TensorHandle, KernelError> {
         let base = match span.buffer {
-            Buffer::Input => &self.input,
-            Buffer::Output => &self.output,
+            Buffer::Input => &piece.input,
+            Buffer::Output => &piece.output,
             Buffer::Scratch => self.scratch.as_ref().ok_or_else(|| {
                 KernelError::failed("msccl: a step uses scratch but s_chunks is 0")
             })?,
         };
         let dtype = self.args.dtype;
-        let addr = base.addr() + (span.off * self.chunk) as u64 * dtype.size();
-        self.tl.view(addr, &[cnt * self.chunk], dtype)
+        let addr = base.addr() + (span.off * piece.chunk) as u64 * dtype.size();
+        self.tl.view(addr, &[cnt * piece.chunk], dtype)
     }
 
     async fn step(
         &self,
         step: &Step,
-        send: Option<Dir>,
-        recv: Option<Dir>,
+        piece: &Piece,
+        (send, recv): (Option<Dir>, Option<Dir>),
     ) -> Result<(), KernelError> {
         let tl = self.tl;
         let kind = step.kind;
         let src = match kind.reads_src() {
-            true => Some(self.span(step.src, step.cnt)?),
+            true => Some(self.span(piece, step.src, step.cnt)?),
             false => None,
         };
         let dst = match kind.writes_dst() {
-            true => Some(self.span(step.dst, step.cnt)?),
+            true => Some(self.span(piece, step.dst, step.cnt)?),
             false => None,
         };
         // The parse checked that a sending (receiving) step's tb has a peer.

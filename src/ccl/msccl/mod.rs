@@ -22,6 +22,7 @@ pub mod wiring;
 use std::path::Path;
 use std::rc::Rc;
 
+use crate::ccl::helpers::MAX_CHUNK;
 use crate::ccl::topology::{Builtin, NeighborMap, TopologyError};
 use crate::ccl::{
     CclAlgorithm, Collective, ConfigureError, Endpoints, KernelArgs, ParamKind, ParamSpec, Params,
@@ -130,18 +131,24 @@ impl CclAlgorithm for Msccl {
         })))
     }
 
-    /// PE 0 holds the tile (the whole tile in TCM); PE 1 the program's
-    /// buffers of one share (input, output unless in place, scratch).
+    /// PE 0 holds the tile (the whole tile in TCM) and, beside the cube
+    /// ring, the program's piece buffers (a padded input, the output unless
+    /// in place, scratch: chunks of at most a message of [`MAX_CHUNK`] over
+    /// the largest `cnt`) and a message's combined copy; apart, PE 1 holds
+    /// its share (at most the tile) and the same.
     fn tcm_bytes(&self, tile_bytes: u64, _params: &Params) -> u64 {
         let Some(loaded) = &self.loaded else {
             return tile_bytes;
         };
         let p = &loaded.program;
-        let buffers = if p.inplace { 1 } else { 2 } * p.nchunks
-            + p.gpus.iter().map(|g| g.scratch_chunks).max().unwrap_or(0);
-        // A share is at most the tile; its chunks are padded to whole ones.
-        let chunk = tile_bytes.div_ceil(p.nchunks as u64) + 4;
-        tile_bytes.max(buffers as u64 * chunk)
+        let scratch = p.gpus.iter().map(|g| g.scratch_chunks).max().unwrap_or(0);
+        let buffers = if p.inplace { 1 } else { 2 } * p.nchunks + scratch;
+        // A chunk is rounded up to whole elements (4 B at most).
+        let chunk = tile_bytes
+            .div_ceil(p.nchunks as u64)
+            .min(kernel::message_cap(MAX_CHUNK) / p.max_cnt() as u64)
+            + 4;
+        tile_bytes + buffers as u64 * chunk + 2 * MAX_CHUNK
     }
 
     /// PE 0 of every cube of every SIP, and PE 1 when the program runs

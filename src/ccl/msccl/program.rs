@@ -259,6 +259,16 @@ pub struct Program {
 const COLLECTIVES: &[(&str, Collective)] = &[("allreduce", Collective::AllReduce)];
 
 impl Program {
+    /// The most chunks one step moves (`cnt`), at least 1.
+    pub fn max_cnt(&self) -> usize {
+        let steps = self
+            .gpus
+            .iter()
+            .flat_map(|g| &g.tbs)
+            .flat_map(|tb| &tb.steps);
+        steps.map(|s| s.cnt).max().unwrap_or(1).max(1)
+    }
+
     /// Reads `path` (at most [`MAX_FILE_BYTES`], through the shared capped
     /// reader: `/dev/zero` is refused after its first chunk) and parses it for a world
     /// of `world_size` ranks running `collective`.
