@@ -1,8 +1,8 @@
 //! `kernbench web`: a local web UI over the harness (ADR-0018).
 //!
-//! An HTTP/1.x server of its own ([`http`], ADR-0109): connections are
+//! An HTTP/1.x server of its own (`web::http`, ADR-0109): connections are
 //! tasks on one event-loop thread, a request body is never held (413 over
-//! [`http::MAX_BODY`]), pages are rendered on a small pool, and runs
+//! `http::MAX_BODY`), pages are rendered on a small pool, and runs
 //! (`/run`, `/trace`) go through a queue of [`RUNS_AT_ONCE`] running and
 //! [`RUNS_WAITING`] waiting (503 "busy" past it), so a long run never
 //! holds up `/topology.svg` or another page (ADR-0030). Runs are bounded:
@@ -79,7 +79,7 @@ const PAGE_THREADS: usize = 4;
 
 /// Connections open at once; one more is closed unanswered. An idle one
 /// costs a task and its buffer, not a thread, and is closed after
-/// [`http::HEAD_TIME`] without a whole head.
+/// `http::HEAD_TIME` without a whole head.
 pub const MAX_CONNECTIONS: usize = 512;
 
 /// The most bytes one `/run` with the data check may keep: the estimate is
