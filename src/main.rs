@@ -243,6 +243,12 @@ struct WebArgs {
     #[arg(long, value_name = "DIR")]
     results: Option<PathBuf>,
 
+    /// The folder the form's file fields (msccl-xml, et, et-comm-groups)
+    /// may name files in (default: the --results folder; without either,
+    /// none).
+    #[arg(long, value_name = "DIR")]
+    inputs: Option<PathBuf>,
+
     /// Wall-time limit of one request's simulations, in seconds; a run that
     /// reaches it is cancelled and its page says so.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
@@ -444,6 +450,8 @@ enum CliError {
     Output(#[from] io::Error),
     #[error("cannot write output to {}: {source}", path.display())]
     OutputPath { path: PathBuf, source: io::Error },
+    #[error("web --inputs {}: {source}", path.display())]
+    InputFolder { path: PathBuf, source: io::Error },
     #[error(
         "sweep: {failed} of {points} point(s) failed ({errors} could not run, {checks} failed \
          a check); the table and any --out files have every row"
@@ -502,6 +510,7 @@ impl CliError {
             CliError::Workload(error) if error.is_usage() => ExitCode::from(2),
             CliError::Output(_)
             | CliError::OutputPath { .. }
+            | CliError::InputFolder { .. }
             | CliError::SweepFailed { .. }
             | CliError::Json(_)
             | CliError::Trace { .. }
@@ -1418,6 +1427,13 @@ fn serve(topology: TopologySpec, ccl: CclConfig, args: &WebArgs) -> Result<(), C
         results,
         limits: web::Limits {
             run_time: std::time::Duration::from_secs(args.run_limit),
+        },
+        inputs: match args.inputs.as_ref().or(args.results.as_ref()) {
+            Some(dir) => Some(dir.canonicalize().map_err(|source| CliError::InputFolder {
+                path: dir.clone(),
+                source,
+            })?),
+            None => None,
         },
     };
     let server = web::Server::bind(std::net::SocketAddr::new(args.bind, args.port), settings)?;

@@ -112,6 +112,10 @@ pub struct Settings {
     pub results: Option<ResultSet>,
     /// The bounds of a request's runs.
     pub limits: Limits,
+    /// The folder the form's file fields (`msccl-xml`, `et`, ...) may name
+    /// files in (`--inputs DIR`, else the `--results` folder); `None`:
+    /// they may name none.
+    pub inputs: Option<std::path::PathBuf>,
 }
 
 /// Why the server could not start.
@@ -477,12 +481,32 @@ impl Server {
 
     /// The sweep `query` asks for.
     fn plan(&self, query: &str) -> Result<Plan, String> {
-        let form = Form::parse(query)?;
+        let mut form = Form::parse(query)?;
         let workload = workloads::find(&form.bench).map_err(|e| e.to_string())?;
+        self.confine_files(&mut form.axes)?;
         let variants = self.variants(&form.fidelities)?;
         Plan::new(workload, variants, form.axes, form.verify_data)
             .map(|plan| plan.explained(form.explain))
             .map_err(|e| e.to_string())
+    }
+
+    /// Every value of a file field (a parameter taking a `FILE` or
+    /// `PREFIX`) made a path inside [`Settings::inputs`] (a relative one
+    /// is taken from there), or refused naming the path and the folder.
+    fn confine_files(&self, axes: &mut [Axis]) -> Result<(), String> {
+        let params = workloads::all_params();
+        for axis in axes {
+            let Some((param, _)) = params.get(axis.name.as_str()) else {
+                continue;
+            };
+            if !matches!(param.value_name, "FILE" | "PREFIX") {
+                continue;
+            }
+            for value in &mut axis.values {
+                *value = confined(self.settings.inputs.as_deref(), &axis.name, value)?;
+            }
+        }
+        Ok(())
     }
 
     /// One variant per fidelity asked for (the configured machine if none).
@@ -507,6 +531,35 @@ impl Server {
                 Ok(variant(fields, topology))
             })
             .collect()
+    }
+}
+
+/// `value` of the file field `name` as a path in the folder `inputs`
+/// (canonical): its folder must resolve (links and `..` followed) inside
+/// `inputs`, and so must the file itself if it exists.
+fn confined(inputs: Option<&std::path::Path>, name: &str, value: &str) -> Result<String, String> {
+    let Some(inputs) = inputs else {
+        return Err(format!(
+            "{name} {value}: the web form opens no files (start it with --inputs DIR, or \
+             --results DIR, to allow that folder)"
+        ));
+    };
+    let outside = || {
+        format!(
+            "{name} {value}: outside {}, the only folder the web form opens files in \
+             (kernbench web --inputs DIR)",
+            inputs.display()
+        )
+    };
+    let path = inputs.join(value);
+    let file = path.file_name().ok_or_else(outside)?;
+    let folder = path.parent().ok_or_else(outside)?;
+    let folder = folder.canonicalize().map_err(|_| outside())?;
+    let joined = folder.join(file);
+    let real = joined.canonicalize().unwrap_or_else(|_| joined.clone());
+    match folder.starts_with(inputs) && real.starts_with(inputs) {
+        true => Ok(joined.display().to_string()),
+        false => Err(outside()),
     }
 }
 

@@ -171,3 +171,36 @@ fn a_trace_is_cut_at_its_cap_and_still_whole_json() {
         "{page}"
     );
 }
+
+#[test]
+fn the_form_opens_files_only_in_its_inputs_folder() {
+    // Issue 40 item 20: `msccl-xml` and `et` opened any server-side path.
+    let dir = cli_common::TempDir::new("web-inputs");
+    let inputs = dir.path().canonicalize().unwrap();
+    let flag = inputs.to_str().unwrap();
+    let server = WebServer::start(&[], &["--inputs", flag]);
+    for path in ["/etc/passwd", "../x.xml", "%2Fetc%2Fhostname"] {
+        let query = format!("run?bench=ccl_allreduce&msccl-xml={path}");
+        let (reply, _) = server.get_within(&query, Duration::from_secs(30));
+        assert!(reply.starts_with("HTTP/1.1 400"), "{path}: {reply}");
+        assert!(
+            reply.contains("the only folder the web form opens files in"),
+            "{path}: {reply}"
+        );
+        assert!(reply.contains(flag), "{reply}");
+    }
+    // A name inside it is taken from there (missing here: the reader says so).
+    let (reply, _) = server.get_within(
+        "run?bench=ccl_allreduce&msccl-xml=ring.xml",
+        Duration::from_secs(30),
+    );
+    assert!(!reply.contains("the only folder"), "{reply}");
+    assert!(reply.contains(&format!("{flag}/ring.xml")), "{reply}");
+    let bare = start("60");
+    let (reply, _) = bare.get_within("run?bench=chakra&et=/tmp/x", Duration::from_secs(30));
+    assert!(reply.starts_with("HTTP/1.1 400"), "{reply}");
+    assert!(
+        reply.contains("et /tmp/x: the web form opens no files"),
+        "{reply}"
+    );
+}
