@@ -38,6 +38,12 @@ use crate::config::read_capped;
 /// The largest file [`Program::load`] reads.
 pub const MAX_FILE_BYTES: u64 = 16 << 20;
 
+/// The most attributes one element may have (an MSCCL element has about
+/// ten). Checked by a scan before the XML parser, whose duplicate check
+/// is quadratic in an element's attributes (200,000 on `<algo>`: over
+/// 30 s).
+pub const MAX_ATTRIBUTES: usize = 64;
+
 /// Bounds on the numbers an XML may ask for (a hostile file fails at its
 /// line instead of allocating without limit).
 const MAX_GPUS: usize = 4096;
@@ -299,6 +305,7 @@ impl Program {
         world_size: usize,
         collective: Collective,
     ) -> Result<Program, XmlError> {
+        check_attribute_counts(file, text)?;
         let options = roxmltree::ParsingOptions {
             allow_dtd: false,
             nodes_limit: 1 << 22,
@@ -327,6 +334,64 @@ impl Program {
             Buffer::Scratch => gpu.scratch_chunks,
         }
     }
+}
+
+/// Refuses an element with more than [`MAX_ATTRIBUTES`] attributes,
+/// naming it and its line: one pass over `text`, counting the `=` of each
+/// start tag outside quoted values (comments, CDATA, processing
+/// instructions and end tags skipped; whatever is not well-formed is left
+/// to the parser).
+fn check_attribute_counts(file: &str, text: &str) -> Result<(), XmlError> {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while let Some(offset) = bytes[at..].iter().position(|&b| b == b'<') {
+        let start = at + offset;
+        let rest = &text[start..];
+        let skip_to = |end: &str| rest.find(end).map_or(text.len(), |i| start + i + end.len());
+        at = match rest.as_bytes().get(1) {
+            Some(b'!') if rest.starts_with("<!--") => skip_to("-->"),
+            Some(b'!') if rest.starts_with("<![CDATA[") => skip_to("]]>"),
+            Some(b'?') => skip_to("?>"),
+            Some(b'!' | b'/') => skip_to(">"),
+            _ => {
+                let (end, count) = start_tag_attributes(&bytes[start..]);
+                if count > MAX_ATTRIBUTES {
+                    let name: String = rest[1..]
+                        .chars()
+                        .take_while(|c| !c.is_whitespace() && *c != '>' && *c != '/')
+                        .take(40)
+                        .collect();
+                    return Err(XmlError {
+                        file: file.to_owned(),
+                        line: 1 + text[..start].matches('\n').count() as u32,
+                        message: format!(
+                            "<{name}> has {count} attributes; an element may have at most \
+                             {MAX_ATTRIBUTES}"
+                        ),
+                    });
+                }
+                start + end
+            }
+        };
+    }
+    Ok(())
+}
+
+/// Where the start tag at the head of `tag` ends (after its `>`, or the
+/// end) and how many `=` it has outside quoted values.
+fn start_tag_attributes(tag: &[u8]) -> (usize, usize) {
+    let (mut count, mut quote) = (0, None);
+    for (i, &b) in tag.iter().enumerate() {
+        match (quote, b) {
+            (Some(q), _) if b == q => quote = None,
+            (Some(_), _) => {}
+            (None, b'"' | b'\'') => quote = Some(b),
+            (None, b'=') => count += 1,
+            (None, b'>') => return (i + 1, count),
+            _ => {}
+        }
+    }
+    (tag.len(), count)
 }
 
 /// The parse of one document: attributes read with their lines.
