@@ -52,6 +52,7 @@ mod mem_oplog;
 mod mem_store;
 mod physical_limit;
 mod probe;
+mod readme_tour;
 mod replay;
 mod runtime_placement;
 mod runtime_tensor;
