@@ -86,6 +86,14 @@ pub enum LoadError {
         /// Why.
         source: serde_json::Error,
     },
+    /// A comm group named twice.
+    #[error("{}: group `{name}` is named twice (each name once, with its ranks)", path.display())]
+    GroupTwice {
+        /// The file.
+        path: PathBuf,
+        /// The group.
+        name: String,
+    },
     /// A comm group with no ranks or a rank twice.
     #[error("{}: group `{name}` must list distinct ranks, at least one", path.display())]
     GroupRanks {
@@ -188,6 +196,33 @@ pub fn rank_count(prefix: &Path) -> Result<usize, LoadError> {
     Ok(highest + 1)
 }
 
+/// A comm-groups object's entries in file order, a repeated name kept (a
+/// map would keep the last without a word).
+struct GroupList(Vec<(String, Vec<usize>)>);
+
+impl<'de> serde::Deserialize<'de> for GroupList {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Entries;
+        impl<'de> serde::de::Visitor<'de> for Entries {
+            type Value = GroupList;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of group names to rank lists")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<GroupList, A::Error> {
+                let mut list = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    list.push(entry);
+                }
+                Ok(GroupList(list))
+            }
+        }
+        deserializer.deserialize_map(Entries)
+    }
+}
+
 /// Reads the comm-groups file at `path`: `{"name": [ranks...], ...}`.
 pub fn read_groups(path: &Path) -> Result<BTreeMap<String, Vec<usize>>, LoadError> {
     let text = crate::config::read_capped(path, MAX_GROUPS_BYTES, "a comm-groups file (JSON)")
@@ -195,11 +230,20 @@ pub fn read_groups(path: &Path) -> Result<BTreeMap<String, Vec<usize>>, LoadErro
             path: path.to_owned(),
             source,
         })?;
-    let groups: BTreeMap<String, Vec<usize>> =
-        serde_json::from_str(&text).map_err(|source| LoadError::GroupsJson {
-            path: path.to_owned(),
-            source,
-        })?;
+    let GroupList(list) = serde_json::from_str(&text).map_err(|source| LoadError::GroupsJson {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut groups = BTreeMap::new();
+    for (name, ranks) in list {
+        if groups.contains_key(&name) {
+            return Err(LoadError::GroupTwice {
+                path: path.to_owned(),
+                name,
+            });
+        }
+        groups.insert(name, ranks);
+    }
     for (name, ranks) in &groups {
         let mut sorted = ranks.clone();
         sorted.sort_unstable();

@@ -613,3 +613,19 @@ fn an_all_to_all_whose_blocks_and_slots_overflow_tcm_is_refused_up_front() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("would take 8912896 B"), "{stderr}");
 }
+
+/// Issue 40 item 17: a comm-groups file naming a group twice is refused
+/// naming the group (a map would keep the last list without a word).
+#[test]
+fn a_comm_group_named_twice_is_refused_naming_it() {
+    let d = dir("groups-twice");
+    let path = d.path().join("x.comm_groups.json");
+    std::fs::write(&path, r#"{"tp": [0, 1], "dp": [0, 2], "tp": [2, 3]}"#).unwrap();
+    let error = kernbench::chakra::read_groups(&path)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("group `tp` is named twice"), "{error}");
+    std::fs::write(&path, r#"{"tp": [0, 1], "dp": [0, 2]}"#).unwrap();
+    let groups = kernbench::chakra::read_groups(&path).unwrap();
+    assert_eq!(groups["dp"], vec![0, 2]);
+}
