@@ -588,10 +588,20 @@ impl Footprint {
     }
 }
 
+/// A `--vary` with more machines than this is warned about before it runs.
+const MANY_VARIANTS: usize = 1000;
+
 /// Refuses a sweep, before its first point runs, when one variant's
 /// machine would not fit the host as `run` refuses it, naming the
 /// variant's assignment (issue 40 item 10).
 fn check_variants_fit(variants: &[sweep::Variant]) -> Result<(), CliError> {
+    if variants.len() > MANY_VARIANTS {
+        eprintln!(
+            "warning: --vary gives {} machines (more than {MANY_VARIANTS}); each is built and \
+             run at every size, so the sweep takes about as many runs",
+            variants.len()
+        );
+    }
     let available = workloads::collective::host_available();
     for variant in variants {
         if let Err(error) = check_machine_fits(&variant.topology, Footprint::Simulation, available)

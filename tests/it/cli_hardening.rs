@@ -136,6 +136,40 @@ fn a_sweep_checks_every_variants_machine_before_the_first_point() {
     );
 }
 
+/// Issue 40 item 10: a `--vary` of more than a thousand machines is warned
+/// about before any runs (here it is then refused for its first value).
+#[cfg(unix)]
+#[test]
+#[ignore = "builds 1001 machine specs: minutes in debug; release in .ci/run"]
+fn a_long_vary_is_warned_about_before_it_runs() {
+    let dir = TempDir::new("hard-vary-long");
+    let values: Vec<String> = std::iter::once(4097)
+        .chain(2..1002)
+        .map(|n| n.to_string())
+        .collect();
+    let output = std::process::Command::new("sh")
+        .args(["-c", "ulimit -v 4194304 && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_kernbench"))
+        .args([
+            "sweep",
+            "--bench",
+            "ccl_allreduce",
+            "--size",
+            "1K",
+            "--vary",
+        ])
+        .arg(format!("system.sips.count={}", values.join(",")))
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("warning: --vary gives 1001 machines"),
+        "{stderr}"
+    );
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+}
+
 #[test]
 fn negative_sizes_reach_our_own_message() {
     let dir = TempDir::new("hard-negative");
