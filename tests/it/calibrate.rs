@@ -182,7 +182,7 @@ fn recovers_bandwidth_and_latency_on_two_sips() {
 
 /// The acceptance run: 8 SIPs, 4 KiB to 64 MiB in ×4 steps, < 120 s.
 #[test]
-#[ignore = "release-mode acceptance run: cargo test --release --test calibrate -- --ignored"]
+#[ignore = "release-mode acceptance run: cargo test --release --test it -- --ignored calibrate::"]
 fn recovers_bandwidth_and_latency_on_eight_sips() {
     let sizes: Vec<u64> = (0..8).map(|i| 4096 << (2 * i)).collect();
     let wall = recovers(
