@@ -595,13 +595,6 @@ const MANY_VARIANTS: usize = 1000;
 /// machine would not fit the host as `run` refuses it, naming the
 /// variant's assignment (issue 40 item 10).
 fn check_variants_fit(variants: &[sweep::Variant]) -> Result<(), CliError> {
-    if variants.len() > MANY_VARIANTS {
-        eprintln!(
-            "warning: --vary gives {} machines (more than {MANY_VARIANTS}); each is built and \
-             run at every size, so the sweep takes about as many runs",
-            variants.len()
-        );
-    }
     let available = workloads::collective::host_available();
     for variant in variants {
         if let Err(error) = check_machine_fits(&variant.topology, Footprint::Simulation, available)
@@ -1190,6 +1183,13 @@ fn vary_variants(
         .iter()
         .map(|text| text.parse::<vary::Vary>().map_err(bad))
         .collect::<Result<Vec<_>, _>>()?;
+    let machines: usize = varies.iter().map(|v| v.values.len()).product();
+    if machines > MANY_VARIANTS {
+        eprintln!(
+            "warning: --vary gives {machines} machines (more than {MANY_VARIANTS}); each is \
+             loaded and checked, then run at every size, so the sweep takes about as many runs"
+        );
+    }
     let (topology, ccl, sets) = config_sources(cli);
     let base = vary::Base {
         topology: &topology,

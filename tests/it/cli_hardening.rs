@@ -137,19 +137,16 @@ fn a_sweep_checks_every_variants_machine_before_the_first_point() {
 }
 
 /// Issue 40 item 10: a `--vary` of more than a thousand machines is warned
-/// about before any runs (here it is then refused for its first value).
-#[cfg(unix)]
+/// about as soon as it is read, before any machine is loaded (here the
+/// first value is then refused).
 #[test]
-#[ignore = "builds 1001 machine specs: minutes in debug; release in .ci/run"]
 fn a_long_vary_is_warned_about_before_it_runs() {
     let dir = TempDir::new("hard-vary-long");
-    let values: Vec<String> = std::iter::once(4097)
+    let values: Vec<String> = std::iter::once(0)
         .chain(2..1002)
         .map(|n| n.to_string())
         .collect();
-    let output = std::process::Command::new("sh")
-        .args(["-c", "ulimit -v 4194304 && exec \"$0\" \"$@\""])
-        .arg(env!("CARGO_BIN_EXE_kernbench"))
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_kernbench"))
         .args([
             "sweep",
             "--bench",
