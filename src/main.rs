@@ -958,6 +958,12 @@ fn bench(
     params: BTreeMap<String, String>,
 ) -> Result<(), CliError> {
     let workload = workloads::find(&args.bench)?;
+    if args.explain_memory.is_some_and(|b| b.0 < 1 << 10) {
+        let message = "--explain-memory: at least 1K (the causal log needs room to record)";
+        return Err(CliError::Workload(WorkloadError::BadOption(
+            message.to_owned(),
+        )));
+    }
     if let Some(dir) = &args.out {
         prepare_out(dir)?;
     }

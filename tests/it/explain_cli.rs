@@ -187,3 +187,22 @@ fn an_explain_past_its_memory_budget_is_refused_with_its_estimate() {
         assert!(errors[0].contains(part), "{part}: {stderr}");
     }
 }
+
+/// A budget too small to record anything is refused before the run.
+#[test]
+fn an_explain_memory_of_zero_is_refused_up_front() {
+    let out = Command::new(KERNBENCH)
+        .args([
+            "run",
+            "--bench",
+            "ccl_allreduce",
+            "--explain",
+            "--explain-memory",
+            "0",
+        ])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--explain-memory: at least 1K"), "{stderr}");
+}
