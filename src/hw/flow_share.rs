@@ -78,8 +78,13 @@ impl HopShare {
         } else if t >= self.last {
             self.work
         } else {
-            let span = u128::from(self.last - self.first);
-            (u128::from(self.work) * u128::from(t - self.first) / span) as u64
+            // The same quotient in 64 bits when the product fits (a
+            // 128-bit division is a library call).
+            let (elapsed, span) = (t - self.first, self.last - self.first);
+            match self.work.checked_mul(elapsed) {
+                Some(product) => product / span,
+                None => (u128::from(self.work) * u128::from(elapsed) / u128::from(span)) as u64,
+            }
         }
     }
 }
@@ -229,10 +234,13 @@ impl SharedFlow {
         }
         let moved = here.with(|list| flow.share_list(list, hop, &mut me, now, component));
         // The pushed flows' later hops: their entries there end later too.
-        for (link, pushed, end) in moved {
-            lists(link).with(|entries| {
-                if let Some(entry) = entries.iter_mut().find(|e| Rc::as_ptr(&e.flow) == pushed) {
-                    entry.end = end;
+        // A flow booked those hops about when it booked this one, so its
+        // entries are searched for from the latest booked back.
+        for later in moved {
+            lists(later.link).with(|entries| {
+                let entry = entries.iter_mut().rev().find(|e| later.is(e));
+                if let Some(entry) = entry {
+                    entry.end = later.end;
                 }
             });
         }
@@ -252,7 +260,7 @@ impl SharedFlow {
         me: &mut HopShare,
         now: SimTime,
         component: impl Fn(u32) -> Option<u32>,
-    ) -> Vec<(u32, *const SharedFlow, u64)> {
+    ) -> Vec<MovedEnd> {
         let flow = self;
         list.retain(|entry| entry.end > now.as_ps());
         // The latest booked of them, at most `WINDOW` (`WINDOW`'s docs),
@@ -326,14 +334,13 @@ impl SharedFlow {
 
     /// Its last packet leaves hop `at` at `end` now (later than it did):
     /// carried to its later hops, and to its landing.
-    /// Tells `moved` each later hop whose end moved: its link, this
-    /// flow and the new end.
+    /// Tells `moved` each later hop whose end moved.
     fn push(
         &self,
         at: usize,
         end: u64,
         component: impl FnOnce() -> Option<u32>,
-        moved: &mut Vec<(u32, *const SharedFlow, u64)>,
+        moved: &mut Vec<MovedEnd>,
     ) {
         if self.pushed_at.get().is_none() && explain::recording() {
             self.pushed_at.set(component());
@@ -341,7 +348,7 @@ impl SharedFlow {
         let mut hops = self.hops.borrow_mut();
         hops[at].end = end;
         let mut prev = hops[at];
-        for next in hops.iter_mut().skip(at + 1) {
+        for (hop, next) in hops.iter_mut().enumerate().skip(at + 1) {
             let arrives = prev.end + prev.latency;
             if arrives <= next.last {
                 return;
@@ -352,12 +359,34 @@ impl SharedFlow {
                 return;
             }
             next.end = end;
-            moved.push((next.link, self as *const SharedFlow, end));
+            moved.push(MovedEnd {
+                link: next.link,
+                flow: self,
+                hop: hop as u32,
+                end,
+            });
             prev = *next;
         }
         let landing = prev.end + prev.latency;
         let shift = landing.saturating_sub(self.landing.get());
         self.shift.set(self.shift.get().max(shift));
+    }
+}
+
+/// A pushed flow's later hop whose end moved: the hop's link, the flow
+/// and the hop's index in its path (its entry in the link's list), and
+/// the new end.
+struct MovedEnd {
+    link: u32,
+    flow: *const SharedFlow,
+    hop: u32,
+    end: u64,
+}
+
+impl MovedEnd {
+    /// `entry` is this hop's entry.
+    fn is(&self, entry: &Entry) -> bool {
+        entry.hop == self.hop && Rc::as_ptr(&entry.flow) == self.flow
     }
 }
 
@@ -368,12 +397,22 @@ struct Fluid<'a> {
     /// The earliest service start among them: from then on the hop is
     /// taken to serve their work.
     from: u64,
+    /// The work arrived by each flow's first arrival.
+    by_first: [u64; WINDOW + 1],
 }
 
 impl<'a> Fluid<'a> {
     fn new(flows: &'a [HopShare]) -> Self {
         let from = flows.iter().map(|f| f.start).min().unwrap_or(0);
-        Fluid { flows, from }
+        let mut fluid = Fluid {
+            flows,
+            from,
+            by_first: [0; WINDOW + 1],
+        };
+        for (by, flow) in fluid.by_first.iter_mut().zip(flows) {
+            *by = flows.iter().map(|f| f.arrived_by(flow.first)).sum();
+        }
+        fluid
     }
 
     fn arrived(&self, t: u64) -> u64 {
@@ -386,10 +425,10 @@ impl<'a> Fluid<'a> {
     fn departs(&self, t: u64, via: u32) -> u64 {
         let by_t = self.arrived(t);
         let mut departs = t.max(self.from + by_t);
-        for flow in self.flows {
+        for (flow, &by_a) in self.flows.iter().zip(&self.by_first) {
             let a = flow.first;
             if a > self.from && a <= t && (flow.from != via || via == u32::MAX) {
-                departs = departs.max(a + by_t - self.arrived(a));
+                departs = departs.max(a + by_t - by_a);
             }
         }
         departs
