@@ -18,7 +18,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
-use crate::config::units::{Count, NonZeroSize};
+use crate::config::units::{Count, NonZeroSize, Size};
 use crate::config::{ConfigError, ConfigSource, Document, Override};
 use crate::sim::SimDuration;
 use crate::tl::{Backpressure, IpcqParams};
@@ -197,30 +197,30 @@ pub struct CclDefaults {
     #[serde(default)]
     pub ipcq: IpcqSettings,
     /// The entry `all_gather` runs, if any.
-    pub all_gather: Option<String>,
+    pub all_gather: Option<DefaultEntry>,
     /// The entry `reduce_scatter` runs, if any.
-    pub reduce_scatter: Option<String>,
+    pub reduce_scatter: Option<DefaultEntry>,
     /// The entry `broadcast` runs, if any.
-    pub broadcast: Option<String>,
+    pub broadcast: Option<DefaultEntry>,
     /// The entry `reduce` runs, if any.
-    pub reduce: Option<String>,
+    pub reduce: Option<DefaultEntry>,
     /// The entry `all_to_all` runs, if any.
-    pub all_to_all: Option<String>,
+    pub all_to_all: Option<DefaultEntry>,
     /// The entry `send` / `recv` run, if any.
-    pub send_recv: Option<String>,
+    pub send_recv: Option<DefaultEntry>,
     /// The entry `gather` runs, if any.
-    pub gather: Option<String>,
+    pub gather: Option<DefaultEntry>,
     /// The entry `scatter` runs, if any.
-    pub scatter: Option<String>,
+    pub scatter: Option<DefaultEntry>,
 }
 
 impl CclDefaults {
-    /// The entry that serves `collective` unless the caller names one:
-    /// `algorithm` for `all_reduce`, the key of that name for the others,
-    /// none for custom kernels.
-    pub fn entry_for(&self, collective: Collective) -> Option<&str> {
+    /// The entries that serve `collective` unless the caller names one,
+    /// as size rules: `algorithm` for `all_reduce` (at every size), the
+    /// key of that name for the others, none for custom kernels.
+    pub fn rules_for(&self, collective: Collective) -> Option<Vec<SizeRule>> {
         let entry = match collective {
-            Collective::AllReduce => return Some(&self.algorithm),
+            Collective::AllReduce => return Some(vec![SizeRule::every(&self.algorithm)]),
             Collective::AllGather => &self.all_gather,
             Collective::ReduceScatter => &self.reduce_scatter,
             Collective::Broadcast => &self.broadcast,
@@ -231,7 +231,83 @@ impl CclDefaults {
             Collective::Scatter => &self.scatter,
             Collective::Custom => return None,
         };
-        entry.as_deref()
+        entry.as_ref().map(DefaultEntry::rules)
+    }
+}
+
+/// `defaults.<collective>:` as written: one entry at every size, or a
+/// list of size rules (ADR-0113).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DefaultEntry {
+    /// `all_gather: ring_allgather`.
+    One(String),
+    /// `all_gather: [{up_to: "4 MiB", entry: intercube_allgather}, {entry: ring_allgather}]`.
+    BySize(Vec<SizeRule>),
+}
+
+impl DefaultEntry {
+    /// Its rules: a single entry is one rule with no `up_to`.
+    pub fn rules(&self) -> Vec<SizeRule> {
+        match self {
+            DefaultEntry::One(entry) => vec![SizeRule::every(entry)],
+            DefaultEntry::BySize(rules) => rules.clone(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for DefaultEntry {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EntryVisitor;
+        impl<'de> Visitor<'de> for EntryVisitor {
+            type Value = DefaultEntry;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an algorithm entry's name, or a list of size rules ({up_to, entry})")
+            }
+            fn visit_str<E: de::Error>(self, name: &str) -> Result<DefaultEntry, E> {
+                Ok(DefaultEntry::One(name.to_owned()))
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<DefaultEntry, A::Error> {
+                let mut rules = Vec::new();
+                while let Some(rule) = seq.next_element()? {
+                    rules.push(rule);
+                }
+                Ok(DefaultEntry::BySize(rules))
+            }
+        }
+        deserializer.deserialize_any(EntryVisitor)
+    }
+}
+
+/// One size rule of a `defaults.<collective>` list: calls whose input is
+/// at most `up_to` bytes per rank run `entry` (the first rule that holds
+/// wins; the last rule has no `up_to` and takes every larger call).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a size rule mapping (entry, and up_to on every rule but the last)"
+)]
+pub struct SizeRule {
+    /// The largest input per rank this rule serves; `None`: any size.
+    pub up_to: Option<Size>,
+    /// The `algorithms` entry it runs.
+    pub entry: String,
+}
+
+impl SizeRule {
+    /// `entry` at every size.
+    fn every(entry: &str) -> SizeRule {
+        SizeRule {
+            up_to: None,
+            entry: entry.to_owned(),
+        }
+    }
+
+    /// Whether a call of `bytes` of input per rank takes this rule.
+    pub fn serves(&self, bytes: u64) -> bool {
+        self.up_to.is_none_or(|limit| bytes <= limit.bytes())
     }
 }
 
@@ -386,22 +462,10 @@ impl CclConfig {
             }
         }
         for collective in Collective::ALL {
-            let Some(entry) = defaults.entry_for(collective) else {
+            let Some(rules) = defaults.rules_for(collective) else {
                 continue;
             };
-            if !algorithms.contains_key(entry) {
-                let known: Vec<String> =
-                    algorithms.keys().map(|name| format!("`{name}`")).collect();
-                let message = format!(
-                    "`{entry}` is not an entry of `algorithms` (defined: {})",
-                    known.join(", ")
-                );
-                let key = match collective {
-                    Collective::AllReduce => "algorithm",
-                    other => other.name(),
-                };
-                return Err(document.error_at(&format!("defaults.{key}"), message));
-            }
+            check_rules(document, collective, &rules, &algorithms)?;
         }
         Ok(CclConfig {
             defaults,
@@ -461,6 +525,63 @@ impl CclConfig {
     }
 }
 
+/// `defaults.<collective>`'s rules name entries of `algorithms`, each
+/// rule but the last has an `up_to` above the one before, and the last
+/// has none (every call is served).
+fn check_rules(
+    document: &Document,
+    collective: Collective,
+    rules: &[SizeRule],
+    algorithms: &BTreeMap<String, AlgorithmEntry>,
+) -> Result<(), ConfigError> {
+    let key = match collective {
+        Collective::AllReduce => "algorithm",
+        other => other.name(),
+    };
+    let listed = rules.len() > 1 || rules.first().is_some_and(|r| r.up_to.is_some());
+    let at = |i: usize, field: &str| match listed {
+        true => format!("defaults.{key}[{i}].{field}"),
+        false => format!("defaults.{key}"),
+    };
+    if rules.is_empty() {
+        let message = "an empty list: name an entry, or give size rules ({up_to, entry})";
+        return Err(document.error_at(&format!("defaults.{key}"), message));
+    }
+    let mut below = None;
+    for (i, rule) in rules.iter().enumerate() {
+        if !algorithms.contains_key(&rule.entry) {
+            let known: Vec<String> = algorithms.keys().map(|name| format!("`{name}`")).collect();
+            let message = format!(
+                "`{}` is not an entry of `algorithms` (defined: {})",
+                rule.entry,
+                known.join(", ")
+            );
+            return Err(document.error_at(&at(i, "entry"), message));
+        }
+        let last = i + 1 == rules.len();
+        match (rule.up_to, last) {
+            (Some(_), true) => {
+                let message =
+                    "the last size rule must have no `up_to` (it takes every larger call)";
+                return Err(document.error_at(&at(i, "up_to"), message));
+            }
+            (None, false) => {
+                let message = "only the last size rule may leave out `up_to`";
+                return Err(document.error_at(&at(i, "entry"), message));
+            }
+            (Some(up_to), false) if below.is_some_and(|b| up_to <= b) => {
+                let message = format!(
+                    "{up_to} is not above the rule before's {} (rules go from small calls to large)",
+                    below.expect("checked")
+                );
+                return Err(document.error_at(&at(i, "up_to"), message));
+            }
+            (up_to, _) => below = up_to,
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -510,14 +631,77 @@ mod tests {
             ]
         );
         let defaults = config.defaults();
+        let entries = |c| {
+            let rules = defaults.rules_for(c).unwrap_or_default();
+            rules
+                .into_iter()
+                .map(|r| (r.up_to.map(Size::bytes), r.entry))
+                .collect::<Vec<_>>()
+        };
+        let one = |entry: &str| vec![(None, entry.to_owned())];
+        let by_size = |small: &str, large: &str| {
+            vec![(Some(1 << 20), small.to_owned()), (None, large.to_owned())]
+        };
+        // ADR-0113's table: the two-level algorithm up to 1 MiB per rank.
+        let (gather, scatter) = (Collective::AllGather, Collective::ReduceScatter);
         assert_eq!(
-            defaults.entry_for(Collective::AllGather),
-            Some("ring_allgather")
+            entries(gather),
+            by_size("intercube_allgather", "ring_allgather")
         );
-        assert_eq!(defaults.entry_for(Collective::SendRecv), Some("p2p_copy"));
-        assert_eq!(defaults.entry_for(Collective::Gather), Some("p2p_gather"));
-        assert_eq!(defaults.entry_for(Collective::Scatter), Some("p2p_scatter"));
-        assert_eq!(defaults.entry_for(Collective::Custom), None);
+        assert_eq!(
+            entries(scatter),
+            by_size("intercube_reducescatter", "ring_reducescatter")
+        );
+        assert_eq!(entries(Collective::Broadcast), one("intercube_broadcast"));
+        assert_eq!(entries(Collective::Reduce), one("intercube_reduce"));
+        assert_eq!(entries(Collective::SendRecv), one("p2p_copy"));
+        assert_eq!(entries(Collective::Gather), one("p2p_gather"));
+        assert_eq!(entries(Collective::Scatter), one("p2p_scatter"));
+        assert!(defaults.rules_for(Collective::Custom).is_none());
+    }
+
+    /// `defaults.<collective>` size rules: checked at load, each error at
+    /// its rule's key.
+    #[test]
+    fn size_rules_are_checked_at_their_key() {
+        let check = |rules: &str, expect: &str| {
+            let text = format!(
+                "defaults: {{algorithm: a, buffer_kind: tcm, n_elem: 8, all_gather: {rules}}}\n\
+                 algorithms:\n  a: {{wiring: ring_1d}}\n  b: {{wiring: ring_1d}}\n"
+            );
+            let error = load(&text).map(drop).map_err(|e| e.to_string());
+            match expect {
+                "ok" => assert_eq!(error, Ok(()), "{rules}"),
+                _ => {
+                    let error = error.expect_err(rules);
+                    assert!(error.contains(expect), "{rules}: {error}");
+                }
+            }
+        };
+        check("[{up_to: 1 MiB, entry: a}, {entry: b}]", "ok");
+        check("[{entry: b}]", "ok");
+        check("[]", "defaults.all_gather: an empty list");
+        check(
+            "[{up_to: 1 MiB, entry: a}]",
+            "defaults.all_gather[0].up_to: the last size rule",
+        );
+        check(
+            "[{entry: a}, {entry: b}]",
+            "defaults.all_gather[0].entry: only the last",
+        );
+        check(
+            "[{up_to: 2 MiB, entry: a}, {up_to: 1 MiB, entry: b}, {entry: a}]",
+            "defaults.all_gather[1].up_to: 1 MiB is not above the rule before's 2 MiB",
+        );
+        check(
+            "[{up_to: 1 MiB, entry: c}, {entry: b}]",
+            "defaults.all_gather[0].entry: `c` is not an entry",
+        );
+        check(
+            "[{up_to: 1 MiB, entry: a, size: 3}, {entry: b}]",
+            "defaults.all_gather[0].size: unknown key `size`",
+        );
+        check("c", "defaults.all_gather: `c` is not an entry");
     }
 
     #[test]

@@ -44,7 +44,7 @@ pub use collective::{
     Collective, ParamError, ParamKind, ParamSpec, Params, ReduceOp, Requirements,
 };
 pub use config::{
-    Algorithm, AlgorithmEntry, BackpressureMode, BufferKind, CclConfig, CclDefaults, IpcqSettings,
-    ParamValue,
+    Algorithm, AlgorithmEntry, BackpressureMode, BufferKind, CclConfig, CclDefaults, DefaultEntry,
+    IpcqSettings, ParamValue, SizeRule,
 };
 pub use endpoints::{Endpoints, WorldError, WorldShape};

@@ -68,7 +68,7 @@ use super::worker;
 use crate::ccl::cost::{CostError, Network};
 use crate::ccl::registry::UnknownAlgorithm;
 use crate::ccl::topology::TopologyError;
-use crate::ccl::{CclConfig, Collective, KernelArgs};
+use crate::ccl::{CclConfig, Collective, KernelArgs, SizeRule};
 use crate::config::ConfigError;
 use crate::device::Device;
 use crate::hw::explain;
@@ -154,6 +154,22 @@ pub enum DistError {
          init_process_group_with an entry that implements it)"
     )]
     NoAlgorithm(Collective),
+    /// The size rules of one collective's default resolve different
+    /// endpoint sets (a call's block layout must not depend on its size).
+    #[error(
+        "ccl.yaml: defaults.{call}'s entries `{entry}` and `{other}` run on different endpoints \
+         ({endpoints} and {other_endpoints}): the size rules of one collective must share them"
+    )]
+    EndpointsDiffer {
+        /// The collective.
+        call: Collective,
+        /// Its first rule's entry and endpoints.
+        entry: String,
+        endpoints: usize,
+        /// The rule that differs.
+        other: String,
+        other_endpoints: usize,
+    },
     /// More ranks than SIPs (rank = SIP).
     #[error("world_size {world_size} needs {world_size} SIPs, but the machine has {sips}")]
     WorldTooLarge {
@@ -429,6 +445,7 @@ impl DistError {
                 | DistError::Refused { .. }
                 | DistError::WorldSizeDiffers { .. }
                 | DistError::NoAlgorithm(_)
+                | DistError::EndpointsDiffer { .. }
                 | DistError::WorldTooLarge { .. }
                 | DistError::Wiring(_)
                 | DistError::BadGroup { .. }
@@ -456,7 +473,8 @@ struct Inner {
 /// The installed process group: one plan per collective ccl.yaml serves.
 struct Group {
     world_size: usize,
-    plans: BTreeMap<Collective, Plan>,
+    /// Each collective's plans by size (ccl.yaml's size rules, ADR-0113).
+    plans: BTreeMap<Collective, Vec<SizedPlan>>,
     barrier: Barrier,
     /// Where `send`s meet `recv`s.
     mailbox: Mailbox,
@@ -597,52 +615,68 @@ impl Distributed {
         Ok(BACKEND)
     }
 
-    /// The ccl.yaml entry that serves `collective`.
-    pub fn algorithm(&self, collective: Collective) -> Result<String, DistError> {
+    /// The ccl.yaml entry that serves a call of `collective` with `bytes`
+    /// of input per rank (its size rule, ADR-0113).
+    pub fn algorithm(&self, collective: Collective, bytes: u64) -> Result<String, DistError> {
         let group = self.group("algorithm")?;
-        Ok(group.plan(collective)?.entry.clone())
+        Ok(group.plan(collective, bytes)?.entry.clone())
     }
 
-    /// ccl.yaml's `n_elem` (elements per tile) of `collective`'s entry.
-    pub fn n_elem(&self, collective: Collective) -> Result<usize, DistError> {
-        Ok(self.group("n_elem")?.plan(collective)?.n_elem)
+    /// ccl.yaml's `n_elem` (elements per tile) of the entry that serves a
+    /// call of `collective` with `bytes` of input per rank.
+    pub fn n_elem(&self, collective: Collective, bytes: u64) -> Result<usize, DistError> {
+        Ok(self.group("n_elem")?.plan(collective, bytes)?.n_elem)
     }
 
-    /// TCM bytes one endpoint of `collective`'s algorithm needs for a tile
-    /// of `tile_bytes` (its whole tile, or less if it streams it).
-    pub fn tcm_bytes(&self, collective: Collective, tile_bytes: u64) -> Result<u64, DistError> {
-        Ok(self
-            .group("tcm_bytes")?
-            .plan(collective)?
-            .tcm_bytes(tile_bytes))
+    /// TCM bytes one endpoint needs for a tile of `tile_bytes` (its whole
+    /// tile, or less if it streams it), in the algorithm that serves a call
+    /// of `collective` with `bytes` of input per rank.
+    pub fn tcm_bytes(
+        &self,
+        collective: Collective,
+        bytes: u64,
+        tile_bytes: u64,
+    ) -> Result<u64, DistError> {
+        let group = self.group("tcm_bytes")?;
+        Ok(group.plan(collective, bytes)?.tcm_bytes(tile_bytes))
     }
 
     /// Endpoints taking part in `collective` (PE 0 of every cube of every
     /// rank): the participants that exchange data.
+    /// (The same at every size: a collective's size rules share them.)
     pub fn endpoints(&self, collective: Collective) -> Result<usize, DistError> {
-        Ok(self.group("endpoints")?.plan(collective)?.endpoints())
+        Ok(self.group("endpoints")?.plan(collective, 0)?.endpoints())
     }
 
     /// The cube of `collective`'s root endpoint on the root rank of a
     /// rooted call (`broadcast`, `reduce`): ccl.yaml's `root_cube`, 0 if
     /// unset.
-    pub fn root_cube(&self, collective: Collective) -> Result<usize, DistError> {
-        Ok(self.group("root_cube")?.plan(collective)?.root_cube())
+    /// In the entry that serves a call with `bytes` of input per rank.
+    pub fn root_cube(&self, collective: Collective, bytes: u64) -> Result<usize, DistError> {
+        Ok(self
+            .group("root_cube")?
+            .plan(collective, bytes)?
+            .root_cube())
     }
 
-    /// `collective`'s IPCQ network (e.g. for `tl::pointer_dump`),
+    /// The IPCQ network of the entry that serves a call of `collective`
+    /// with `bytes` of input per rank (e.g. for `tl::pointer_dump`),
     /// installed if it was not yet.
-    pub fn network(&self, collective: Collective) -> Result<Rc<IpcqNetwork>, DistError> {
+    pub fn network(
+        &self,
+        collective: Collective,
+        bytes: u64,
+    ) -> Result<Rc<IpcqNetwork>, DistError> {
         let group = self.group("network")?;
-        group.plan(collective)?.network(&self.inner.device)
+        group.plan(collective, bytes)?.network(&self.inner.device)
     }
 
     /// IPCQ messages (slot-sized segments) sent so far over every network
     /// this process group installed; 0 before `init_process_group`.
     pub fn ipcq_messages(&self) -> u64 {
         let group = self.inner.group.borrow();
-        let plans = group.iter().flat_map(|g| g.plans.values());
-        plans.map(|plan| plan.ipcq_messages()).sum()
+        let plans = group.iter().flat_map(|g| g.plans.values().flatten());
+        plans.map(|sized| sized.plan.ipcq_messages()).sum()
     }
 
     /// Reduces `tensor` across the ranks in place with `op`: every cube
@@ -741,7 +775,7 @@ impl Distributed {
         (in_blocks, out_blocks): (usize, usize),
     ) -> Result<impl Future<Output = Result<(), DistError>> + 'static, DistError> {
         let group = self.group(collective.name())?;
-        let plan = group.plan(collective)?;
+        let plan = group.plan(collective, bytes_of(call.input))?;
         let args = plan.kernel_args(call, in_blocks, out_blocks)?;
         let network = plan.network(&self.inner.device)?;
         let kernel = plan.algorithm().kernel();
@@ -822,7 +856,7 @@ impl Distributed {
         in_blocks: usize,
     ) -> Result<Option<SimDuration>, DistError> {
         let group = self.group("model")?;
-        let plan = group.plan(collective)?;
+        let plan = group.plan(collective, bytes_of(call.input))?;
         let args = plan.kernel_args(call, in_blocks, 0)?;
         let net = Network::new(self.inner.device.fabric(), plan.wired());
         Ok(plan.algorithm().model(&args, &net)?)
@@ -855,7 +889,7 @@ impl Distributed {
         dst: usize,
     ) -> Result<(), DistError> {
         let (group, rank) = self.rooted(Collective::Gather, dst, gather_list)?;
-        let plan = group.plan(Collective::Gather)?;
+        let plan = group.plan(Collective::Gather, bytes_of(tensor))?;
         let (mine, mut args) = Self::tiles(plan, tensor, dst)?;
         let put = Put::new(&self.inner.device, plan);
         let transfer = |src| Transfer::new(Exchange::Gather, src, dst, group.world_size);
@@ -890,7 +924,7 @@ impl Distributed {
         src: usize,
     ) -> Result<(), DistError> {
         let (group, rank) = self.rooted(Collective::Scatter, src, scatter_list)?;
-        let plan = group.plan(Collective::Scatter)?;
+        let plan = group.plan(Collective::Scatter, bytes_of(tensor))?;
         let (mine, mut args) = Self::tiles(plan, tensor, src)?;
         let transfer = |dst| Transfer::new(Exchange::Scatter, src, dst, group.world_size);
         let Some(list) = scatter_list else {
@@ -1050,7 +1084,7 @@ impl Distributed {
         dst: usize,
     ) -> Result<impl Future<Output = Result<(), DistError>> + 'static, DistError> {
         let (group, src) = self.peer(call, dst)?;
-        let plan = group.plan(Collective::SendRecv)?;
+        let plan = group.plan(Collective::SendRecv, bytes_of(tensor))?;
         let (sent, args) = Self::tiles(plan, tensor, dst)?;
         let transfer = Transfer::new(Exchange::SendRecv, src, dst, group.world_size);
         let rendezvous = group.mailbox.send(src, dst);
@@ -1066,7 +1100,11 @@ impl Distributed {
         src: usize,
     ) -> Result<impl Future<Output = Result<(), DistError>> + 'static, DistError> {
         let (group, dst) = self.peer(call, src)?;
-        let (tiles, _) = Self::tiles(group.plan(Collective::SendRecv)?, tensor, src)?;
+        let (tiles, _) = Self::tiles(
+            group.plan(Collective::SendRecv, bytes_of(tensor))?,
+            tensor,
+            src,
+        )?;
         let transfer = Transfer::new(Exchange::SendRecv, src, dst, group.world_size);
         let rendezvous = group.mailbox.recv(src, dst);
         rendezvous.post(tiles);
@@ -1251,7 +1289,9 @@ impl Transfer {
 /// run would, with the same message. An entry that is not a default and
 /// cannot serve this machine (e.g. recursive doubling beyond its IPCQ
 /// directions) is refused when a run selects it, not at load: a catalogue
-/// is valid on machines some of its entries do not fit.
+/// is valid on machines some of its entries do not fit. So is a default
+/// other than all_reduce's whose IPCQ slots do not fit the machine's
+/// memory: refused by the call that needs it (ADR-0113).
 pub fn check_config(machine: &Machine, ccl: &CclConfig) -> Result<(), DistError> {
     for name in ccl.algorithm_names() {
         Plan::check_entry(ccl, name)?;
@@ -1271,20 +1311,38 @@ impl Group {
     ) -> Result<Group, DistError> {
         let mut plans = BTreeMap::new();
         for collective in Collective::ALL {
-            let entry = match chosen {
-                Some((c, entry)) if c == collective => Some(entry),
-                _ => ccl.defaults().entry_for(collective),
+            let rules = match chosen {
+                Some((c, entry)) if c == collective => Some(vec![SizeRule {
+                    up_to: None,
+                    entry: entry.to_owned(),
+                }]),
+                _ => ccl.defaults().rules_for(collective),
             };
-            if let Some(entry) = entry {
-                let plan = Plan::resolve_in(machine, ccl, (collective, entry), members)?;
-                plans.insert(collective, plan);
+            let Some(rules) = rules else { continue };
+            let mut sized = Vec::with_capacity(rules.len());
+            for rule in rules {
+                let plan = Plan::resolve_in(machine, ccl, (collective, &rule.entry), members)?;
+                let up_to = rule.up_to.map(|size| size.bytes());
+                sized.push(SizedPlan { up_to, plan });
             }
+            same_endpoints(collective, &sized)?;
+            let named = chosen.is_some_and(|(c, _)| c == collective);
+            if named || collective == Collective::AllReduce {
+                // The entry asked for by name and all_reduce's must fit this
+                // machine's memory now; another default's slots only when a
+                // call needs them (ADR-0113).
+                sized.iter().try_for_each(|s| s.plan.usable().map(drop))?;
+            }
+            plans.insert(collective, sized);
         }
-        let world_size = plans.values().next().map_or(
+        let mut all = plans
+            .iter()
+            .flat_map(|(&c, sized)| sized.iter().map(move |s| (c, &s.plan)));
+        let world_size = all.clone().next().map_or(
             members.map_or(machine.sip_count() as usize, <[u32]>::len),
-            |p| p.world_size,
+            |(_, p)| p.world_size,
         );
-        if let Some((&call, plan)) = plans.iter().find(|(_, p)| p.world_size != world_size) {
+        if let Some((call, plan)) = all.find(|(_, p)| p.world_size != world_size) {
             return Err(DistError::WorldSizeDiffers {
                 call,
                 entry: plan.entry.clone(),
@@ -1316,11 +1374,48 @@ impl Group {
         })
     }
 
-    /// The plan of `collective`.
-    fn plan(&self, collective: Collective) -> Result<&Plan, DistError> {
-        self.plans
-            .get(&collective)
-            .ok_or(DistError::NoAlgorithm(collective))
+    /// The plan of a call of `collective` with `bytes` of input per rank:
+    /// the first of its size rules that serves it.
+    fn plan(&self, collective: Collective, bytes: u64) -> Result<&Plan, DistError> {
+        let sized = self.plans.get(&collective);
+        let sized = sized.ok_or(DistError::NoAlgorithm(collective))?;
+        let serves = |s: &&SizedPlan| s.up_to.is_none_or(|limit| bytes <= limit);
+        let chosen = sized.iter().find(serves);
+        chosen
+            .ok_or(DistError::NoAlgorithm(collective))?
+            .plan
+            .usable()
+    }
+}
+
+/// The bytes of `tensor` on one rank: what a size rule is judged by.
+fn bytes_of(tensor: &Tensor) -> u64 {
+    tensor.numel() as u64 * tensor.dtype().size()
+}
+
+/// One size rule's plan: calls of at most `up_to` bytes of input per rank
+/// (`None`: any) run it.
+struct SizedPlan {
+    up_to: Option<u64>,
+    plan: Plan,
+}
+
+/// The size rules of `collective` run on one set of endpoints
+/// ([`DistError::EndpointsDiffer`]).
+fn same_endpoints(collective: Collective, sized: &[SizedPlan]) -> Result<(), DistError> {
+    let Some((first, rest)) = sized.split_first() else {
+        return Ok(());
+    };
+    let endpoints = first.plan.endpoints();
+    match rest.iter().find(|s| s.plan.endpoints() != endpoints) {
+        Some(other) => Err(DistError::EndpointsDiffer {
+            call: collective,
+            entry: first.plan.entry.clone(),
+            endpoints,
+            other: other.plan.entry.clone(),
+            other_endpoints: other.plan.endpoints(),
+        }),
+        None => Ok(()),
     }
 }
 

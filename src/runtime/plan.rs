@@ -48,6 +48,11 @@ pub(super) struct Plan {
     /// The SIP of each group rank of a sub-group (`new_group`); `None`:
     /// group rank = SIP.
     members: Option<Rc<[u32]>>,
+    /// Why its IPCQ slots do not fit the memory they go in, if they do
+    /// not: refused when a call needs the plan ([`Plan::usable`]), so a
+    /// machine that cannot hold one default's slots runs the others
+    /// (ADR-0113).
+    slots_unfit: Option<String>,
 }
 
 /// What one call passes to [`Plan::kernel_args`].
@@ -143,9 +148,9 @@ impl Plan {
             }
         }
         Wiring::install(&endpoints.tables)?;
-        check_slot_memory(machine.spec(), &endpoints, config.buffer_kind, config.ipcq)
-            .map_err(|e| refusal(entry, e.to_string()))?;
+        let slots = check_slot_memory(machine.spec(), &endpoints, config.buffer_kind, config.ipcq);
         Ok(Plan {
+            slots_unfit: slots.err().map(|e| e.to_string()),
             entry: entry.to_owned(),
             n_elem: config.n_elem.get() as usize,
             world_size,
@@ -158,6 +163,15 @@ impl Plan {
             network: OnceCell::new(),
             members: members.map(Rc::from),
         })
+    }
+
+    /// This plan, if a call can run it: its IPCQ slots fit their memory
+    /// (else the refusal naming the entry and the memory).
+    pub fn usable(&self) -> Result<&Plan, DistError> {
+        match &self.slots_unfit {
+            Some(reason) => Err(refusal(&self.entry, reason.clone())),
+            None => Ok(self),
+        }
     }
 
     /// The checks of ccl.yaml's `entry` that do not depend on the machine:

@@ -192,6 +192,18 @@ impl Shape {
         self.n_elem as u128 * u128::from(self.dtype.size())
     }
 
+    /// Bytes of the tensor a rank gives the call (its input; the rank's
+    /// own block tensor for `gather` and `scatter`): what ccl.yaml's size
+    /// rules judge a call by (ADR-0113).
+    fn rank_input_bytes(&self) -> u64 {
+        let blocks = match self.collective {
+            Collective::Gather | Collective::Scatter => 1,
+            _ => self.blocks().0,
+        };
+        let bytes = (self.cubes * blocks) as u128 * self.block_bytes();
+        u64::try_from(bytes).unwrap_or(u64::MAX)
+    }
+
     /// Bytes of a cube's input and output tiles.
     fn cube_tile_bytes(&self) -> u128 {
         let (in_blocks, out_blocks) = self.blocks();
@@ -257,11 +269,16 @@ pub async fn run(
         dtype: options.get("dtype")?.unwrap_or(DType::F16),
         cubes,
         endpoints: dist.endpoints(collective)?,
-        n_elem: dist.n_elem(collective)?,
+        n_elem: 0,
         count: None,
-        root: ROOT_RANK * cubes + dist.root_cube(collective)?,
+        root: 0,
     };
     let size = options.get::<ByteSize>("size")?;
+    // Without --size, the tile is ccl.yaml's n_elem of the entry that
+    // serves the smallest calls.
+    let asked = size.map_or(0, |s| s.0);
+    shape.n_elem = dist.n_elem(collective, asked)?;
+    shape.root = ROOT_RANK * cubes + dist.root_cube(collective, asked)?;
     if let Some(size) = size {
         shape.n_elem = block_elements(size, &shape)?;
         shape.count = Some(size.0 / shape.dtype.size());
@@ -278,7 +295,7 @@ pub async fn run(
     })
     .await
     .map_err(|e| WorkloadError::Rank(e.rank, Box::new(e.source)))?;
-    let algorithm = dist.algorithm(collective)?;
+    let algorithm = dist.algorithm(collective, shape.rank_input_bytes())?;
     let mut outcome = outcome(&algorithm, &shape, &results);
     limit_check(&machine, &shape, &mut outcome);
     Ok(outcome)
@@ -384,7 +401,10 @@ fn block_elements(ByteSize(size): ByteSize, shape: &Shape) -> Result<usize, Work
 fn check_fits(torch: &Torch, size: Option<ByteSize>, shape: &Shape) -> Result<(), WorkloadError> {
     let spec = torch.device().fabric().machine().spec();
     let block = u64::try_from(shape.block_bytes()).unwrap_or(u64::MAX);
-    let in_tcm = torch.distributed.tcm_bytes(shape.collective, block)?;
+    let bytes = shape.rank_input_bytes();
+    let in_tcm = torch
+        .distributed
+        .tcm_bytes(shape.collective, bytes, block)?;
     let tiles = shape.cube_tile_bytes();
     let flag = match size {
         Some(size) => format!("--size {size}"),

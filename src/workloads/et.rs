@@ -232,7 +232,7 @@ fn check_collectives(
                 .map_err(|e| WorkloadError::BadOption(format!("{}: {e}", at())))?;
             let layout = Layout::new(*comm, *bytes, cubes, endpoints);
             let block = layout.n_elem as u64 * DType::F16.size();
-            let need = dist.tcm_bytes(collective, block)?;
+            let need = dist.tcm_bytes(collective, layout.input_bytes(cubes), block)?;
             if need > tcm {
                 return Err(WorkloadError::BadOption(format!(
                     "{}: a {} of {bytes} B per rank needs {need} B of TCM per endpoint for its \
@@ -300,6 +300,12 @@ impl Layout {
             out_blocks,
             n_elem,
         }
+    }
+
+    /// Bytes of the input tensor a rank gives the call (`cubes` tiles of
+    /// `in_blocks` blocks): what ccl.yaml's size rules judge it by.
+    fn input_bytes(&self, cubes: usize) -> u64 {
+        (cubes * self.in_blocks * self.n_elem) as u64 * DType::F16.size()
     }
 }
 

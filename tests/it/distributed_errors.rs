@@ -81,7 +81,7 @@ fn init_resolves_the_world_from_the_topology() {
     assert_eq!(dist.get_rank().unwrap(), 0, "outside a worker");
     assert_eq!(dist.get_backend().unwrap(), "ahbm");
     assert_eq!(
-        dist.algorithm(Collective::AllReduce).unwrap(),
+        dist.algorithm(Collective::AllReduce, 0).unwrap(),
         "intercube_allreduce"
     );
 }

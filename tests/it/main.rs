@@ -20,6 +20,7 @@ mod ccl_algorithm_file;
 mod ccl_allreduce;
 mod ccl_catalogue;
 mod ccl_collectives;
+mod ccl_defaults;
 mod ccl_hierarchical;
 mod ccl_mock;
 mod ccl_msccl;
