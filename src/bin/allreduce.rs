@@ -212,16 +212,25 @@ fn run(args: &Args, ccl: CclConfig) -> Result<bool, Box<dyn Error>> {
         .algorithm
         .clone()
         .unwrap_or_else(|| ccl.default_algorithm().name.to_owned());
+    let default = match args.fidelity {
+        Fidelity::Flow => " (this job's default; `kernbench` defaults to packet)",
+        _ => "",
+    };
     println!(
-        "# all_reduce, algorithm {algorithm}, {} SIPs x {} cubes, {} fidelity",
+        "# all_reduce, algorithm {algorithm}, {} SIPs x {} cubes, {} fidelity{default}",
         machine.sip_count(),
         machine.cubes_per_sip(),
         args.fidelity
     );
-    println!(
-        "#{:>11} {:>10} {:>6} {:>6} {:>12} {:>9} {:>9} {:>7}",
-        "size(B)", "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong"
-    );
+    let row = |cells: [&str; 8]| {
+        let [a, b, c, d, e, f, g, h] = cells;
+        let line = format!("#{a:>11} {b:>10} {c:>6} {d:>6} {e:>12} {f:>9} {g:>9} {h:>7}");
+        println!("{}", line.trim_end());
+    };
+    row([
+        "size", "count", "type", "redop", "time", "algbw", "busbw", "#wrong",
+    ]);
+    row(["(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", ""]);
     let workload = workloads::find("ccl_allreduce")?;
     let mut all_ok = true;
     for size in sizes(args) {

@@ -295,3 +295,35 @@ fn a_shape_past_the_tcm_is_refused_before_running() {
     );
     assert!(message.contains("8 MiB (pe.tcm.capacity)"), "{message}");
 }
+
+/// The README's main job prints nccl-tests' table with a units row under
+/// the header, and says that its flow fidelity is its own default.
+#[test]
+fn the_main_job_table_has_units_and_names_its_fidelity_default() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_allreduce"))
+        .args(["-b", "256", "-e", "1K"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].ends_with("flow fidelity (this job's default; `kernbench` defaults to packet)")
+    );
+    let units: Vec<&str> = lines[2]
+        .trim_start_matches('#')
+        .split_whitespace()
+        .collect();
+    assert_eq!(units, ["(B)", "(elements)", "(us)", "(GB/s)", "(GB/s)"]);
+    // 256 B to 1 KiB by the default factor 4, none wrong.
+    let sizes: Vec<&str> = lines[3..]
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(sizes, ["256", "1024"]);
+    assert!(lines[3..].iter().all(|l| l.ends_with(" 0")), "{text}");
+}
