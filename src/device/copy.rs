@@ -10,21 +10,86 @@
 use std::future::Future;
 use std::rc::Rc;
 
-use super::{CopyTiming, Device, DeviceError, RouteMemo, RoutePair};
+use super::{CopyTiming, Device, DeviceError, GRANULE, RouteMemo, RoutePair};
 use crate::hw::{DmaEngine, DmaSlot, HeaderCrossing, Route, WholeCopy, WholeTimes, explain};
-use crate::mem::{Op, OpId};
+use crate::mem::{Op, OpId, Strided, StridedError};
 use crate::sim;
 use crate::topology::{MemSpace, NodeId};
 
-/// What one DMA copy moves.
+/// What one DMA copy moves: from `src` to `dst`, in the layout `shape`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CopyJob {
     /// The first byte read.
     pub src: u64,
     /// The first byte written.
     pub dst: u64,
+    /// How the bytes lie on each side.
+    pub shape: CopyShape,
+}
+
+/// How a [`CopyJob`]'s bytes lie on its two sides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyShape {
+    /// One run of this many bytes on each side.
+    Contiguous(u64),
+    /// Runs at a stride on each side (ADR-0112): one job, timed as a
+    /// contiguous copy of [`CopyJob::timed_len`] bytes over the same
+    /// route.
+    Strided(Strided),
+}
+
+impl CopyJob {
+    /// `len` contiguous bytes from `src` to `dst`.
+    pub fn contiguous(src: u64, dst: u64, len: u64) -> CopyJob {
+        let shape = CopyShape::Contiguous(len);
+        CopyJob { src, dst, shape }
+    }
+
+    /// The runs of `layout` from `src` to `dst` (ADR-0112).
+    pub fn strided(src: u64, dst: u64, layout: Strided) -> CopyJob {
+        let shape = CopyShape::Strided(layout);
+        CopyJob { src, dst, shape }
+    }
+
     /// Bytes copied.
-    pub len: u64,
+    #[inline(always)]
+    pub fn len(&self) -> u64 {
+        match self.shape {
+            CopyShape::Contiguous(len) => len,
+            CopyShape::Strided(layout) => layout.bytes(),
+        }
+    }
+
+    /// Whether it copies no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes its timing charges (ADR-0112): a contiguous copy's own;
+    /// a strided copy's `rows × run` when both sides are contiguous, else
+    /// each run rounded up to whole [`GRANULE`] lines (a memory reads and
+    /// writes whole lines, so a run of 4 B in every 64 costs a line).
+    #[inline(always)]
+    pub fn timed_len(&self) -> u64 {
+        match self.shape {
+            CopyShape::Contiguous(len) => len,
+            CopyShape::Strided(layout) if layout.is_contiguous() => layout.bytes(),
+            CopyShape::Strided(layout) => {
+                let lines = layout.run.div_ceil(GRANULE).saturating_mul(GRANULE);
+                layout.rows.saturating_mul(lines)
+            }
+        }
+    }
+
+    /// The op that applies it to memory.
+    #[inline(always)]
+    fn op(&self) -> Op {
+        let (src, dst) = (self.src, self.dst);
+        match self.shape {
+            CopyShape::Contiguous(len) => Op::Copy { src, dst, len },
+            CopyShape::Strided(layout) => Op::StridedCopy { src, dst, layout },
+        }
+    }
 }
 
 /// One copy as its caller asks for it: what moves, on which engine, for
@@ -204,11 +269,15 @@ impl Device {
     /// The one place a copy is classified (see [`CopyPlan`]).
     #[inline(always)]
     fn plan_copy<'a>(&self, request: &CopyRequest<'a>) -> Result<CopyPlan<'a>, DeviceError> {
-        let CopyJob { src, dst, len } = request.job;
+        let CopyJob { src, dst, shape } = request.job;
         let path = match request.memo {
             Some(memo) => self.plan_remembered(request.initiator, src, dst, memo)?,
             None => self.plan(request.initiator, src, dst)?,
         };
+        if let CopyShape::Strided(layout) = shape {
+            self.check_strided(&path, (src, dst), &layout)?;
+        }
+        let len = request.job.timed_len();
         let f = &self.fabric;
         let (read_ahead, write_ahead) = (f.works_ahead(path.src.0), f.works_ahead(path.dst.0));
         let doorbell = request.doorbell;
@@ -251,7 +320,7 @@ impl Device {
             data: &path.routes.data,
             src: path.src,
             dst: path.dst,
-            len: request.job.len,
+            len: request.job.timed_len(),
             doorbell,
         };
         let times = self.fabric.book_whole(&whole, slot.started)?;
@@ -263,11 +332,34 @@ impl Device {
         })
     }
 
+    /// Errors unless `layout` is a shape [`Strided::check`] accepts whose
+    /// runs on each side lie in the memory `path` found that side's first
+    /// byte in (one route serves every run).
+    #[inline(never)]
+    fn check_strided(
+        &self,
+        path: &CopyPath,
+        (src, dst): (u64, u64),
+        layout: &Strided,
+    ) -> Result<(), DeviceError> {
+        layout.check(src, dst)?;
+        let map = self.fabric.machine().address_map();
+        let sides = [
+            ("src", src, layout.src_span(), path.src),
+            ("dst", dst, layout.dst_span(), path.dst),
+        ];
+        for (arg, addr, span, (space, offset)) in sides {
+            if span > map.capacity(space) - offset {
+                return Err(StridedError::LeavesMemory { arg, addr, span }.into());
+            }
+        }
+        Ok(())
+    }
+
     /// Applies and logs `request`'s copy now, by its engine.
     #[inline(always)]
     fn apply_copy(&self, request: &CopyRequest<'_>) -> Result<OpId, DeviceError> {
-        let CopyJob { src, dst, len } = request.job;
-        let copy = Op::Copy { src, dst, len };
+        let copy = request.job.op();
         match request.memo {
             Some(memo) => self.apply_remembered(request.engine.name(), copy, &memo.regions),
             None => self.apply(request.engine.name(), copy),
@@ -299,7 +391,7 @@ impl Device {
         (path, read, write): (CopyPath, Read, Write<'_>),
         slot: DmaSlot,
     ) -> Result<CopyTiming, DeviceError> {
-        let (f, routes, len) = (&self.fabric, &path.routes, request.job.len);
+        let (f, routes, len) = (&self.fabric, &path.routes, request.job.timed_len());
         let id = self.apply_copy(&request)?;
         let timing = |end| CopyTiming {
             requested: slot.requested,

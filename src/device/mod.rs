@@ -41,7 +41,7 @@ use crate::topology::{AddressError, Machine, MemSpace, NodeId, RouteError, Topol
 
 mod copy;
 
-pub use copy::{BookedCopy, CopyJob, CopyRequest, CopyStart, PendingCopy};
+pub use copy::{BookedCopy, CopyJob, CopyRequest, CopyShape, CopyStart, PendingCopy};
 
 use copy::CopyPath;
 
@@ -73,6 +73,10 @@ pub enum DeviceError {
     /// The machine could not be compiled.
     #[error(transparent)]
     Topology(#[from] crate::topology::TopologyError),
+    /// A strided copy's shape refused, or a side leaving its memory
+    /// (ADR-0112).
+    #[error(transparent)]
+    Strided(#[from] crate::mem::StridedError),
 }
 
 /// When the stages of one DMA copy happened.
@@ -376,6 +380,7 @@ type RouteKey = (NodeId, MemSpace, MemSpace);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mem::Strided;
     use crate::sim::Simulation;
     use crate::topology::Fidelity;
 
@@ -425,7 +430,8 @@ mod tests {
         let d = device.clone();
         let copy = simulation.spawn("pe0", async move {
             let engine = d.fabric().pe_dma(0, 0, 0).clone();
-            d.dma_copy(&engine, pe, CopyJob { src, dst, len }).await
+            d.dma_copy(&engine, pe, CopyJob::contiguous(src, dst, len))
+                .await
         });
         let stats = simulation.run().unwrap();
         let timing = copy.output().unwrap().unwrap();
@@ -486,7 +492,7 @@ mod tests {
             let request = CopyRequest {
                 memo: Some(&memo),
                 doorbell: Some(&signal),
-                ..CopyRequest::plain(&engine, pe, CopyJob { src, dst, len })
+                ..CopyRequest::plain(&engine, pe, CopyJob::contiguous(src, dst, len))
             };
             d.copy(request).await.map(|timing| (timing, sim::now()))
         });
@@ -612,7 +618,8 @@ mod tests {
                 let d = device.clone();
                 simulation.spawn("copy", async move {
                     let engine = d.fabric().pe_dma(0, 0, 0).clone();
-                    d.dma_copy(&engine, pe, CopyJob { src, dst, len }).await
+                    d.dma_copy(&engine, pe, CopyJob::contiguous(src, dst, len))
+                        .await
                 })
             })
             .collect();
@@ -648,7 +655,7 @@ mod tests {
             let memo = RouteMemo::default();
             let request = CopyRequest {
                 memo: Some(&memo),
-                ..CopyRequest::plain(&engine, pe, CopyJob { src, dst, len })
+                ..CopyRequest::plain(&engine, pe, CopyJob::contiguous(src, dst, len))
             };
             let done = match d.start_copy(request).unwrap() {
                 CopyStart::Booked(copy) => {
@@ -724,10 +731,118 @@ mod tests {
         let copy = simulation.spawn("pe0", async move {
             let engine = d.fabric().pe_dma(0, 0, 0).clone();
             let src = 0x0900_0000_0000_0000;
-            d.dma_copy(&engine, pe, CopyJob { src, dst, len: 64 }).await
+            d.dma_copy(&engine, pe, CopyJob::contiguous(src, dst, 64))
+                .await
         });
         simulation.run().unwrap();
         let error = copy.output().unwrap().unwrap_err().to_string();
         assert!(error.contains("sip 9 does not exist"), "{error}");
+    }
+
+    /// Runs `job` with the DMA of PE 0 of cube 0 of SIP 0: its time from
+    /// request to last byte, or its error.
+    fn job_by_pe0(device: &Rc<Device>, job: CopyJob) -> Result<SimDuration, DeviceError> {
+        let pe = device.fabric().machine().pe(0, 0, 0).unwrap();
+        let mut simulation = Simulation::new();
+        let d = device.clone();
+        let copy = simulation.spawn("pe0", async move {
+            let engine = d.fabric().pe_dma(0, 0, 0).clone();
+            d.dma_copy(&engine, pe, job).await
+        });
+        simulation.run().unwrap();
+        copy.output().unwrap().map(|t| t.end - t.requested)
+    }
+
+    /// ADR-0112: a strided copy from cube 5's HBM into PE 0's TCM moves
+    /// every run to its place (the gaps stay zero, the log replays) and
+    /// takes the formula of a contiguous copy of its timed bytes: the
+    /// rows' own when runs are whole lines, a line per run of 4 B.
+    #[test]
+    fn a_strided_copy_moves_its_runs_in_the_time_of_its_timed_bytes() {
+        for fidelity in Fidelity::ALL {
+            for (rows, run, timed) in [(8, 128, 8 * 128), (16, 4, 16 * GRANULE)] {
+                let spec = TopologySpec::load(&TopologySpec::default_source(), &[])
+                    .unwrap()
+                    .with_fidelity(fidelity);
+                let device = Device::new(&spec, DataMode::On).unwrap();
+                let src = device
+                    .alloc(MemSpace::Hbm { sip: 0, cube: 5 }, 4096)
+                    .unwrap();
+                let dst = device.alloc(TCM0, 4096).unwrap();
+                let pattern: Vec<u8> = (0..4096u64).map(|i| (i * 7 % 251) as u8).collect();
+                device.write_untimed("host", src, &pattern).unwrap();
+                let layout = Strided {
+                    rows,
+                    run,
+                    src_stride: 3 * run,
+                    dst_stride: 2 * run,
+                };
+                let job = CopyJob::strided(src, dst, layout);
+                assert_eq!(job.timed_len(), timed);
+                let simulated = job_by_pe0(&device, job).unwrap();
+                let pe = device.fabric().machine().pe(0, 0, 0).unwrap();
+                let issue = spec.pe().dma.issue_overhead;
+                let formula = device.dma_copy_formula(issue, pe, src, dst, timed);
+                assert_eq!(simulated, formula.unwrap(), "{fidelity:?} run {run}");
+                let back = device.read_untimed(dst, 4096).unwrap();
+                let (run, rows) = (run as usize, rows as usize);
+                for (i, row) in back.chunks(2 * run).enumerate() {
+                    let want = match i < rows {
+                        true => &pattern[3 * run * i..3 * run * i + run],
+                        false => &[0; 0][..],
+                    };
+                    assert_eq!(&row[..want.len()], want, "row {i}");
+                    assert!(row[want.len()..].iter().all(|&b| b == 0), "row {i}");
+                }
+                assert!(device.oplog().verify(&device.store()).is_ok());
+            }
+        }
+    }
+
+    /// ADR-0112: a strided copy whose strides equal its run is timed as
+    /// the contiguous copy of its bytes, whatever their count.
+    #[test]
+    fn a_strided_copy_with_contiguous_sides_is_timed_as_one_run() {
+        let layout = Strided {
+            rows: 3,
+            run: 5,
+            src_stride: 5,
+            dst_stride: 5,
+        };
+        let job = CopyJob::strided(0, 0, layout);
+        assert_eq!((job.len(), job.timed_len()), (15, 15));
+        assert_eq!(CopyJob::contiguous(0, 0, 15).timed_len(), 15);
+    }
+
+    /// ADR-0112: overlapping strides, a side that leaves its memory and a
+    /// run outside every mapped region are errors naming the argument or
+    /// the address, not panics; nothing is applied.
+    #[test]
+    fn bad_strided_copies_are_errors() {
+        let device = timing_device(Fidelity::Flow);
+        let src = device.alloc(TCM0, 256).unwrap();
+        let dst = device
+            .alloc(MemSpace::Hbm { sip: 0, cube: 0 }, 256)
+            .unwrap();
+        let map = device.fabric().machine().address_map().clone();
+        let tcm_end = map.encode(TCM0, 0).unwrap() + map.capacity(TCM0);
+        let shape = |run, src_stride, dst_stride| Strided {
+            rows: 2,
+            run,
+            src_stride,
+            dst_stride,
+        };
+        let ops = device.oplog().len();
+        let error = |s, d, layout| {
+            let job = CopyJob::strided(s, d, layout);
+            job_by_pe0(&device, job).unwrap_err().to_string()
+        };
+        let overlapping = error(src, dst, shape(64, 64, 32));
+        assert!(overlapping.contains("`dst_stride` 32 B"), "{overlapping}");
+        let leaving = error(tcm_end - 128, dst, shape(64, 128, 64));
+        assert!(leaving.contains("`src` runs"), "{leaving}");
+        let unmapped = error(src, dst, shape(64, 64, 4096));
+        assert!(unmapped.contains("not mapped"), "{unmapped}");
+        assert_eq!(device.oplog().len(), ops);
     }
 }

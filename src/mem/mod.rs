@@ -11,7 +11,8 @@
 //!   with data off it keeps extents only.
 //! - [`Op`] and [`OpLog`] (seed ADR-0052): typed operations on memory, logged
 //!   in the order they took effect, and the replay that verifies the final
-//!   memory.
+//!   memory; [`Strided`], the shape of a strided copy and its checks
+//!   (ADR-0112).
 //!
 //! Addresses are the device addresses of [`AddressMap`](crate::topology::AddressMap).
 //! This module knows nothing of latency models, routing, links, kernels or
@@ -27,6 +28,7 @@ mod op;
 mod oplog;
 mod pages;
 mod store;
+mod strided;
 mod virt;
 
 pub use alloc::{AllocError, FirstFitAllocator};
@@ -34,4 +36,5 @@ pub use device::{DeviceAllocError, DeviceAllocators};
 pub use op::{AddrRange, BinaryFn, DType, Op, Payload, ReduceFn, Scalar, UnaryFn};
 pub use oplog::{OpId, OpLog, OpLogError, OpRecord, ReplayError, VerifyError};
 pub use store::{DataMode, MemoryStore, RegionMemo, RegionView, StoreDiff, StoreError};
+pub use strided::{Strided, StridedError};
 pub use virt::{DEFAULT_PAGE_SIZE, Extent, Segment, VaError, VirtualAllocator};

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::compute::{self, GemmOperands, ReduceOperands, byte_len};
 use super::store::{DataMode, MemoryStore, RegionMemo, StoreError};
+use super::strided::Strided;
 
 /// A range of device addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -304,6 +305,16 @@ pub enum Op {
         /// Bytes.
         len: u64,
     },
+    /// A strided DMA copy (ADR-0112): run `i` of `layout` read at `src +
+    /// i × src_stride`, written at `dst + i × dst_stride`.
+    StridedCopy {
+        /// First byte read.
+        src: u64,
+        /// First byte written.
+        dst: u64,
+        /// Rows, run and strides.
+        layout: Strided,
+    },
     /// A range set to one byte value.
     Fill {
         /// First byte.
@@ -396,6 +407,7 @@ impl Op {
             Op::Unmap { .. } => "unmap",
             Op::HostWrite { .. } => "host_write",
             Op::Copy { .. } => "copy",
+            Op::StridedCopy { .. } => "strided_copy",
             Op::Fill { .. } => "fill",
             Op::Elementwise { func, .. } => func.name(),
             Op::Gemm { .. } => "gemm",
@@ -408,6 +420,7 @@ impl Op {
     pub fn inputs(&self) -> Vec<AddrRange> {
         match *self {
             Op::Copy { src, len, .. } => vec![range(src, len)],
+            Op::StridedCopy { src, layout, .. } => runs(src, layout.src_stride, &layout),
             Op::Elementwise {
                 lhs,
                 rhs,
@@ -464,6 +477,7 @@ impl Op {
             Op::Map { addr, len } | Op::Fill { addr, len, .. } => vec![range(*addr, *len)],
             Op::HostWrite { addr, data } => vec![range(*addr, data.len())],
             Op::Copy { dst, len, .. } => vec![range(*dst, *len)],
+            Op::StridedCopy { dst, layout, .. } => runs(*dst, layout.dst_stride, layout),
             Op::Elementwise {
                 out, dtype, elems, ..
             } => vec![range(*out, dtype.size().saturating_mul(*elems))],
@@ -526,6 +540,7 @@ impl Op {
             Op::Unmap { addr } => store.unmap(*addr).map(|_| ()),
             Op::HostWrite { addr, data } => host_write(store, *addr, data),
             Op::Copy { src, dst, len } => store.copy(*src, *dst, *len),
+            Op::StridedCopy { src, dst, layout } => store.copy_strided(*src, *dst, layout),
             Op::Fill { addr, len, value } => store.fill(*addr, *len, *value),
             Op::Elementwise {
                 func,
@@ -607,6 +622,12 @@ impl Op {
 
 fn range(addr: u64, len: u64) -> AddrRange {
     AddrRange { addr, len }
+}
+
+/// The runs of one side of a strided copy from `base` at `stride`.
+fn runs(base: u64, stride: u64, layout: &Strided) -> Vec<AddrRange> {
+    let starts = layout.starts(base, stride);
+    starts.map(|addr| range(addr, layout.run)).collect()
 }
 
 fn host_write(store: &mut MemoryStore, addr: u64, data: &Payload) -> Result<(), StoreError> {

@@ -26,6 +26,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::pages::Pages;
+use super::strided::{Strided, StridedError};
 use crate::topology::{AddressError, AddressMap, MemSpace};
 
 /// Whether a store holds bytes.
@@ -129,6 +130,9 @@ pub enum StoreError {
         /// The length.
         len: u64,
     },
+    /// A strided copy's shape refused (ADR-0112).
+    #[error(transparent)]
+    Strided(#[from] StridedError),
 }
 
 /// One mapped region: its length and, with data on, its bytes (with data
@@ -513,6 +517,40 @@ impl MemoryStore {
         let data = data.into_owned();
         let region = self.regions.get_mut(&to).expect("located regions exist");
         region.bytes.write(to_at, &data);
+        Ok(())
+    }
+
+    /// Copies the runs of `shape` from `src` to `dst` (ADR-0112): the
+    /// shape is checked, then every run of both sides (all at once when a
+    /// side's span lies in one region, else run by run, the first refused
+    /// run's address named), and with data on every source run is read
+    /// before any is written (overlapping sides behave as
+    /// [`copy`](Self::copy)'s do).
+    pub fn copy_strided(&mut self, src: u64, dst: u64, shape: &Strided) -> Result<(), StoreError> {
+        shape.check(src, dst)?;
+        let sides = [
+            (src, shape.src_stride, shape.src_span()),
+            (dst, shape.dst_stride, shape.dst_span()),
+        ];
+        for (base, stride, span) in sides {
+            if self.check(base, span).is_err() {
+                for start in shape.starts(base, stride) {
+                    self.check(start, shape.run)?;
+                }
+            }
+        }
+        if self.mode == DataMode::Off {
+            return Ok(());
+        }
+        let mut data = Vec::with_capacity(buffer_len(shape.bytes()));
+        for start in shape.starts(src, shape.src_stride) {
+            let (from, at) = self.locate(start, shape.run)?;
+            data.extend_from_slice(&self.regions[&from].bytes.read(at, buffer_len(shape.run)));
+        }
+        let runs = data.chunks_exact(buffer_len(shape.run));
+        for (start, run) in shape.starts(dst, shape.dst_stride).zip(runs) {
+            self.write(start, run)?;
+        }
         Ok(())
     }
 

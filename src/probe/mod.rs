@@ -248,11 +248,7 @@ fn simulate(
                     .dma_copy(
                         engine.dma(),
                         initiator,
-                        CopyJob {
-                            src,
-                            dst,
-                            len: bytes,
-                        },
+                        CopyJob::contiguous(src, dst, bytes),
                     )
                     .await
             })

@@ -531,11 +531,7 @@ async fn h2d(device: &Device, shard: &Shard, block: Option<&[u8]>) -> Result<(),
         .dma_copy(
             mcpu.dma(),
             host,
-            CopyJob {
-                src: staging,
-                dst: shard.addr,
-                len: shard.bytes,
-            },
+            CopyJob::contiguous(staging, shard.addr, shard.bytes),
         )
         .await;
     device.free(staging)?;
@@ -550,11 +546,7 @@ async fn d2h(device: &Device, shard: &Shard) -> Result<Option<Vec<u8>>, DeviceEr
         .dma_copy(
             mcpu.dma(),
             host,
-            CopyJob {
-                src: shard.addr,
-                dst: staging,
-                len: shard.bytes,
-            },
+            CopyJob::contiguous(shard.addr, staging, shard.bytes),
         )
         .await;
     let bytes = match (&copied, device.data_mode()) {

@@ -6,9 +6,9 @@ use std::fmt;
 use std::future::Future;
 use std::rc::Rc;
 
-use crate::device::{CopyJob, CopyRequest, CopyStart, Device, RouteMemo};
+use crate::device::{CopyJob, CopyRequest, CopyStart, Device, DeviceError, RouteMemo};
 use crate::hw::{DmaEngine, GemmEngine, MathEngine, explain};
-use crate::mem::{DType, RegionMemo};
+use crate::mem::{DType, RegionMemo, Strided};
 use crate::sim::Event;
 use crate::topology::{MemSpace, NodeId, naming};
 
@@ -240,10 +240,41 @@ impl Tl {
     /// ADR-0057) is slept for once; any other awaits the rest of the
     /// device's copy, boxed so that this future stays small (ADR-0060).
     pub(crate) async fn copy(&self, src: u64, dst: u64, len: u64) -> Result<(), KernelError> {
+        self.copy_job(CopyJob::contiguous(src, dst, len)).await
+    }
+
+    /// Copies the `layout.rows` runs of `layout.run` bytes from `src` to
+    /// `dst` with PE_DMA, run `i` read at `src + i × src_stride` and
+    /// written at `dst + i × dst_stride`, as one DMA job (ADR-0112): one
+    /// booking in flow mode, timed as a contiguous copy of the rows over
+    /// the same route (each run rounded up to whole 64-byte lines unless
+    /// both sides are contiguous: `CopyJob::timed_len`). A shape of zero
+    /// rows, run or stride, a stride shorter than the run, or a side
+    /// whose runs leave the memory its first byte is in is refused naming
+    /// this PE and the argument ([`KernelError::Strided`]); every run must
+    /// lie in a mapped region (the store's error names the first that
+    /// does not). Returns when the last byte has landed.
+    pub async fn copy_strided(
+        &self,
+        src: impl Address,
+        dst: impl Address,
+        layout: Strided,
+    ) -> Result<(), KernelError> {
+        let (src, dst, pe) = (src.address(), dst.address(), self.program.coord);
+        let refused = |error| KernelError::Strided { pe, error };
+        layout.check(src, dst).map_err(refused)?;
+        match self.copy_job(CopyJob::strided(src, dst, layout)).await {
+            Err(KernelError::Device(DeviceError::Strided(error))) => Err(refused(error)),
+            done => done,
+        }
+    }
+
+    /// `job` with PE_DMA: see [`copy`](Self::copy).
+    async fn copy_job(&self, job: CopyJob) -> Result<(), KernelError> {
         let p = &self.program;
         let request = CopyRequest {
             memo: Some(&p.copy_routes),
-            ..CopyRequest::plain(&p.dma, p.node, CopyJob { src, dst, len })
+            ..CopyRequest::plain(&p.dma, p.node, job)
         };
         match p.device.start_copy(request)? {
             CopyStart::Booked(booked) => {

@@ -2,6 +2,7 @@
 
 use crate::device::DeviceError;
 use crate::hw::HwError;
+use crate::mem::StridedError;
 use crate::topology::MemSpace;
 
 use super::PeCoord;
@@ -43,6 +44,15 @@ pub enum KernelError {
         addr: u64,
         /// The PE running the kernel.
         pe: PeCoord,
+    },
+    /// A strided copy's shape refused, or a side whose runs leave its
+    /// memory (ADR-0112).
+    #[error("copy_strided on {pe}: {error}")]
+    Strided {
+        /// The PE running the kernel.
+        pe: PeCoord,
+        /// What is wrong, naming the argument.
+        error: StridedError,
     },
     /// An IPCQ misuse: a direction not installed, a mismatch under strict
     /// validation, a message larger than a slot, ...

@@ -13,6 +13,7 @@
 //! | `view(addr, shape, dtype)`: a handle, nothing moves | — | — |
 //! | `alloc(shape, dtype)`, `free(&h)`: TCM scratch | allocator | untimed |
 //! | `load(src, shape, dtype)` → TCM, `store(dst, &h)` | PE_DMA | `Device::dma_copy_formula` |
+//! | `copy_strided(src, dst, Strided)`: rows of runs, one job (ADR-0112) | PE_DMA | `Device::dma_copy_formula` of `CopyJob::timed_len` |
 //! | `dot(&a, &b)`, `dot_acc(&acc, &a, &b)` | PE_GEMM | `hw::gemm_formula` |
 //! | `composite(&a, &b, &[Epilogue])` → token, `token.wait()` | PE_GEMM → PE_MATH | `hw::pipeline_formula` |
 //! | `add`, `sub`, `mul`, `maximum`, `add_assign`, `exp`, `relu`, `gelu`, `scale`, `cast` | PE_MATH | `hw::math_formula` |

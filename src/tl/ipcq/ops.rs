@@ -249,7 +249,7 @@ impl Tl {
         let crossing = p.device.fabric().message_crossing(&ring.doorbell, len);
         let dst = ring.put(seq, message, crossing);
         Ok(p.device
-            .start_copy(slot_copy(p, ring, CopyJob { src, dst, len }))?)
+            .start_copy(slot_copy(p, ring, CopyJob::contiguous(src, dst, len)))?)
     }
 
     /// A message of `segments` slot-sized segments, each claimed in turn
@@ -281,11 +281,7 @@ impl Tl {
             let copy = self.copy_segment(
                 ring.clone(),
                 seq,
-                CopyJob {
-                    src: src + offset,
-                    dst,
-                    len,
-                },
+                CopyJob::contiguous(src + offset, dst, len),
             );
             in_flight.push(sim::spawn("ipcq segment", copy));
         }
@@ -462,7 +458,9 @@ impl Tl {
             let len = (dst.bytes() - offset).min(ring.slot_bytes);
             self.log_recv(ring, len);
             let (src, dst) = (ring.slot(ticket), dst.addr() + offset);
-            let copy = p.device.dma_copy(&p.dma, p.node, CopyJob { src, dst, len });
+            let copy = p
+                .device
+                .dma_copy(&p.dma, p.node, CopyJob::contiguous(src, dst, len));
             copy.await?;
             ring.release(p.device.fabric(), ticket);
         }
