@@ -612,6 +612,7 @@ mod tests {
                 "hello_send",
                 "intercube_allgather",
                 "intercube_allreduce",
+                "intercube_alltoall",
                 "intercube_broadcast",
                 "intercube_reduce",
                 "intercube_reducescatter",

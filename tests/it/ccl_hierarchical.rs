@@ -21,13 +21,14 @@ use kernbench::topology::{Machine, TopologySpec};
 use kernbench::workloads::{self, Value};
 
 /// The two-level algorithms and the workload that runs each.
-const ALGORITHMS: [(&str, &str, &str); 2] = [
+const ALGORITHMS: [(&str, &str, &str); 3] = [
     ("ccl_allgather", "intercube_allgather", "allgather_ps"),
     (
         "ccl_reducescatter",
         "intercube_reducescatter",
         "reducescatter_ps",
     ),
+    ("ccl_alltoall", "intercube_alltoall", "alltoall_ps"),
 ];
 
 /// The SIP topologies, by their `system.sips.topology` name.
