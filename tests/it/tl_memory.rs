@@ -241,3 +241,49 @@ async fn views(tl: Tl, map: &AddressMap, hbm_at: u64) -> Result<(), KernelError>
     assert_eq!(space(tcm)?, tl.tcm());
     Ok(())
 }
+
+/// ADR-0112: `copy_strided` moves every run of a transpose (a 4 × 3 grid
+/// of f32 in HBM read row by row, written column by column into another
+/// cube's HBM, one copy per column), and a bad shape is an error naming
+/// the PE and the argument, not a panic.
+#[test]
+fn copy_strided_transposes_and_refuses_bad_shapes_naming_the_pe() {
+    use kernbench::mem::Strided;
+    async fn transpose(tl: Tl, (grid, out): (u64, u64)) -> Result<String, KernelError> {
+        for c in 0..3u64 {
+            let column = Strided {
+                rows: 4,
+                run: 4,
+                src_stride: 12,
+                dst_stride: 4,
+            };
+            tl.copy_strided(grid + 4 * c, out + 16 * c, column).await?;
+        }
+        let overlapping = Strided {
+            rows: 2,
+            run: 8,
+            src_stride: 8,
+            dst_stride: 4,
+        };
+        let refused = tl.copy_strided(grid, out, overlapping).await;
+        Ok(refused.unwrap_err().to_string())
+    }
+    let device = device(&spec(&[]), DataMode::On);
+    let grid = device.alloc(MemSpace::Hbm { sip: 0, cube: 0 }, 48).unwrap();
+    let out = device.alloc(MemSpace::Hbm { sip: 0, cube: 5 }, 48).unwrap();
+    let values: Vec<f32> = (0..12).map(|i| i as f32).collect();
+    device
+        .write_untimed("host", grid, &f32_bytes(&values))
+        .unwrap();
+    let kernel = Kernel::new("transpose", transpose);
+    let report = run(&device, kernel, ONE, (grid, out)).unwrap();
+    let refused = &report.programs[0].output;
+    let want: Vec<f64> = (0..3)
+        .flat_map(|c| (0..4).map(move |r| f64::from(r * 3 + c)))
+        .collect();
+    let back = from_f32(&device.read_untimed(out, 48).unwrap());
+    assert_eq!(back.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), want);
+    assert!(refused.contains("sip0.cube0.pe0"), "{refused}");
+    assert!(refused.contains("`dst_stride` 4 B"), "{refused}");
+    assert!(device.oplog().verify(&device.store()).is_ok());
+}
