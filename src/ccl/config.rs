@@ -653,6 +653,11 @@ mod tests {
             entries(scatter),
             by_size("intercube_reducescatter", "ring_reducescatter")
         );
+        let all_to_all = vec![
+            (Some(2 << 20), "intercube_alltoall".to_owned()),
+            (None, "ring_alltoall".to_owned()),
+        ];
+        assert_eq!(entries(Collective::AllToAll), all_to_all);
         assert_eq!(entries(Collective::Broadcast), one("intercube_broadcast"));
         assert_eq!(entries(Collective::Reduce), one("intercube_reduce"));
         assert_eq!(entries(Collective::SendRecv), one("p2p_copy"));

@@ -41,6 +41,8 @@ fn the_default_entry_follows_the_call_size() {
         ("ccl_reducescatter", "2M", "ring_reducescatter"),
         ("ccl_broadcast", "2M", "intercube_broadcast"),
         ("ccl_reduce", "4K", "intercube_reduce"),
+        ("ccl_alltoall", "2M", "intercube_alltoall"),
+        ("ccl_alltoall", "4M", "ring_alltoall"),
     ];
     for (bench, size, entry) in cases {
         assert_eq!(default_entry(bench, size), entry, "{bench} --size {size}");
@@ -69,6 +71,7 @@ fn each_default_is_not_slower_than_the_flat_one_it_replaced() {
         ),
         ("ccl_broadcast", "chain_broadcast", "broadcast_ps"),
         ("ccl_reduce", "chain_reduce", "reduce_ps"),
+        ("ccl_alltoall", "ring_alltoall", "alltoall_ps"),
     ];
     for (bench, old, time) in flat {
         let call = ["run", "--bench", bench, "--size", "64K"];
