@@ -157,17 +157,36 @@ impl Report {
     }
 }
 
+/// The figures that time a collective.
+const CALL_TIMES: [&str; 10] = [
+    "allreduce_ps",
+    "allgather_ps",
+    "reducescatter_ps",
+    "broadcast_ps",
+    "reduce_ps",
+    "alltoall_ps",
+    "sendrecv_ps",
+    "gather_ps",
+    "scatter_ps",
+    "custom_ps",
+];
+
 /// What a figure covers, for the figures whose name does not say: the
-/// collectives' call times and their model.
-fn figure_note(name: &str) -> Option<&'static str> {
+/// collectives' call times and their model. In a trace's summary
+/// (`traced`: the report has `et_ps`) a collective's time is the sum over
+/// its calls, not one measured call.
+fn figure_note(name: &str, traced: bool) -> Option<&'static str> {
     match name {
         "model_ps" => Some("ps, the algorithm's α-β model: a lower bound of the call"),
-        "allreduce_ps" | "allgather_ps" | "reducescatter_ps" | "broadcast_ps" | "reduce_ps"
-        | "alltoall_ps" | "sendrecv_ps" | "gather_ps" | "scatter_ps" | "custom_ps" => Some(
+        _ if !CALL_TIMES.contains(&name) => None,
+        _ if traced => Some(
+            "ps, summed over its calls, each from its group's first start to its last end: \
+             calls that overlap each count",
+        ),
+        _ => Some(
             "ps, the measured call: from the barrier that releases every rank before it \
              to the barrier the last rank reaches after it",
         ),
-        _ => None,
     }
 }
 
@@ -189,8 +208,9 @@ impl fmt::Display for Report {
             "  {:<22} {simulated} (the whole run: setup, data in, the measured call, data out)",
             "simulated time"
         )?;
+        let traced = self.figures.iter().any(|f| f.name == "et_ps");
         for figure in &self.figures {
-            match figure_note(figure.name) {
+            match figure_note(figure.name, traced) {
                 Some(note) => writeln!(f, "  {:<22} {} ({note})", figure.name, figure.value)?,
                 None => writeln!(f, "  {:<22} {}", figure.name, figure.value)?,
             }
@@ -208,5 +228,37 @@ impl fmt::Display for Report {
             write!(f, "{explain}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The text line of `figure` in a report of `figures`.
+    fn line(figures: Vec<Figure>, figure: &str) -> String {
+        let outcome = Outcome {
+            figures,
+            ..Outcome::default()
+        };
+        let report = Report::new("w", false, SimDuration::ZERO, outcome);
+        let text = report.to_string();
+        let found = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(figure));
+        found.unwrap().to_owned()
+    }
+
+    #[test]
+    fn a_traces_collective_time_is_labelled_a_sum_and_a_calls_a_call() {
+        let call = line(vec![Figure::int("allreduce_ps", 5)], "allreduce_ps");
+        assert!(call.ends_with("(ps, the measured call: from the barrier that releases every rank before it to the barrier the last rank reaches after it)"), "{call}");
+        let trace = vec![Figure::int("et_ps", 3), Figure::int("allreduce_ps", 5)];
+        let summed = line(trace, "allreduce_ps");
+        assert!(summed.contains("(ps, summed over its calls"), "{summed}");
+        assert_eq!(
+            line(vec![Figure::int("et_ps", 3)], "et_ps"),
+            "  et_ps                  3"
+        );
     }
 }
