@@ -569,14 +569,17 @@ fn check_rules(
                 let message = "only the last size rule may leave out `up_to`";
                 return Err(document.error_at(&at(i, "entry"), message));
             }
-            (Some(up_to), false) if below.is_some_and(|b| up_to <= b) => {
-                let message = format!(
-                    "{up_to} is not above the rule before's {} (rules go from small calls to large)",
-                    below.expect("checked")
-                );
-                return Err(document.error_at(&at(i, "up_to"), message));
-            }
-            (up_to, _) => below = up_to,
+            (Some(up_to), false) => match below {
+                Some(before) if up_to <= before => {
+                    let message = format!(
+                        "{up_to} is not above the rule before's {before} (rules go from small \
+                         calls to large)"
+                    );
+                    return Err(document.error_at(&at(i, "up_to"), message));
+                }
+                _ => below = Some(up_to),
+            },
+            (None, true) => {}
         }
     }
     Ok(())

@@ -1322,8 +1322,7 @@ impl Group {
             let mut sized = Vec::with_capacity(rules.len());
             for rule in rules {
                 let plan = Plan::resolve_in(machine, ccl, (collective, &rule.entry), members)?;
-                let up_to = rule.up_to.map(|size| size.bytes());
-                sized.push(SizedPlan { up_to, plan });
+                sized.push(SizedPlan { rule, plan });
             }
             same_endpoints(collective, &sized)?;
             let named = chosen.is_some_and(|(c, _)| c == collective);
@@ -1379,8 +1378,7 @@ impl Group {
     fn plan(&self, collective: Collective, bytes: u64) -> Result<&Plan, DistError> {
         let sized = self.plans.get(&collective);
         let sized = sized.ok_or(DistError::NoAlgorithm(collective))?;
-        let serves = |s: &&SizedPlan| s.up_to.is_none_or(|limit| bytes <= limit);
-        let chosen = sized.iter().find(serves);
+        let chosen = sized.iter().find(|s| s.rule.serves(bytes));
         chosen
             .ok_or(DistError::NoAlgorithm(collective))?
             .plan
@@ -1393,10 +1391,9 @@ fn bytes_of(tensor: &Tensor) -> u64 {
     tensor.numel() as u64 * tensor.dtype().size()
 }
 
-/// One size rule's plan: calls of at most `up_to` bytes of input per rank
-/// (`None`: any) run it.
+/// One size rule and the plan of its entry.
 struct SizedPlan {
-    up_to: Option<u64>,
+    rule: SizeRule,
     plan: Plan,
 }
 

@@ -304,11 +304,7 @@ fn the_main_job_table_has_units_and_names_its_fidelity_default() {
         .args(["-b", "256", "-e", "1K"])
         .output()
         .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert!(output.status.success(), "{}", stderr(&output));
     let text = String::from_utf8_lossy(&output.stdout);
     let lines: Vec<&str> = text.lines().collect();
     assert!(
