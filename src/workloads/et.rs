@@ -34,7 +34,7 @@ use std::rc::Rc;
 use std::str::FromStr;
 
 pub use super::replay::ReplayCounts;
-use super::replay::{Replays, Shape, Symmetry, Turn};
+use super::replay::{CallId, Kind, Replays, Shape, Symmetry, Turn};
 use super::tiled_gemm::{compute_bound, hbm_bound};
 use super::{Figure, WorkloadError};
 use crate::chakra::world::comm_name;
@@ -434,17 +434,36 @@ impl RankContext {
                 match (&self.replays, collective_of(*comm)) {
                     (Some(replays), Some(_)) => {
                         let shape = Shape {
-                            comm: *comm,
+                            kind: Kind::Collective(*comm),
                             bytes: *bytes,
                         };
-                        self.replayed(replays, dist, key, shape).await?
+                        let ranks = self.set.world.groups[&key].as_slice().into();
+                        let call = self.next_call(key);
+                        let run = self.collective(dist, *comm, *bytes);
+                        self.replayed(replays, (call, ranks), shape, run).await?
                     }
                     _ => self.collective(dist, *comm, *bytes).await?,
                 }
             }
             Op::Send { peer, bytes, .. } | Op::Recv { peer, bytes, .. } => {
                 let send = matches!(op, Op::Send { .. });
-                self.p2p(send, *peer, *bytes).await?;
+                let run = self.p2p(send, *peer, *bytes);
+                match &self.replays {
+                    Some(replays) => {
+                        let shape = Shape {
+                            kind: Kind::SendRecv,
+                            bytes: *bytes,
+                        };
+                        let (src, dst) = match send {
+                            true => (self.rank, *peer),
+                            false => (*peer, self.rank),
+                        };
+                        let call = self.next_call(format!("send {src}->{dst}"));
+                        let ranks: Rc<[usize]> = Rc::new([src, dst]);
+                        self.replayed(replays, (call, ranks), shape, run).await?
+                    }
+                    None => run.await?,
+                }
             }
             Op::Nop => {}
         }
@@ -515,31 +534,38 @@ impl RankContext {
         Ok(())
     }
 
-    /// `shape`'s collective under `simulation.repeats: replay`: the group
-    /// meets, then runs it or takes the time its first call took (module
-    /// `replay`).
+    /// This rank's next call of `group` (a group's key, or a send's pair):
+    /// the group and the call's place in the order this rank makes them.
+    fn next_call(&self, group: String) -> CallId {
+        let mut calls = self.calls.borrow_mut();
+        let k = calls.entry(group.clone()).or_default();
+        *k += 1;
+        (group, *k - 1)
+    }
+
+    /// A call of `shape` among `ranks` under `simulation.repeats:
+    /// replay`: its members meet, then it runs (`run`) or takes the time
+    /// its first call took (module `replay`).
     async fn replayed(
         &self,
         replays: &Replays,
-        dist: &Distributed,
-        group: String,
+        (call, ranks): (CallId, Rc<[usize]>),
         shape: Shape,
+        run: impl Future<Output = Result<(), WorkloadError>>,
     ) -> Result<(), WorkloadError> {
         // The world check lists every group called (the world's as "") and
-        // refuses a caller that is not a member (`CheckError::NotMember`).
-        let ranks: Rc<[usize]> = self.set.world.groups[&group].as_slice().into();
+        // refuses a caller that is not a member (`CheckError::NotMember`);
+        // a send's pair has both ranks.
         let member = (ranks.iter().position(|&r| r == self.rank))
             .expect("the world check makes every caller a member of its group");
-        let call = {
-            let mut calls = self.calls.borrow_mut();
-            let k = calls.entry(group.clone()).or_default();
-            *k += 1;
-            (group, *k - 1)
-        };
         match replays.meet(&call, &shape, &ranks, member).await {
-            Turn::Simulate => self.collective(dist, shape.comm, shape.bytes).await?,
+            Turn::Simulate => run.await?,
             Turn::Replay(time) => {
-                let what = format!("replayed {} (ADR-0107)", comm_name(shape.comm));
+                let what = match shape.kind {
+                    Kind::Collective(comm) => comm_name(comm),
+                    Kind::SendRecv => "send/recv",
+                };
+                let what = format!("replayed {what} (ADR-0107)");
                 self.timed(Class::Other, &what, time).await;
             }
         }

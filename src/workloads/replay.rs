@@ -1,13 +1,15 @@
-//! A Chakra step's repeated collectives replayed (`simulation.repeats:
-//! replay`, ADR-0107).
+//! A Chakra step's repeated collectives and sends replayed
+//! (`simulation.repeats: replay`, ADR-0107, ADR-0114).
 //!
-//! The members of a group meet before each of its collectives (the call
-//! starts when the last member arrives). The first call of each
-//! [`Shape`] (group, collective, bytes per rank) then runs on the machine,
-//! and each member's time from the meeting to its end is kept; every
-//! later call of that shape takes, per member, that time, with no message
-//! sent. A step of thousands of identical collectives costs a few
-//! simulated ones.
+//! The members of a call (a group's collective, or a send with its
+//! receive) meet before it: the call starts when the last member arrives.
+//! The first call of each key (its [`Shape`] placed up to the machine's
+//! symmetry, and its company) then runs on the machine, and each member's
+//! time from the meeting to its end is kept; every later call of that key
+//! takes, per member, that time, with no message sent. A call met while
+//! its key's first still runs follows it: each member takes its
+//! counterpart's time once that member has left. A step of thousands of
+//! identical calls costs a few simulated ones.
 //!
 //! Exact where a repeat's members arrive together (as the first call's
 //! did: the meeting is where both are timed from) and nothing else
@@ -28,11 +30,20 @@ use crate::chakra::CommType;
 use crate::sim::{self, Event, SimDuration, SimTime};
 use crate::topology::SipArrangement;
 
+/// What a call is: a group's collective, or one send with its receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Kind {
+    /// A collective of the group's members.
+    Collective(CommType),
+    /// A send and the matching receive: the members are sender and
+    /// receiver, in that order.
+    SendRecv,
+}
+
 /// What a call does, wherever it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct Shape {
-    /// The collective.
-    pub comm: CommType,
+    pub kind: Kind,
     /// Its bytes per rank.
     pub bytes: u64,
 }
@@ -92,8 +103,13 @@ type Placed = (Shape, Vec<usize>);
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
     call: Placed,
-    company: Vec<Placed>,
+    company: Vec<Company>,
 }
+
+/// A call running on some of a meeting call's SIPs: its shape, how many
+/// members it has, and which of the meeting call's members (their places
+/// in its group) it runs on.
+type Company = (Shape, usize, Vec<usize>);
 
 /// What a member does once every member has arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,20 +129,47 @@ pub struct ReplayCounts {
     pub replayed: u64,
 }
 
+/// A simulated call's time per member from its meeting, each set as the
+/// member leaves: what its followers wait for.
+struct Times {
+    taken: Vec<Cell<Option<SimDuration>>>,
+    left: Vec<Event>,
+}
+
+impl Times {
+    fn new(members: usize, call: &CallId) -> Times {
+        let name = |m: usize| format!("et.replay.{}#{}.member{m}", call.0, call.1);
+        Times {
+            taken: vec![Cell::new(None); members],
+            left: (0..members).map(|m| Event::new(&name(m))).collect(),
+        }
+    }
+}
+
+/// What a met call does, fixed when its last member arrives.
+#[derive(Clone)]
+enum Role {
+    /// The first of its key: it runs on the machine.
+    Simulated(Rc<Times>),
+    /// Its key's first call has ended: its times, per member.
+    Replayed(Rc<[SimDuration]>),
+    /// Its key's first call is still running: each member takes that
+    /// call's member's time once it is known (the first call met no
+    /// later, so it is known by the time it is due).
+    Following(Rc<Times>),
+}
+
 /// One call's meeting.
 struct Meeting {
+    members: usize,
     arrived: usize,
     left: usize,
     all_in: Rc<Event>,
     /// When the last member arrived.
     at: SimTime,
-    /// Its key, fixed when the last member arrived.
+    /// Its key and its role, fixed when the last member arrived.
     key: Option<Key>,
-    /// The first call's times per member, when this call replays them.
-    replayed: Option<Rc<[SimDuration]>>,
-    /// A simulated call's times per member, as each leaves (one entry per
-    /// member, so also how many there are).
-    taken: Vec<Option<SimDuration>>,
+    role: Option<Role>,
 }
 
 /// A call from its meeting until its last member leaves.
@@ -135,12 +178,13 @@ struct Running {
     ranks: Rc<[usize]>,
 }
 
-/// The meetings in progress, the calls running, and the first times of
-/// every key seen.
+/// The meetings in progress, the calls running, the first calls still
+/// running, and the first times of every key seen.
 pub(super) struct Replays {
     symmetry: Symmetry,
     meetings: RefCell<BTreeMap<CallId, Meeting>>,
     running: RefCell<BTreeMap<CallId, Running>>,
+    leading: RefCell<BTreeMap<Key, Rc<Times>>>,
     first: RefCell<BTreeMap<Key, Rc<[SimDuration]>>>,
     counts: Cell<ReplayCounts>,
 }
@@ -152,6 +196,7 @@ impl Replays {
             symmetry,
             meetings: RefCell::default(),
             running: RefCell::default(),
+            leading: RefCell::default(),
             first: RefCell::default(),
             counts: Cell::default(),
         }
@@ -168,10 +213,20 @@ impl Replays {
     ) -> Turn {
         let all_in = self.arrive(call, shape, ranks);
         all_in.wait().await;
-        let meetings = self.meetings.borrow();
-        match &meetings[call].replayed {
-            Some(times) => Turn::Replay(times[member]),
-            None => Turn::Simulate,
+        let (role, at) = {
+            let meetings = self.meetings.borrow();
+            let meeting = &meetings[call];
+            (meeting.role.clone(), meeting.at)
+        };
+        match role.expect("the last member to arrive gives the call its role") {
+            Role::Simulated(_) => Turn::Simulate,
+            Role::Replayed(times) => Turn::Replay(times[member]),
+            Role::Following(first) => {
+                first.left[member].wait().await;
+                let taken = first.taken[member].get();
+                let taken = taken.expect("a member's time is kept before it leaves");
+                Turn::Replay(at + taken - sim::now())
+            }
         }
     }
 
@@ -181,25 +236,26 @@ impl Replays {
         let members = ranks.len();
         let mut meetings = self.meetings.borrow_mut();
         let meeting = meetings.entry(call.clone()).or_insert_with(|| Meeting {
+            members,
             arrived: 0,
             left: 0,
             all_in: Rc::new(Event::new(&format!("et.meeting.{}#{}", call.0, call.1))),
             at: SimTime::ZERO,
             key: None,
-            replayed: None,
-            taken: vec![None; members],
+            role: None,
         });
         meeting.arrived += 1;
         if meeting.arrived == members {
             let origin = ranks[0];
             let key = Key {
                 call: (*shape, self.symmetry.seen_from(ranks, origin)),
-                company: self.company(ranks, origin),
+                company: self.company(ranks),
             };
             meeting.at = sim::now();
-            meeting.replayed = self.first.borrow().get(&key).cloned();
+            let role = self.role(&key, members, call);
+            self.count(!matches!(role, Role::Simulated(_)));
+            meeting.role = Some(role);
             meeting.key = Some(key);
-            self.count(meeting.replayed.is_some());
             let running = Running {
                 shape: *shape,
                 ranks: ranks.clone(),
@@ -210,13 +266,37 @@ impl Replays {
         meeting.all_in.clone()
     }
 
-    /// The calls running on one of `ranks`, placed from `origin`, sorted.
-    fn company(&self, ranks: &[usize], origin: usize) -> Vec<Placed> {
+    /// The role of a call of `key`: replayed if its first call has ended,
+    /// following it if it runs, else simulated (and the first).
+    fn role(&self, key: &Key, members: usize, call: &CallId) -> Role {
+        if let Some(times) = self.first.borrow().get(key) {
+            return Role::Replayed(times.clone());
+        }
+        if let Some(first) = self.leading.borrow().get(key) {
+            return Role::Following(first.clone());
+        }
+        let times = Rc::new(Times::new(members, call));
+        self.leading.borrow_mut().insert(key.clone(), times.clone());
+        Role::Simulated(times)
+    }
+
+    /// The calls running on one of `ranks`, each as the members of
+    /// `ranks` it shares, sorted.
+    fn company(&self, ranks: &[usize]) -> Vec<Company> {
         let running = self.running.borrow();
-        let mut company: Vec<Placed> = running
+        let shared = |other: &Running| -> Vec<usize> {
+            let on = |&(_, r): &(usize, &usize)| other.ranks.contains(r);
+            ranks
+                .iter()
+                .enumerate()
+                .filter(on)
+                .map(|(m, _)| m)
+                .collect()
+        };
+        let mut company: Vec<Company> = running
             .values()
-            .filter(|r| r.ranks.iter().any(|x| ranks.contains(x)))
-            .map(|r| (r.shape, self.symmetry.seen_from(&r.ranks, origin)))
+            .map(|r| (r.shape, r.ranks.len(), shared(r)))
+            .filter(|(.., members)| !members.is_empty())
             .collect();
         company.sort();
         company
@@ -239,23 +319,26 @@ impl Replays {
         let Some(meeting) = meetings.get_mut(call) else {
             return;
         };
-        if meeting.replayed.is_none() {
-            meeting.taken[member] = Some(sim::now() - meeting.at);
+        if let Some(Role::Simulated(times)) = &meeting.role {
+            times.taken[member].set(Some(sim::now() - meeting.at));
+            times.left[member].set();
         }
         meeting.left += 1;
-        if meeting.left < meeting.taken.len() {
+        if meeting.left < meeting.members {
             return;
         }
         self.running.borrow_mut().remove(call);
         let Some(meeting) = meetings.remove(call) else {
             return;
         };
-        let taken: Option<Vec<SimDuration>> = meeting.taken.into_iter().collect();
-        if let (None, Some(key), Some(times)) = (meeting.replayed, meeting.key, taken) {
+        if let (Some(Role::Simulated(times)), Some(key)) = (meeting.role, meeting.key) {
+            self.leading.borrow_mut().remove(&key);
+            let taken: Option<Vec<SimDuration>> = times.taken.iter().map(Cell::get).collect();
+            let taken = taken.expect("every member has left");
             self.first
                 .borrow_mut()
                 .entry(key)
-                .or_insert_with(|| times.into());
+                .or_insert_with(|| taken.into());
         }
     }
 
@@ -272,7 +355,7 @@ mod tests {
 
     fn shape(bytes: u64) -> Shape {
         Shape {
-            comm: CommType::AllReduce,
+            kind: Kind::Collective(CommType::AllReduce),
             bytes,
         }
     }
@@ -322,5 +405,51 @@ mod tests {
         assert_eq!(at(0, 2).2, Turn::Simulate);
         let counts = replays.counts();
         assert_eq!((counts.simulated, counts.replayed), (2, 1));
+    }
+
+    /// Two groups alike up to a ring's rotation, the second meeting 3 ps
+    /// after the first while the first still runs: the second follows
+    /// it, each member taking its counterpart's time from its own
+    /// meeting, and sends nothing.
+    #[test]
+    fn a_call_met_while_its_keys_first_runs_follows_it() {
+        let replays = Rc::new(Replays::new(Symmetry::Ring(4)));
+        let mut simulation = Simulation::new();
+        let ends = Rc::new(RefCell::new(Vec::new()));
+        for (group, first_rank, late) in [("a", 0usize, 0u64), ("b", 2, 3)] {
+            for member in 0..2usize {
+                let (replays, ends) = (replays.clone(), ends.clone());
+                let ranks: Rc<[usize]> = Rc::new([first_rank, first_rank + 1]);
+                simulation.spawn(&format!("{group}{member}"), async move {
+                    sim::sleep(SimDuration::from_ps(late)).await;
+                    let call = (group.to_string(), 0);
+                    let turn = replays.meet(&call, &shape(8), &ranks, member).await;
+                    match turn {
+                        Turn::Simulate => {
+                            sim::sleep(SimDuration::from_ps(10 * (member as u64 + 1))).await
+                        }
+                        Turn::Replay(time) => sim::sleep(time).await,
+                    }
+                    replays.leave(&call, member);
+                    let end = (sim::now() - SimTime::ZERO).as_ps();
+                    ends.borrow_mut()
+                        .push((group, member, turn == Turn::Simulate, end));
+                });
+            }
+        }
+        simulation.run().unwrap();
+        let mut ends = ends.borrow().clone();
+        ends.sort();
+        assert_eq!(
+            ends,
+            [
+                ("a", 0, true, 10),
+                ("a", 1, true, 20),
+                ("b", 0, false, 13),
+                ("b", 1, false, 23)
+            ]
+        );
+        let counts = replays.counts();
+        assert_eq!((counts.simulated, counts.replayed), (1, 1));
     }
 }
