@@ -423,3 +423,55 @@ fn a_moe_step_with_ep_8_top_2_on_64_sips_reports_its_all_to_all_time() {
     };
     assert_eq!(figure(&direct, "flops"), step.flops());
 }
+
+/// Issue 41's acceptance step: GPT-3 175B at tp 8 dp 16 pp 8, 16
+/// micro-batches, on 1,024 SIPs (32×32 `torus_2d`, flow, replayed,
+/// ADR-0114): it runs to the end through the files and in memory with
+/// the same step time, simulating a few dozen of its 127,744 calls (a
+/// repeat of a first call still running follows it; the sends replay).
+#[test]
+#[ignore = "whole training steps: release mode, .ci/run"]
+fn the_175b_step_on_1024_sips_runs_replayed_the_same_through_files() {
+    let flags = [
+        ("model", "gpt3-175b"),
+        ("tp", "8"),
+        ("dp", "16"),
+        ("pp", "8"),
+        ("micro-batches", "16"),
+    ];
+    let dir = TempDir::new("jobs41-1024");
+    let prefix = dir.path().join("s");
+    let p = prefix.to_str().unwrap();
+    let output = chakra_gen(p, &flags);
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{error}");
+    let sets = [
+        "system.sips.count=1024",
+        "system.sips.topology=torus_2d",
+        "simulation.fidelity=flow",
+        "simulation.repeats=replay",
+    ];
+    let files = workloads::find("chakra")
+        .unwrap()
+        .run(machine(&sets), &Options::default().with("et", p))
+        .unwrap();
+    let direct = workloads::find("transformer_step")
+        .unwrap()
+        .run(machine(&sets), &options(&flags))
+        .unwrap();
+    assert_eq!(figure(&direct, "step_ps"), figure(&files, "et_ps"));
+    let (simulated, replayed) = (
+        figure(&files, "collectives_simulated"),
+        figure(&files, "collectives_replayed"),
+    );
+    // 128 TP groups x 16 micro-batches x 12 layers x 4 all-reduces, 64 DP
+    // groups x 12 buckets, 128 pipelines x 16 x 7 boundaries x 2 sends.
+    assert_eq!(
+        simulated + replayed,
+        128 * 16 * 12 * 4 + 64 * 12 + 128 * 16 * 7 * 2
+    );
+    assert!(simulated < 64, "{simulated} calls simulated");
+    for rank in [0, 511, 1023] {
+        assert!(figure(&files, &format!("rank{rank}_ps")) > figure(&files, "et_ps") / 2);
+    }
+}
