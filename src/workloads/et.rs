@@ -561,11 +561,18 @@ impl RankContext {
         match replays.meet(&call, &shape, &ranks, member).await {
             Turn::Simulate => run.await?,
             Turn::Replay(time) => {
-                let what = match shape.kind {
-                    Kind::Collective(comm) => comm_name(comm),
-                    Kind::SendRecv => "send/recv",
+                // Named by the call's group (a send by its pair), so that
+                // the critical path says which collective it went through.
+                let what = match (shape.kind, call.0.as_str()) {
+                    (Kind::SendRecv, pair) => format!("replayed {pair}"),
+                    (Kind::Collective(comm), "") => {
+                        format!("replayed {} of the world", comm_name(comm))
+                    }
+                    (Kind::Collective(comm), group) => {
+                        format!("replayed {} of {group}", comm_name(comm))
+                    }
                 };
-                let what = format!("replayed {what} (ADR-0107)");
+                let what = format!("{what} (ADR-0107)");
                 self.timed(Class::Other, &what, time).await;
             }
         }

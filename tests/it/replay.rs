@@ -12,7 +12,7 @@ use kernbench::config::Override;
 use kernbench::topology::{Machine, TopologySpec};
 use kernbench::workloads::{self, Options, Report};
 
-use crate::cli_common::TempDir;
+use crate::cli_common::{TempDir, kernbench, stderr, stdout};
 
 fn machine(sips: usize, repeats: &str) -> Arc<Machine> {
     let sets = [
@@ -140,4 +140,38 @@ fn a_bad_repeats_value_is_refused_naming_the_key() {
     assert!(error.contains("simulation.repeats"), "{error}");
     assert!(error.contains("`sometimes`"), "{error}");
     assert!(error.contains("`simulate`, `replay`"), "{error}");
+}
+
+/// `--explain` on a replayed step names, on its critical path, the
+/// collectives it went through by their group and the sends by their
+/// pair (ADR-0114), where every replayed call used to be one name.
+#[test]
+fn explain_on_a_replayed_step_names_groups_and_pairs() {
+    let dir = TempDir::new("replay-explain");
+    let prefix = dir.path().join("s");
+    small_step(&prefix);
+    let output = kernbench(
+        dir.path(),
+        &[
+            "--set",
+            "system.sips.count=8",
+            "--fidelity",
+            "flow",
+            "--set",
+            "simulation.repeats=replay",
+            "run",
+            "--bench",
+            "chakra",
+            "--et",
+            prefix.to_str().unwrap(),
+            "--explain",
+        ],
+    );
+    let text = stdout(&output);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let path = &text[text
+        .find("top components on the critical path")
+        .expect("explained")..];
+    assert!(path.contains("trace replayed all_reduce of tp"), "{path}");
+    assert!(path.contains("trace replayed send "), "{path}");
 }
