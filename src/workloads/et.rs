@@ -39,11 +39,12 @@ use super::tiled_gemm::{compute_bound, hbm_bound};
 use super::{Figure, WorkloadError};
 use crate::chakra::world::comm_name;
 use crate::chakra::{CommType, Op, TraceSet};
+use crate::config::units::Slowdown;
 use crate::hw::explain::{self, Class};
 use crate::mem::DType;
 use crate::runtime::{DPPolicy, Distributed, ReduceOp, Split, Tensor, Torch, spawn};
 use crate::sim::{self, Event, Resource, SimDuration, SimTime};
-use crate::topology::Repeats;
+use crate::topology::{Machine, Repeats};
 use crate::trace::{self, CompleteEvent};
 
 /// How compute nodes are timed (`--et-compute`).
@@ -131,6 +132,9 @@ struct RankContext {
     set: Rc<TraceSet>,
     groups: Rc<BTreeMap<String, Distributed>>,
     mode: ComputeMode,
+    /// The slowest of the SIP's PEs (`faults.compute`, ADR-0106): a
+    /// compute node spread over them all ends when that one does.
+    slowdown: Slowdown,
     done: Vec<Event>,
     /// The previous collective of the same group on this rank.
     previous: Vec<Option<usize>>,
@@ -319,6 +323,7 @@ impl RankContext {
         replays: Option<Rc<Replays>>,
     ) -> Rc<RankContext> {
         let graph = &set.graphs[rank];
+        let slowdown = slowest_pe(torch.device().fabric().machine(), rank as u32);
         let done = graph
             .nodes
             .iter()
@@ -348,6 +353,7 @@ impl RankContext {
             set,
             groups,
             mode,
+            slowdown,
         })
     }
 
@@ -422,6 +428,9 @@ impl RankContext {
                     (ComputeMode::Measured, ..) | (_, 0, 0) => measured,
                     _ => self.roofline(*num_ops, *tensor_size)?,
                 };
+                let time = self.slowdown.stretch(time).map_err(|error| {
+                    WorkloadError::BadOption(format!("rank {}: {error}", self.rank))
+                })?;
                 self.timed(Class::PeMath, "compute", time).await;
             }
             Op::Memory { bytes, .. } => {
@@ -630,6 +639,16 @@ impl RankContext {
             args: &[],
         });
     }
+}
+
+/// The largest `faults.compute` slowdown of SIP `sip`'s PEs.
+fn slowest_pe(machine: &Machine, sip: u32) -> Slowdown {
+    let (cubes, pes) = (machine.cubes_per_sip(), machine.pes_per_cube());
+    let faults = machine.spec().faults();
+    (0..cubes)
+        .flat_map(|cube| (0..pes).map(move |pe| faults.pe_slowdown(sip, cube, pe)))
+        .max()
+        .unwrap_or(Slowdown::NONE)
 }
 
 /// `text` as a figure name: figure names are `&'static str`, and these

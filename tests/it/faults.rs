@@ -23,6 +23,7 @@ const DEGRADED: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/configs/examples/degraded-link.yaml"
 );
+const DEFAULT_TOPOLOGY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/topology.yaml");
 const STRAGGLER: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/configs/examples/straggler.yaml"
@@ -440,4 +441,40 @@ fn the_drawings_mark_degraded_links() {
 #[test]
 fn an_edge_stays_sixteen_bytes() {
     assert_eq!(std::mem::size_of::<kernbench::topology::Edge>(), 16);
+}
+
+/// A slow SIP in a Chakra step: its rank's compute nodes take the factor
+/// (the slowest of its PEs), the other ranks' are unchanged, and the step
+/// is longer (issue 38's slow-SIP step, here GPT-3 125M tp 2 dp 2 pp 2
+/// on 8 SIPs).
+#[test]
+fn a_slow_sip_stretches_its_ranks_trace_compute() {
+    use kernbench::chakra::{self, generate::step};
+    let dir = TempDir::new("faults-step");
+    let prefix = dir.path().join("s");
+    let s = step::Step {
+        tp: 2,
+        dp: 2,
+        pp: 2,
+        layers: 2,
+        micro_batches: 2,
+        seq: 128,
+        ..step::Step::new(step::model("gpt3-125m").unwrap())
+    };
+    let (traces, groups) = s.generate().unwrap();
+    chakra::write(&prefix, &traces, &groups).unwrap();
+    let healthy = std::fs::read_to_string(DEFAULT_TOPOLOGY).unwrap();
+    let slow = dir.path().join("slow.yaml");
+    let faults = "faults:\n  compute:\n    - {at: sip1.cube2.pe0, slowdown: 2}\n";
+    std::fs::write(&slow, format!("{healthy}\n{faults}")).unwrap();
+    let sets = ["system.sips.count=8", "simulation.fidelity=flow"];
+    let et = [("et", prefix.to_str().unwrap())];
+    let before = run("chakra", &spec(None, &sets), &et);
+    let after = run("chakra", &spec(slow.to_str(), &sets), &et);
+    let compute = |report: &Report, rank: usize| figure(report, &format!("rank{rank}_compute_ps"));
+    assert_eq!(compute(&after, 1), 2 * compute(&before, 1));
+    for rank in [0, 2, 3, 4, 5, 6, 7] {
+        assert_eq!(compute(&after, rank), compute(&before, rank), "rank {rank}");
+    }
+    assert!(figure(&after, "et_ps") > figure(&before, "et_ps"));
 }
