@@ -98,8 +98,9 @@ type Placed = (Shape, Vec<usize>);
 
 /// What a call's times are kept and looked up by: the call placed, and
 /// the calls already running on one of its SIPs when its members met (its
-/// company), placed from the same origin and sorted. Calls alike up to the
-/// machine's symmetry, meeting alike company, share one first call.
+/// company), each as the members it shares, sorted (ADR-0114). Calls alike
+/// up to the machine's symmetry, meeting alike company, share one first
+/// call.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
     call: Placed,

@@ -316,6 +316,18 @@ const MOE: [(&str, &str); 7] = [
     ("seq", "64"),
 ];
 
+/// `chakra-gen` with `flags` into `prefix`, then `run --bench chakra` on
+/// the files on the machine of `sets`.
+fn generated_and_run(prefix: &str, flags: &[(&str, &str)], sets: &[&str]) -> Report {
+    let output = chakra_gen(prefix, flags);
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{error}");
+    workloads::find("chakra")
+        .unwrap()
+        .run(machine(sets), &Options::default().with("et", prefix))
+        .unwrap()
+}
+
 /// `chakra-gen` with `flags` into `prefix`: its output.
 fn chakra_gen(prefix: &str, flags: &[(&str, &str)]) -> Output {
     let mut args = vec![
@@ -380,21 +392,12 @@ fn a_moe_step_with_ep_8_top_2_on_64_sips_reports_its_all_to_all_time() {
     let prefix = dir.path().join("m");
     let p = prefix.to_str().unwrap();
     let skewed = [&MOE[..], &[("moe-skew", "0.5")]].concat();
-    let output = chakra_gen(p, &skewed);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
     let sets = [
         "system.sips.count=64",
         "system.sips.topology=torus_2d",
         "simulation.repeats=replay",
     ];
-    let files = workloads::find("chakra")
-        .unwrap()
-        .run(machine(&sets), &Options::default().with("et", p))
-        .unwrap();
+    let files = generated_and_run(p, &skewed, &sets);
     // 8 EP groups (one a stage) x one layer x 4 all-to-alls (dispatch and
     // combine, forward and backward), each t·k·h·e bytes a rank.
     let (t, k, h, e) = (64u64, 2u64, 4096u64, 2u64);
@@ -442,19 +445,13 @@ fn the_175b_step_on_1024_sips_runs_replayed_the_same_through_files() {
     let dir = TempDir::new("jobs41-1024");
     let prefix = dir.path().join("s");
     let p = prefix.to_str().unwrap();
-    let output = chakra_gen(p, &flags);
-    let error = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{error}");
     let sets = [
         "system.sips.count=1024",
         "system.sips.topology=torus_2d",
         "simulation.fidelity=flow",
         "simulation.repeats=replay",
     ];
-    let files = workloads::find("chakra")
-        .unwrap()
-        .run(machine(&sets), &Options::default().with("et", p))
-        .unwrap();
+    let files = generated_and_run(p, &flags, &sets);
     let direct = workloads::find("transformer_step")
         .unwrap()
         .run(machine(&sets), &options(&flags))
