@@ -2,7 +2,9 @@
 //! `faults:`, the path's time on what it degrades — a link fault's edges
 //! (by the names `--explain` gives links, `from->to`), a slow unit's
 //! PE_GEMM, PE_MATH and PE_DMA issue, a straggler's wait
-//! (`sip{R}.straggler`). Nothing for a healthy machine.
+//! (`sip{R}.straggler`), a part down's wait for its repair or the links
+//! its traffic was rerouted over (ADR-0115). Nothing for a healthy
+//! machine.
 //!
 //! Knows the critical path's steps and the faults' names; nothing of how
 //! either was made.
@@ -10,12 +12,13 @@
 use super::{Share, Step};
 use crate::hw::explain::Class;
 use crate::topology::FaultsSpec;
-use crate::topology::faults::entry;
+use crate::topology::faults::{DownFault, entry};
 use crate::topology::naming;
 
 /// Each fault of `faults` with its time on `path`, in the order written
-/// (links, compute, stragglers).
-pub(super) fn shares(path: &[Step], faults: &FaultsSpec) -> Vec<Share> {
+/// (links, compute, stragglers, down); `rerouted` names the links routes
+/// took around parts down for good.
+pub(super) fn shares(path: &[Step], faults: &FaultsSpec, rerouted: &[String]) -> Vec<Share> {
     let on =
         |hit: &dyn Fn(&Step) -> bool| path.iter().filter(|s| hit(s)).map(|s| s.duration_ps).sum();
     let mut shares = Vec::new();
@@ -71,5 +74,61 @@ pub(super) fn shares(path: &[Step], faults: &FaultsSpec) -> Vec<Share> {
             ps: on(&|s: &Step| s.component == wait),
         });
     }
+    for (name, fault) in faults.down.iter() {
+        shares.push(down_share(path, entry("down", name), fault, rerouted));
+    }
     shares
+}
+
+/// The first six of `links`, those with the most time on `path` first
+/// (ties in the order given), and how many more.
+fn busiest_first(path: &[Step], links: &[String]) -> String {
+    let time = |link: &String| -> u64 {
+        path.iter()
+            .filter(|s| &s.component == link)
+            .map(|s| s.duration_ps)
+            .sum()
+    };
+    let mut timed: Vec<(u64, &String)> = links.iter().map(|l| (time(l), l)).collect();
+    timed.sort_by_key(|&(ps, _)| std::cmp::Reverse(ps));
+    let names: Vec<&str> = timed.iter().take(6).map(|(_, l)| l.as_str()).collect();
+    match links.len() {
+        0 => "no link yet".to_owned(),
+        1..=6 => names.join(", "),
+        n => format!("{} and {} more", names.join(", "), n - 6),
+    }
+}
+
+/// A part down: for good, the path's time on the links its traffic was
+/// rerouted over (named, the first six); for a window, its time on the
+/// part itself (the wait for the repair).
+fn down_share(path: &[Step], entry: String, fault: &DownFault, rerouted: &[String]) -> Share {
+    let on =
+        |hit: &dyn Fn(&Step) -> bool| path.iter().filter(|s| hit(s)).map(|s| s.duration_ps).sum();
+    let what = fault.what();
+    if fault.until.is_none() {
+        let over = busiest_first(path, rerouted);
+        return Share {
+            name: format!("{entry}: {what} down for the run, rerouted over {over}"),
+            class: "rerouted".to_owned(),
+            ps: on(&|s: &Step| rerouted.contains(&s.component)),
+        };
+    }
+    let hit: Box<dyn Fn(&Step) -> bool> = match &fault.link {
+        Some(link) => {
+            let forward = format!("{}->{}", link.from, link.to);
+            let back = format!("{}->{}", link.to, link.from);
+            let both = link.both;
+            Box::new(move |s: &Step| s.component == forward || (both && s.component == back))
+        }
+        None => {
+            let prefix = format!("{what}.");
+            Box::new(move |s: &Step| s.component.starts_with(&prefix))
+        }
+    };
+    Share {
+        name: format!("{entry}: {what} down {}", fault.when()),
+        class: "down".to_owned(),
+        ps: on(&*hit),
+    }
 }

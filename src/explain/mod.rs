@@ -137,7 +137,19 @@ pub fn finish(
         return Ok(None);
     };
     let mut explanation = Explanation::from_recording(&log, &recording);
-    explanation.add_faults(device.fabric().machine().spec().faults());
+    let fabric = device.fabric();
+    let machine = fabric.machine();
+    let link_name = |edge: crate::topology::EdgeId| {
+        let e = machine.edge(edge);
+        format!("{}->{}", machine.node(e.from).name, machine.node(e.to).name)
+    };
+    let rerouted: Vec<String> = fabric
+        .router()
+        .rerouted_over()
+        .into_iter()
+        .map(link_name)
+        .collect();
+    explanation.add_faults(machine.spec().faults(), &rerouted);
     Ok(Some(explanation))
 }
 
@@ -353,9 +365,10 @@ impl Explanation {
     }
 
     /// Adds each fault of `faults` with the path's time on what it
-    /// degrades (nothing for a healthy machine).
-    pub fn add_faults(&mut self, faults: &crate::topology::FaultsSpec) {
-        self.faults = faults::shares(&self.critical_path, faults);
+    /// degrades (nothing for a healthy machine); `rerouted` names the links
+    /// the routes took around parts down for good (ADR-0115).
+    pub fn add_faults(&mut self, faults: &crate::topology::FaultsSpec, rerouted: &[String]) {
+        self.faults = faults::shares(&self.critical_path, faults, rerouted);
     }
 
     /// The path's time in class `class`, in ps.

@@ -1227,19 +1227,19 @@ fn draw_links(svg: &mut String, geometry: &Geometry<'_>, kind: EdgeKind, heat: O
         let (Some(a), Some(b)) = (port(geometry, edge.from), port(geometry, edge.to)) else {
             continue;
         };
-        let degraded = machine.is_degraded(crate::topology::EdgeId::from_index(id));
+        let mark = FaultMark::of(machine, id);
         if faces(&a, &b) {
             let ((x1, y1), (x2, y2)) = (a.at, b.at);
-            if degraded {
-                degraded_halo(svg, a.at, b.at);
+            if let Some(mark) = mark {
+                mark.draw(svg, a.at, b.at);
             }
             let _ = writeln!(
                 svg,
                 "<line x1=\"{x1}\" y1=\"{y1}\" x2=\"{x2}\" y2=\"{y2}\" stroke=\"{color}\" stroke-width=\"3\"/>"
             );
         } else {
-            draw_stub(svg, &a, b.sip, color, degraded);
-            draw_stub(svg, &b, a.sip, color, degraded);
+            draw_stub(svg, &a, b.sip, color, mark);
+            draw_stub(svg, &b, a.sip, color, mark);
         }
         if heat.is_some() {
             svg.push_str("</g>\n");
@@ -1273,12 +1273,12 @@ fn faces(a: &Port, b: &Port) -> bool {
 
 /// One end of a wrap-around link: a dashed stub out of the port, labelled
 /// with the SIP at its other end.
-fn draw_stub(svg: &mut String, port: &Port, to: u32, color: &str, degraded: bool) {
+fn draw_stub(svg: &mut String, port: &Port, to: u32, color: &str, mark: Option<FaultMark>) {
     let (x, y) = port.at;
     let (dx, dy) = direction(port.side);
     let (x2, y2) = (x + dx * px::STUB, y + dy * px::STUB);
-    if degraded {
-        degraded_halo(svg, (x, y), (x2, y2));
+    if let Some(mark) = mark {
+        mark.draw(svg, (x, y), (x2, y2));
     }
     let (lx, ly) = (x2 + dx * 4.0, y2 + dy * 10.0 + 4.0);
     let anchor = match port.side {
@@ -1293,14 +1293,51 @@ fn draw_stub(svg: &mut String, port: &Port, to: u32, color: &str, degraded: bool
     );
 }
 
-/// The grey halo drawn under a degraded link (`faults.links`, ADR-0106)
-/// from `a` to `b`; a healthy machine has none.
-fn degraded_halo(svg: &mut String, (x1, y1): (f64, f64), (x2, y2): (f64, f64)) {
-    let _ = writeln!(
-        svg,
-        "<line class=\"degraded\" x1=\"{x1}\" y1=\"{y1}\" x2=\"{x2}\" y2=\"{y2}\" stroke=\"#000\" \
-         stroke-opacity=\"0.35\" stroke-width=\"9\"><title>degraded (faults.links)</title></line>"
-    );
+/// How a link of a degraded machine is marked under its colour: a grey
+/// halo for a degraded one (`faults.links`, ADR-0106), a red dashed one
+/// for one down for the run or a window (`faults.down`, ADR-0115); a
+/// healthy machine has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FaultMark {
+    Degraded,
+    Down,
+}
+
+impl FaultMark {
+    /// The mark of edge `id` (either direction), if it has one; down wins.
+    fn of(machine: &Machine, id: usize) -> Option<FaultMark> {
+        let edge = crate::topology::EdgeId::from_index(id);
+        let outages = machine.outages();
+        let down = [edge, machine.edge(edge).reverse]
+            .iter()
+            .any(|&e| outages.is_gone(e) || !outages.windows(e).is_empty());
+        match (down, machine.is_degraded(edge)) {
+            (true, _) => Some(FaultMark::Down),
+            (false, true) => Some(FaultMark::Degraded),
+            (false, false) => None,
+        }
+    }
+
+    /// Draws the mark from `a` to `b`.
+    fn draw(self, svg: &mut String, (x1, y1): (f64, f64), (x2, y2): (f64, f64)) {
+        let (class, paint, title) = match self {
+            FaultMark::Degraded => (
+                "degraded",
+                "stroke=\"#000\" stroke-opacity=\"0.35\"",
+                "degraded (faults.links)",
+            ),
+            FaultMark::Down => (
+                "down",
+                "stroke=\"#c00\" stroke-opacity=\"0.6\" stroke-dasharray=\"4 3\"",
+                "down (faults.down)",
+            ),
+        };
+        let _ = writeln!(
+            svg,
+            "<line class=\"{class}\" x1=\"{x1}\" y1=\"{y1}\" x2=\"{x2}\" y2=\"{y2}\" {paint} \
+             stroke-width=\"9\"><title>{title}</title></line>"
+        );
+    }
 }
 
 /// One cube as SVG: its NoC routers in their grid, each labelled with
@@ -1367,8 +1404,8 @@ pub fn cube_heat_svg(machine: &Machine, heat: Option<&Heat>) -> String {
             Some((Some(busy), title)) => (heat_colour(busy), format!("<title>{title}</title>")),
             Some((None, title)) => ("#ccc".to_owned(), format!("<title>{title}</title>")),
         };
-        if machine.is_degraded(crate::topology::EdgeId::from_index(id)) {
-            degraded_halo(&mut svg, (x1, y1), (x2, y2));
+        if let Some(mark) = FaultMark::of(machine, id) {
+            mark.draw(&mut svg, (x1, y1), (x2, y2));
         }
         let _ = writeln!(
             svg,

@@ -110,6 +110,9 @@ pub(crate) struct FlowRoute {
     /// A flow's uncontended crossing as an `--explain` run, for one size
     /// (ADR-0051).
     flow_explain: super::explain::KeyedRunMemo,
+    /// Until when a link of the route is down for a window: until then
+    /// its multi-packet flows do not share hops (ADR-0115).
+    held_until: SimTime,
 }
 
 impl FlowRoute {
@@ -117,6 +120,7 @@ impl FlowRoute {
     /// edge). Errors: an occupancy that overflows, naming the link.
     pub(crate) fn new(path: Arc<Path>, links: &LinkTable) -> Result<Rc<Self>, HwError> {
         let max_payload = NonZeroU64::new(path.max_payload()).unwrap_or(NonZeroU64::MIN);
+        let held_until = links.held_until(path.edges());
         let hops = HeldLinks::try_new(links, path.edges(), |edge, link| {
             let full = link.full_occupancy(max_payload.get())?;
             let (header, latency) = (link.occupancy(0)?, link.params().latency);
@@ -149,6 +153,7 @@ impl FlowRoute {
             me: me.clone(),
             explain: Default::default(),
             flow_explain: Default::default(),
+            held_until,
         });
         route.idle_span.set(route.tails_span());
         Ok(route)
@@ -339,7 +344,8 @@ impl FlowRoute {
             };
             (link, times)
         });
-        let sharing = (plan.packets > 1).then(|| Sharing {
+        let shares = plan.packets > 1 && sim::now() >= self.held_until;
+        let sharing = shares.then(|| Sharing {
             links,
             flow: SharedFlow::begin(self.hops.len()),
         });

@@ -33,6 +33,7 @@ use std::sync::Arc;
 
 use super::explain::{self, Class};
 use super::{HopParams, Link, LinkClass};
+use crate::sim::SimTime;
 use crate::topology::{EdgeId, EdgeKind, Machine};
 
 /// The `--explain` class of a link of `kind`.
@@ -71,6 +72,23 @@ impl LinkTable {
             links,
             classes: RefCell::default(),
         }
+    }
+
+    /// When the last window any of `edges` is down for ends
+    /// (`faults.down`, ADR-0115; the start when none is): until then a
+    /// multi-packet flow over them books its hops whole, first come first
+    /// served, instead of sharing them (ADR-0056), whose pushes do not see
+    /// a held link.
+    pub fn held_until(&self, edges: &[EdgeId]) -> SimTime {
+        let outages = self.machine.outages();
+        if !outages.has_windows() {
+            return SimTime::ZERO;
+        }
+        edges
+            .iter()
+            .filter_map(|&e| outages.windows(e).last().map(|w| w.1))
+            .max()
+            .unwrap_or(SimTime::ZERO)
     }
 
     /// How many edges (made or not) the table has.
@@ -132,6 +150,10 @@ impl LinkTable {
             params.bandwidth = broken_rate(params.bandwidth);
         }
         let link = Link::of_class(&[&*from.name, "->", &*to.name].concat(), self.class(params));
+        let windows = self.machine.outages().windows(EdgeId::from_index(index));
+        if !windows.is_empty() {
+            link.server().hold(windows);
+        }
         if explain::recording() {
             explain::set_link(link.server(), explain_class(edge.kind), index);
         }

@@ -205,6 +205,9 @@ pub struct SerialServer {
     later_gaps: Cell<Option<Box<VecDeque<Gap>>>>,
     name: Rc<str>,
     activity: Activity,
+    /// Whether it is held for windows of time ([`hold`](Self::hold)): no
+    /// job slips in then. In the byte of padding after `activity`.
+    held: Cell<bool>,
     /// The `--explain` recording `explain_id` belongs to (0: none). With
     /// `explain_id`, in the padding `activity` leaves at the end: the
     /// server stays 96 bytes.
@@ -289,6 +292,7 @@ impl SerialServer {
             activity,
             calendar: Calendar::default(),
             later_gaps: Cell::new(None),
+            held: Cell::new(false),
             explain_generation: Cell::new(0),
             explain_id: Cell::new(0),
         }
@@ -318,6 +322,43 @@ impl SerialServer {
     pub(crate) fn set_explain_id(&self, generation: u16, id: u32) {
         self.explain_generation.set(generation);
         self.explain_id.set(id);
+    }
+
+    /// Holds an idle server over `windows` (in time order, disjoint): the
+    /// spans a link is down (`faults.down`, ADR-0115). They are booked as
+    /// one job's service that counts no job and no byte: a job arriving
+    /// before one uses the idle time before it and resumes after it, one
+    /// arriving inside waits for its end, and no packet slips in while it
+    /// is down. The held time counts as busy. Windows ended by now are
+    /// left out.
+    pub fn hold(&self, windows: &[(SimTime, SimTime)]) {
+        let now = sim::try_now().unwrap_or(SimTime::ZERO);
+        let ahead: Vec<(SimTime, SimTime)> = windows
+            .iter()
+            .filter(|&&(_, end)| end > now)
+            .map(|&(start, end)| (start.max(now), end))
+            .collect();
+        let Some(&(_, last)) = ahead.last() else {
+            return;
+        };
+        debug_assert!(self.calendar.free_at.get() <= now && !self.calendar.has_gap());
+        let mut idle_from = now;
+        let mut gaps = VecDeque::new();
+        for &(start, end) in &ahead {
+            if start > idle_from {
+                gaps.push_back((idle_from, start));
+            }
+            self.calendar.count(end.saturating_since(start), 0, 0);
+            idle_from = end;
+        }
+        self.calendar.free_at.set(last);
+        self.edit_gaps(|kept| kept.extend(gaps));
+        self.held.set(true);
+    }
+
+    /// Whether it is held for windows ([`hold`](Self::hold)).
+    pub fn is_held(&self) -> bool {
+        self.held.get()
     }
 
     /// What its busy periods are.
@@ -470,7 +511,16 @@ impl SerialServer {
         let mut pieces = Pieces::new(trace::is_recording());
         let mut left = occupancy.as_ps();
         let free_at = self.calendar.free_at.get();
+        let held = self.held.get();
         let appended = self.edit_gaps(|gaps| {
+            // On a held server an empty job (a header of no bytes on a
+            // link of no packet overhead) passes where it arrives in a gap:
+            // the link is up then.
+            let up = |&(from, to): &Gap| from <= arrives && arrives < to;
+            if held && left == 0 && gaps.iter().any(up) {
+                pieces.push(arrives, arrives);
+                return Ok(None);
+            }
             fill_gaps(gaps, arrives, &mut left, &mut pieces);
             if left == 0 && pieces.first.is_some() {
                 return Ok(None);
@@ -513,7 +563,7 @@ impl SerialServer {
         bytes: u64,
         wait: SimDuration,
     ) -> Result<Reservation, HwError> {
-        let reservation = if arrives >= self.calendar.free_at.get() {
+        let reservation = if arrives >= self.calendar.free_at.get() || self.held.get() {
             self.book_block(arrives, occupancy, bytes)?
         } else {
             self.slip_in(arrives, occupancy, bytes, wait)?
@@ -741,6 +791,42 @@ mod tests {
             })
             .collect();
         assert_eq!(spans, vec![(0, 10), (10, 20), (20, 30), (40, 50)]);
+    }
+
+    #[test]
+    fn a_held_server_waits_out_its_windows_and_resumes_a_job_they_cut() {
+        let t = SimTime::from_ns;
+        let mut simulation = Simulation::new();
+        let server = Rc::new(SerialServer::new("s", Activity::Packet));
+        server.hold(&[(t(20), t(50)), (t(60), t(70))]);
+        let mut handles = Vec::new();
+        for (i, (arrive, slip)) in [(0u64, false), (10, false), (30, true), (52, false)]
+            .into_iter()
+            .enumerate()
+        {
+            let server = server.clone();
+            handles.push(simulation.spawn(&format!("job{i}"), async move {
+                sim::sleep(ns(arrive)).await;
+                match slip {
+                    true => server.reserve_between(sim::now(), ns(5), 1, ns(1)).unwrap(),
+                    false => server.reserve(ns(15), 1).unwrap(),
+                }
+            }));
+        }
+        simulation.run().unwrap();
+        let spans: Vec<_> = handles
+            .into_iter()
+            .map(|h| {
+                let r = h.output().unwrap();
+                (r.start.as_ps() / 1000, r.end.as_ps() / 1000)
+            })
+            .collect();
+        // Job 1 is cut at 20 and resumes at 50; the packet arriving in the
+        // first window waits for it (and job 1); job 3 fills 55..60, then
+        // resumes after the second window.
+        assert_eq!(spans, vec![(0, 15), (15, 60), (70, 75), (75, 90)]);
+        assert!(server.is_held());
+        assert_eq!(server.stats(t(100)).busy, ns(15 + 15 + 5 + 15 + 30 + 10));
     }
 
     #[test]

@@ -12,7 +12,9 @@
 //!   on one direction of a link (`link: "A->B"`, the name `--explain` and
 //!   the heat maps show) or both (`"A<->B"`); faults on one edge compose;
 //! - `stragglers`: a rank that reaches a named collective (every call, or
-//!   its `call`-th) `late` after it is called.
+//!   its `call`-th) `late` after it is called;
+//! - `down`: a link, cube or SIP down for the run or for a window
+//!   (`outages`, ADR-0115).
 //!
 //! Values are checked where they are read (units, ranges); the names
 //! against the machine: SIPs, cubes and PEs by count when the spec is
@@ -33,6 +35,7 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use super::link::LinkParams;
 use super::machine::{EdgeId, Machine};
 use super::naming;
+pub use super::outages::DownFault;
 use crate::config::units::{Count, Fraction, Slowdown};
 use crate::sim::SimDuration;
 
@@ -51,7 +54,7 @@ pub const STRAGGLER_COLLECTIVES: [&str; 6] = [
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a faults mapping with compute, links and stragglers (each optional)"
+    expecting = "a faults mapping with compute, links, stragglers and down (each optional)"
 )]
 pub struct FaultsSpec {
     /// Slow SIPs, cubes and PEs.
@@ -63,6 +66,9 @@ pub struct FaultsSpec {
     /// Late ranks.
     #[serde(default)]
     pub stragglers: Entries<Straggler>,
+    /// Links, cubes and SIPs down, for good or for a window (ADR-0115).
+    #[serde(default)]
+    pub down: Entries<DownFault>,
 }
 
 /// The entries of one fault list, each with its name: its key in a
@@ -163,7 +169,7 @@ impl Unit {
 
     /// Why the unit is not in a machine of `sips` SIPs of `cubes` cubes
     /// of `pes` PEs, if it is not.
-    fn outside(self, sips: u32, cubes: u64, pes: u32) -> Option<String> {
+    pub(super) fn outside(self, sips: u32, cubes: u64, pes: u32) -> Option<String> {
         let (sip, cube, pe) = match self {
             Unit::Sip(s) => (s, None, None),
             Unit::Cube(s, c) => (s, Some(c), None),
@@ -227,7 +233,7 @@ impl FromStr for Unit {
 }
 
 /// Deserializes a `T` from its string form through `FromStr<Err = String>`.
-fn from_text<'de, D: Deserializer<'de>, T: FromStr<Err = String>>(
+pub(super) fn from_text<'de, D: Deserializer<'de>, T: FromStr<Err = String>>(
     deserializer: D,
 ) -> Result<T, D::Error> {
     let text = String::deserialize(deserializer)?;
@@ -375,7 +381,10 @@ pub struct Straggler {
 impl FaultsSpec {
     /// Whether nothing is degraded.
     pub fn is_empty(&self) -> bool {
-        self.compute.is_empty() && self.links.is_empty() && self.stragglers.is_empty()
+        self.compute.is_empty()
+            && self.links.is_empty()
+            && self.stragglers.is_empty()
+            && self.down.is_empty()
     }
 
     /// Checks every SIP, cube, PE and rank against a machine of `sips`
@@ -417,6 +426,9 @@ impl FaultsSpec {
                 });
             }
         }
+        for (name, fault) in self.down.iter() {
+            fault.check(name, sips, cubes, pes)?;
+        }
         Ok(())
     }
 
@@ -451,7 +463,7 @@ impl FaultsSpec {
 pub(crate) fn resolve_links(machine: &Machine) -> Result<Vec<(EdgeId, LinkParams)>, FaultError> {
     let mut derated: Vec<(EdgeId, LinkParams)> = Vec::new();
     for (name, fault) in machine.spec().faults().links.iter() {
-        for edge in link_edges(machine, name, &fault.link)? {
+        for edge in link_edges(machine, key("links", name, "link"), &fault.link)? {
             let at = derated.iter().position(|&(e, _)| e == edge);
             let base = match at {
                 Some(i) => derated[i].1,
@@ -473,10 +485,15 @@ pub(crate) fn resolve_links(machine: &Machine) -> Result<Vec<(EdgeId, LinkParams
     Ok(derated)
 }
 
-/// The edges `link` names: one, or both directions.
-fn link_edges(machine: &Machine, name: &str, link: &LinkName) -> Result<Vec<EdgeId>, FaultError> {
+/// The edges `link` names: one, or both directions; a refusal is at
+/// `at`, the key that named it.
+pub(super) fn link_edges(
+    machine: &Machine,
+    at: String,
+    link: &LinkName,
+) -> Result<Vec<EdgeId>, FaultError> {
     let error = |message| FaultError {
-        key: key("links", name, "link"),
+        key: at.clone(),
         message,
     };
     let node = |node: &str| {

@@ -30,6 +30,7 @@ use super::layout::CubeLayout;
 use super::link::{LinkCatalog, LinkParams, LinkRole, MAX_DERATED};
 use super::machine_grids::{IO_CUBE, MachineGrids};
 use super::naming::Side;
+use super::outages::{Outages, check_connected};
 use super::spec::TopologySpec;
 use super::wire::{Wiring, wire};
 
@@ -227,6 +228,7 @@ pub struct Machine {
     links: LinkCatalog,
     structure: Structure,
     index: Index,
+    outages: Outages,
 }
 
 impl Machine {
@@ -257,8 +259,11 @@ impl Machine {
             links,
             structure,
             index,
+            outages: Outages::default(),
         };
         machine.derate_links()?;
+        machine.outages = Outages::resolve(&machine)?;
+        check_connected(&machine, &machine.outages)?;
         Ok(machine)
     }
 
@@ -312,6 +317,11 @@ impl Machine {
         [one, self.edge(one.reverse)]
             .iter()
             .any(|e| matches!(e.role, LinkRole::Derated(_)))
+    }
+
+    /// What `faults.down` takes out of it (ADR-0115); empty when healthy.
+    pub fn outages(&self) -> &Outages {
+        &self.outages
     }
 
     /// The spec the machine was built from.

@@ -12,7 +12,8 @@
 //!   adjacency [`View`]s; [`AddressResolver`] maps addresses to memory nodes.
 //! - [`FaultsSpec`] (`faults:`, ADR-0106) is a degraded machine as data:
 //!   slow PEs, derated links (fixed into the edges' parameters when the
-//!   machine is built) and late ranks.
+//!   machine is built), late ranks, and parts down (`outages`, ADR-0115:
+//!   routed around for good, waited out for a window).
 //! - `views` renders the graph for `kernbench topo --view` (text, DOT, JSON).
 //!
 //! `docs/topology.md` describes the layout, placement and routing rules.
@@ -22,6 +23,7 @@
 
 pub mod address;
 mod adjacency;
+mod detour;
 mod error;
 mod expand;
 pub mod faults;
@@ -32,6 +34,7 @@ mod link;
 mod machine;
 mod machine_grids;
 pub mod naming;
+mod outages;
 mod plan;
 mod resolver;
 mod routing;
@@ -48,6 +51,7 @@ pub use grid::GridPos;
 pub use layout::{CubeLayout, LayoutError, MAX_ROUTERS, Slot};
 pub use link::{LinkCatalog, LinkError, LinkFigures, LinkParams, LinkRole};
 pub use machine::{Edge, EdgeId, EdgeKind, Machine, Node, NodeId, NodeKind};
+pub use outages::{Outages, Window};
 pub use resolver::{AddressResolver, Resolved};
 pub use routing::{Path, PathRouter, RouteError};
 pub use spec::{

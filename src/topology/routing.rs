@@ -3,7 +3,9 @@
 //! turns into a sequence of serial hops.
 //!
 //! Routes are structural and deterministic (see `plan`): dimension order
-//! on the router grid, the cube mesh and the SIP grid. Each route is asked
+//! on the router grid, the cube mesh and the SIP grid; one that crosses a
+//! part down for good takes the quickest way left instead (`detour`,
+//! ADR-0115). Each route is asked
 //! for in an adjacency [`View`]; a route that needs an edge kind the view
 //! excludes is a [`RouteError::NoRoute`] naming both ends and the view.
 //! Each `(from, to, view)` is computed once and cached; later calls return
@@ -14,10 +16,12 @@
 
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::address::{AddressError, MemSpace};
 use super::adjacency::View;
+use super::detour::detour;
 use super::machine::{EdgeId, EdgeKind, Machine, NodeId};
 use super::plan::plan;
 use super::resolver::AddressResolver;
@@ -115,6 +119,9 @@ pub struct PathRouter {
     /// Looked up by every transfer: a hash map (nothing iterates it, so its
     /// order is never observable), with a fast hash for small integer keys.
     cache: RefCell<FxHashMap<(NodeId, NodeId, View), Arc<Path>>>,
+    /// The edges detours around parts down for good use that the planned
+    /// routes did not (ADR-0115), for `--explain`.
+    rerouted: RefCell<BTreeSet<EdgeId>>,
 }
 
 impl PathRouter {
@@ -124,12 +131,19 @@ impl PathRouter {
             resolver: AddressResolver::new(Arc::clone(&machine)),
             machine,
             cache: RefCell::new(FxHashMap::default()),
+            rerouted: RefCell::default(),
         }
     }
 
     /// The machine routed over.
     pub fn machine(&self) -> &Arc<Machine> {
         &self.machine
+    }
+
+    /// The edges that routes found so far took around parts down for good
+    /// and their planned routes did not take, in edge order (ADR-0115).
+    pub fn rerouted_over(&self) -> Vec<EdgeId> {
+        self.rerouted.borrow().iter().copied().collect()
     }
 
     /// The address resolver of the same machine.
@@ -218,8 +232,43 @@ impl PathRouter {
             view,
             reason,
         };
-        let mut nodes = plan(machine, from, to, view)
+        let nodes = plan(machine, from, to, view)
             .ok_or_else(|| no_route("the machine has no port on the way".to_owned()))?;
+        let planned = self.path_of(nodes, from, to, view)?;
+        let outages = machine.outages();
+        if !outages.has_gone() || !planned.edges.iter().any(|&e| outages.is_gone(e)) {
+            return Ok(planned);
+        }
+        let nodes = detour(machine, from, to, view).ok_or_else(|| {
+            let faults = outages.gone_faults();
+            let verb = if faults.len() == 1 { "leaves" } else { "leave" };
+            no_route(format!(
+                "{} {verb} no way between them",
+                faults.join(" and ")
+            ))
+        })?;
+        let path = self.path_of(nodes, from, to, view)?;
+        let mut rerouted = self.rerouted.borrow_mut();
+        rerouted.extend(path.edges.iter().filter(|e| !planned.edges.contains(e)));
+        Ok(path)
+    }
+
+    /// The path through `nodes` (from `from` to `to`), each hop checked
+    /// against `view`.
+    fn path_of(
+        &self,
+        mut nodes: Vec<NodeId>,
+        from: NodeId,
+        to: NodeId,
+        view: View,
+    ) -> Result<Path, RouteError> {
+        let machine = &*self.machine;
+        let no_route = |reason: String| RouteError::NoRoute {
+            from: machine.node(from).name.clone(),
+            to: machine.node(to).name.clone(),
+            view,
+            reason,
+        };
         nodes.shrink_to_fit();
         let mut edges = Vec::with_capacity(nodes.len() - 1);
         let mut max_payload = u64::MAX;

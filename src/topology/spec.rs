@@ -1064,7 +1064,8 @@ impl TopologySpec {
         let pes = self.cube.pes.get();
         let sips = self.system.sips.count();
         self.faults.check(sips, self.cubes_per_sip(), pes)?;
-        if self.faults.links.is_empty() || Machine::estimated_bytes(self) > EARLY_BUILD_BYTES {
+        let named = !self.faults.links.is_empty() || !self.faults.down.is_empty();
+        if !named || Machine::estimated_bytes(self) > EARLY_BUILD_BYTES {
             return Ok(());
         }
         match Machine::build(self) {

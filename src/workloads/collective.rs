@@ -70,7 +70,7 @@ use crate::ccl::{AlgorithmEntry, CclConfig, Collective, ParamValue, ReduceOp};
 use crate::explain;
 use crate::mem::{DType, DataMode};
 use crate::runtime::{DPPolicy, Distributed, Split, Tensor, Torch, get_rank, spawn};
-use crate::sim::{self, SimDuration};
+use crate::sim::{self, SimDuration, SimTime};
 
 const ALGORITHM: Param = Param {
     name: "algorithm",
@@ -244,6 +244,8 @@ impl Shape {
 
 /// One rank's result.
 struct RankResult {
+    /// When the measured call started (the barrier released the rank).
+    start: SimTime,
     time: SimDuration,
     model: Option<SimDuration>,
     /// The rank's result tiles, cube-major, with data on (f32 holds every
@@ -554,6 +556,7 @@ async fn worker(torch: &Torch, shape: Shape) -> Result<RankResult, WorkloadError
         output.free()?;
     }
     Ok(RankResult {
+        start,
         time,
         model,
         values,
@@ -1011,6 +1014,9 @@ fn outcome(algorithm: &str, shape: &Shape, results: &[RankResult]) -> Outcome {
         Figure::real("busbw_factor", factor),
         Figure::real("busbw_gbps", algbw * factor),
     ]);
+    // Last: the call's time is the first `_ps` figure a table reads.
+    let start = results.iter().map(|r| r.start).max().unwrap_or_default();
+    figures.push(Figure::int("call_start_ps", start.as_ps()));
     Outcome { checks, figures }
 }
 

@@ -178,6 +178,10 @@ const CALL_TIMES: [&str; 10] = [
 fn figure_note(name: &str, traced: bool) -> Option<&'static str> {
     match name {
         "model_ps" => Some("ps, the algorithm's α-β model: a lower bound of the call"),
+        "call_start_ps" => Some(
+            "ps of simulated time, when the measured call starts: where a window of \
+             faults.down falls inside it",
+        ),
         _ if !CALL_TIMES.contains(&name) => None,
         _ if traced => Some(
             "ps, summed over its calls, each from its group's first start to its last end: \

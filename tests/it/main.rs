@@ -40,6 +40,7 @@ mod doc_citations;
 mod explain;
 mod explain_cli;
 mod faults;
+mod faults_down;
 mod hw_control;
 mod hw_memory;
 mod hw_trace;
