@@ -1515,7 +1515,8 @@ fn command() -> clap::Command {
 fn main() -> ExitCode {
     kernbench::allocator::keep_freed_memory();
     let matches = command().get_matches();
-    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
+    cli.set = every_set(std::env::args_os());
     let outcome = init_tracing(&cli).and_then(|guard| {
         run(&cli, &matches)?;
         finish_trace(guard)
@@ -1527,6 +1528,26 @@ fn main() -> ExitCode {
             error.exit_code()
         }
     }
+}
+
+/// Every `--set` of the command line in the order given, before the
+/// subcommand and after it: clap keeps only the subcommand's when both
+/// have some, and a user means all of them. Values are UTF-8 (clap has
+/// parsed them as strings).
+fn every_set(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<String> {
+    let mut args = args.skip(1).map(|a| a.to_string_lossy().into_owned());
+    let mut sets = Vec::new();
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            break;
+        }
+        if arg == "--set" {
+            sets.extend(args.next());
+        } else if let Some(value) = arg.strip_prefix("--set=") {
+            sets.push(value.to_owned());
+        }
+    }
+    sets
 }
 
 /// Writes the trace file, if one was asked for.

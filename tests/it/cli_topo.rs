@@ -171,3 +171,22 @@ fn an_entry_that_does_not_fit_the_machine_is_refused_only_when_chosen() {
     );
     assert!(message.contains("272 endpoints"), "{message}");
 }
+
+/// `--set` before the subcommand and after it all apply, in order (clap
+/// alone would keep only those after it).
+#[test]
+fn sets_before_and_after_the_subcommand_all_apply() {
+    let dir = TempDir::new("topo-sets");
+    let args = [
+        "--set",
+        "system.sips.count=4",
+        "topo",
+        "--set=system.sips.topology=torus_2d",
+        "--set",
+        "system.sips.topology=ring_1d",
+    ];
+    let output = kernbench(dir.path(), &args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.contains("SIPs           4 (ring_1d)"), "{text}");
+}

@@ -131,10 +131,11 @@ fn a_window_costs_at_most_itself_and_one_packet() {
             format!("faults.down.w.from={from} ps"),
             format!("faults.down.w.until={} ps", from + window_ps),
         ];
-        let mut args: Vec<&str> = base.clone();
+        let mut args: Vec<&str> = Vec::new();
         for set in &sets {
             args.extend(["--set", set]);
         }
+        args.extend(&base);
         let (faulted, _) = report(&dir, &args);
         let grown = ps(&faulted, "allreduce_ps") - ps(&healthy, "allreduce_ps");
         assert!(
