@@ -1516,7 +1516,11 @@ fn main() -> ExitCode {
     kernbench::allocator::keep_freed_memory();
     let matches = command().get_matches();
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
-    cli.set = every_set(std::env::args_os());
+    cli.set = every_value(std::env::args_os(), "--set");
+    cli.fidelity = every_value(std::env::args_os(), "--fidelity")
+        .iter()
+        .flat_map(|list| list.split(',').map(str::to_owned))
+        .collect();
     let outcome = init_tracing(&cli).and_then(|guard| {
         run(&cli, &matches)?;
         finish_trace(guard)
@@ -1530,24 +1534,25 @@ fn main() -> ExitCode {
     }
 }
 
-/// Every `--set` of the command line in the order given, before the
-/// subcommand and after it: clap keeps only the subcommand's when both
-/// have some, and a user means all of them. Values are UTF-8 (clap has
-/// parsed them as strings).
-fn every_set(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<String> {
+/// Every value of the repeatable global option `flag` (`--set`,
+/// `--fidelity`) in the order given, before the subcommand and after it:
+/// clap keeps only the subcommand's when both have some, and a user means
+/// all of them. Values are UTF-8 and valid (clap has parsed each one).
+fn every_value(args: impl Iterator<Item = std::ffi::OsString>, flag: &str) -> Vec<String> {
     let mut args = args.skip(1).map(|a| a.to_string_lossy().into_owned());
-    let mut sets = Vec::new();
+    let joined = format!("{flag}=");
+    let mut values = Vec::new();
     while let Some(arg) = args.next() {
         if arg == "--" {
             break;
         }
-        if arg == "--set" {
-            sets.extend(args.next());
-        } else if let Some(value) = arg.strip_prefix("--set=") {
-            sets.push(value.to_owned());
+        if arg == flag {
+            values.extend(args.next());
+        } else if let Some(value) = arg.strip_prefix(&joined) {
+            values.push(value.to_owned());
         }
     }
-    sets
+    values
 }
 
 /// Writes the trace file, if one was asked for.

@@ -129,7 +129,12 @@ fn cut_links(machine: &Machine, call: &Call) -> (Vec<CutLinks>, Vec<CutLinks>) {
         .map_or((0, 0), |c| (lat(&c.noc_attach), lat(&c.ucie_bridge)));
     let mut sips = vec![CutLinks::default(); call.ranks];
     let mut cubes = vec![CutLinks::default(); call.ranks * call.cubes];
-    for edge in machine.edges() {
+    let outages = machine.outages();
+    for (id, edge) in machine.edges().iter().enumerate() {
+        // A link down for the run carries nothing (ADR-0115).
+        if outages.is_gone(crate::topology::EdgeId::from_index(id)) {
+            continue;
+        }
         let extra = match edge.kind {
             EdgeKind::InterSip => 4 * attach,
             EdgeKind::Ucie => 2 * attach + 2 * bridge,

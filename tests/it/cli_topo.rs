@@ -190,3 +190,19 @@ fn sets_before_and_after_the_subcommand_all_apply() {
     let text = stdout(&output);
     assert!(text.contains("SIPs           4 (ring_1d)"), "{text}");
 }
+
+/// `--fidelity` too: before the subcommand and after it, a list split at
+/// commas, every value kept (a sweep runs each).
+#[test]
+fn fidelities_before_and_after_the_subcommand_all_apply() {
+    let dir = TempDir::new("topo-fidelity");
+    let args = ["--fidelity", "packet", "sweep", "--bench", "ccl_allreduce"];
+    let rest = ["--size", "4K", "--fidelity", "flow"];
+    let output = kernbench(dir.path(), &[&args[..], &rest].concat());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    for fidelity in ["packet", "flow"] {
+        let header = format!("# ccl_allreduce fidelity={fidelity}");
+        assert!(text.contains(&header), "runs {fidelity}: {text}");
+    }
+}
