@@ -468,15 +468,36 @@ where
         let color = Palette99::pick(curve.color).to_rgba();
         let style = color.stroke_width(2);
         let points = curve.points.iter().copied();
+        let label = curve.label.as_str();
+        // Each legend sample drawn as its curve is (20 px from its anchor).
         match curve.style {
-            Style::Line => chart.draw_series(LineSeries::new(points, style).point_size(3))?,
-            Style::Dashed => chart.draw_series(DashedLineSeries::new(points, 6, 4, style))?,
+            Style::Line => {
+                chart
+                    .draw_series(LineSeries::new(points, style).point_size(3))?
+                    .label(label)
+                    .legend(move |(x, y)| {
+                        EmptyElement::at((x, y))
+                            + PathElement::new(vec![(0, 0), (20, 0)], style)
+                            + Circle::new((10, 0), 3, style.filled())
+                    });
+            }
+            Style::Dashed => {
+                chart
+                    .draw_series(DashedLineSeries::new(points, 6, 4, style))?
+                    .label(label)
+                    .legend(move |(x, y)| {
+                        EmptyElement::at((x, y))
+                            + PathElement::new(vec![(0, 0), (6, 0)], style)
+                            + PathElement::new(vec![(10, 0), (16, 0)], style)
+                    });
+            }
             Style::Markers => {
-                chart.draw_series(points.map(|p| Circle::new(p, 4, style.filled())))?
+                chart
+                    .draw_series(points.map(|p| Circle::new(p, 4, style.filled())))?
+                    .label(label)
+                    .legend(move |(x, y)| Circle::new((x + 10, y), 4, style.filled()));
             }
         }
-        .label(&curve.label)
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
     }
     draw_legend(&mut chart)?;
     Ok(hovers)
@@ -556,6 +577,43 @@ mod tests {
             .unwrap()
             .text;
         assert!(labels(busbw).iter().any(|l| l.ends_with(" GB/s")));
+    }
+
+    /// The two-point horizontal segments of `svg` as (x1, x2, y).
+    fn flat_segments(svg: &str) -> Vec<(i64, i64, i64)> {
+        let point = |p: &str| -> Option<(i64, i64)> {
+            let (x, y) = p.split_once(',')?;
+            Some((x.trim().parse().ok()?, y.trim().parse().ok()?))
+        };
+        svg.split("points=\"")
+            .skip(1)
+            .filter_map(|rest| {
+                let list: Vec<&str> = rest.split('"').next()?.split_whitespace().collect();
+                let [a, b] = list[..] else { return None };
+                let ((x1, y1), (x2, y2)) = (point(a)?, point(b)?);
+                (y1 == y2).then_some((x1, x2, y1))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_legend_draws_the_model_dashed_as_the_plot_does() {
+        let rows = [row(1 << 10, 3_000_000), row(64 << 20, 700_000_000)];
+        let rows: Vec<&Row> = rows.iter().collect();
+        let svgs = figures(&rows);
+        let latency = &svgs
+            .iter()
+            .find(|s| s.file == "latency_vs_size.svg")
+            .unwrap()
+            .text;
+        let flat = flat_segments(latency);
+        let dash =
+            |&(x1, x2, y): &(i64, i64, i64)| x2 - x1 == 6 && flat.contains(&(x1 + 10, x1 + 16, y));
+        assert!(flat.iter().any(dash), "a dashed sample: {flat:?}");
+        assert!(
+            flat.iter().any(|&(x1, x2, _)| x2 - x1 == 20),
+            "a solid one: {flat:?}"
+        );
     }
 
     #[test]
