@@ -7,14 +7,20 @@ pub mod web;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A fresh empty directory, removed when dropped.
 pub struct TempDir(PathBuf);
 
 impl TempDir {
-    /// `<tmp>/kernbench-<name>-<pid>`, emptied.
+    /// `<tmp>/kernbench-<name>-<pid>-<n>`, emptied: `n` counts the
+    /// directories made in this process, so two tests that ask for one
+    /// name at once (running in parallel) never share, or remove, one.
     pub fn new(name: &str) -> Self {
-        let path = std::env::temp_dir().join(format!("kernbench-{name}-{}", std::process::id()));
+        static MADE: AtomicU64 = AtomicU64::new(0);
+        let n = MADE.fetch_add(1, Ordering::Relaxed);
+        let leaf = format!("kernbench-{name}-{}-{n}", std::process::id());
+        let path = std::env::temp_dir().join(leaf);
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).unwrap();
         TempDir(path)
