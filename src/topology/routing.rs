@@ -226,15 +226,10 @@ impl PathRouter {
     /// Plans the route and turns it into edges, checking each against `view`.
     fn route(&self, from: NodeId, to: NodeId, view: View) -> Result<Path, RouteError> {
         let machine = &*self.machine;
-        let no_route = |reason: String| RouteError::NoRoute {
-            from: machine.node(from).name.clone(),
-            to: machine.node(to).name.clone(),
-            view,
-            reason,
-        };
+        let no_route = |reason: String| self.no_route((from, to), view, reason);
         let nodes = plan(machine, from, to, view)
             .ok_or_else(|| no_route("the machine has no port on the way".to_owned()))?;
-        let planned = self.path_of(nodes, from, to, view)?;
+        let planned = self.path_of(nodes, view)?;
         let outages = machine.outages();
         if !outages.has_gone() || !planned.edges.iter().any(|&e| outages.is_gone(e)) {
             return Ok(planned);
@@ -247,28 +242,28 @@ impl PathRouter {
                 faults.join(" and ")
             ))
         })?;
-        let path = self.path_of(nodes, from, to, view)?;
+        let path = self.path_of(nodes, view)?;
         let mut rerouted = self.rerouted.borrow_mut();
         rerouted.extend(path.edges.iter().filter(|e| !planned.edges.contains(e)));
         Ok(path)
     }
 
-    /// The path through `nodes` (from `from` to `to`), each hop checked
-    /// against `view`.
-    fn path_of(
-        &self,
-        mut nodes: Vec<NodeId>,
-        from: NodeId,
-        to: NodeId,
-        view: View,
-    ) -> Result<Path, RouteError> {
-        let machine = &*self.machine;
-        let no_route = |reason: String| RouteError::NoRoute {
-            from: machine.node(from).name.clone(),
-            to: machine.node(to).name.clone(),
+    /// The route from `from` to `to` in `view` that cannot be, and why.
+    fn no_route(&self, (from, to): (NodeId, NodeId), view: View, reason: String) -> RouteError {
+        RouteError::NoRoute {
+            from: self.machine.node(from).name.clone(),
+            to: self.machine.node(to).name.clone(),
             view,
             reason,
-        };
+        }
+    }
+
+    /// The path through `nodes` (a planned route: at least one node),
+    /// each hop checked against `view`.
+    fn path_of(&self, mut nodes: Vec<NodeId>, view: View) -> Result<Path, RouteError> {
+        let machine = &*self.machine;
+        let ends = (nodes[0], nodes[nodes.len() - 1]);
+        let no_route = |reason: String| self.no_route(ends, view, reason);
         nodes.shrink_to_fit();
         let mut edges = Vec::with_capacity(nodes.len() - 1);
         let mut max_payload = u64::MAX;
