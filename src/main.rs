@@ -345,8 +345,13 @@ struct SweepArgs {
 #[derive(Debug, Args)]
 struct RunArgs {
     /// The workload (listed below with the flags each takes).
-    #[arg(long, value_name = "NAME")]
-    bench: String,
+    #[arg(long, value_name = "NAME", required_unless_present = "jobs")]
+    bench: Option<String>,
+
+    /// Run the jobs of FILE at once on the machine, each on its SIPs,
+    /// with each job's slowdown against itself alone (docs/jobs.md).
+    #[arg(long, value_name = "FILE", conflicts_with = "bench")]
+    jobs: Option<PathBuf>,
 
     /// Keep and move real bytes, check the results and replay the op log
     /// (without it: timing only, same simulated times).
@@ -957,7 +962,6 @@ fn bench(
     args: &RunArgs,
     params: BTreeMap<String, String>,
 ) -> Result<(), CliError> {
-    let workload = workloads::find(&args.bench)?;
     if args.explain_memory.is_some_and(|b| b.0 < 1 << 10) {
         let message = "--explain-memory: at least 1K (the causal log needs room to record)";
         return Err(CliError::Workload(WorkloadError::BadOption(
@@ -975,6 +979,10 @@ fn bench(
         explain: args.explain,
         explain_memory: args.explain_memory.map(|b| b.0),
     };
+    if let Some(file) = &args.jobs {
+        return run_jobs_file(&machine, args, options, file);
+    }
+    let workload = workloads::find(args.bench.as_deref().unwrap_or_default())?;
     // For a person at a terminal, like the progress line: scripts and
     // tests read stderr's one `error:` line.
     let hint = progress::packet_hint(topology.simulation().fidelity, &options);
@@ -1013,6 +1021,46 @@ fn bench(
             bench: workload.name,
             failed,
             names: failed_limit(&report),
+        }),
+    }
+}
+
+/// `run --jobs FILE`: every job of the file together on `machine`, each
+/// alone too; the summary table (or JSON), each job's explanation in
+/// `--out DIR/JOB/`.
+fn run_jobs_file(
+    machine: &std::sync::Arc<Machine>,
+    args: &RunArgs,
+    base: Options,
+    file: &Path,
+) -> Result<(), CliError> {
+    if let Some(flag) = base.params.keys().next() {
+        let message =
+            format!("--{flag} with --jobs: give a job's flags in the jobs file (jobs.NAME.flags)");
+        return Err(CliError::Workload(WorkloadError::BadOption(message)));
+    }
+    let source = kernbench::config::ConfigSource::File(file.to_owned());
+    let jobs = kernbench::harness::jobs::load(&source, machine.sip_count(), &base)?;
+    let reports = workloads::jobs::run_jobs(machine.clone(), &jobs)?;
+    if let Some(dir) = &args.out {
+        for job in &reports {
+            if let Some(explanation) = &job.report.explain {
+                write_explanation(&dir.join(&job.name), machine, explanation)?;
+            }
+        }
+    }
+    let text = match args.json {
+        true => serde_json::to_string_pretty(&kernbench::harness::jobs::json(&reports))? + "\n",
+        false => kernbench::harness::jobs::render(&reports),
+    };
+    print_out(&text)?;
+    let failed: usize = reports.iter().map(|j| j.report.checks_failed).sum();
+    match reports.iter().find(|j| j.report.checks_failed > 0) {
+        None => Ok(()),
+        Some(job) => Err(CliError::ChecksFailed {
+            bench: job.report.name,
+            failed,
+            names: format!(" (job {}){}", job.name, failed_limit(&job.report)),
         }),
     }
 }

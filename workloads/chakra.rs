@@ -56,12 +56,13 @@ async fn run(torch: kernbench::runtime::Torch, options: Options) -> Result<Outco
         .get::<ComputeMode>("et-compute")?
         .unwrap_or_default();
     let groups = options.get::<PathBuf>("et-comm-groups")?;
-    let sips = torch.device().fabric().machine().sip_count() as usize;
+    let sips = torch.world_sips();
+    let whose = torch.job_name().map_or("the machine", |_| "the job");
     let n = chakra::rank_count(&prefix)?;
     if n > sips {
         return Err(WorkloadError::BadOption(format!(
-            "{}: {n} ranks (rank = SIP), but the machine has {sips} SIPs: set \
-             system.sips.count to at least {n} (--set system.sips.count={n})",
+            "{}: {n} ranks (rank = SIP), but {whose} has {sips} SIPs: set \
+             system.sips.count (or the job's sips) to at least {n} (--set system.sips.count={n})",
             prefix.display()
         )));
     }

@@ -187,7 +187,7 @@ async fn run(torch: Torch, options: Options) -> Result<Outcome, WorkloadError> {
     let (traces, groups) = step.generate()?;
     let n = traces.len();
     let machine = torch.device().fabric().machine().clone();
-    let sips = machine.sip_count() as usize;
+    let sips = torch.world_sips();
     if n > sips {
         return Err(WorkloadError::BadOption(format!(
             "--tp {} --dp {} --pp {}: {n} ranks (rank = SIP), but the machine has {sips} SIPs: \

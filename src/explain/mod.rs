@@ -292,6 +292,11 @@ pub struct Explanation {
     /// The physical bound beside the time, when the run has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bound: Option<Bound>,
+    /// Under `run --jobs`, the links this job shares with others, with
+    /// the path's time on each (most first; ADR-0116); empty, and not
+    /// written, otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_links: Vec<Share>,
 }
 
 /// The component of time no label explains.
@@ -361,6 +366,7 @@ impl Explanation {
             model_gap: None,
             faults: Vec::new(),
             bound: None,
+            shared_links: Vec::new(),
         }
     }
 
@@ -369,6 +375,30 @@ impl Explanation {
     /// the routes took around parts down for good (ADR-0115).
     pub fn add_faults(&mut self, faults: &crate::topology::FaultsSpec, rerouted: &[String]) {
         self.faults = faults::shares(&self.critical_path, faults, rerouted);
+    }
+
+    /// Adds those of `links` (each a link's name, `from->to`, and who else
+    /// uses it) the critical path crosses, with the path's time on each:
+    /// most first, ties in the order given.
+    pub fn add_shared_links(&mut self, links: &[(String, String)]) {
+        let on = |link: &str| -> u64 {
+            self.critical_path
+                .iter()
+                .filter(|s| s.component == link)
+                .map(|s| s.duration_ps)
+                .sum()
+        };
+        let mut shares: Vec<Share> = links
+            .iter()
+            .map(|(link, with)| Share {
+                name: format!("{link} (also {with})"),
+                class: "link".to_owned(),
+                ps: on(link),
+            })
+            .collect();
+        shares.retain(|s| s.ps > 0);
+        shares.sort_by_key(|s| std::cmp::Reverse(s.ps));
+        self.shared_links = shares;
     }
 
     /// The path's time in class `class`, in ps.

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::{Explanation, Step};
+use super::{Explanation, Step, TOP};
 use crate::sim::SimDuration;
 
 /// Lines of the critical path shown before the middle is elided.
@@ -148,6 +148,7 @@ impl fmt::Display for Explanation {
             )?;
         }
         self.write_faults(f)?;
+        self.write_shared_links(f)?;
         self.write_usage(f)?;
         self.write_model_gap(f)
     }
@@ -184,7 +185,6 @@ impl Explanation {
         Ok(())
     }
 
-    /// Utilisation by class and the busiest links and units.
     /// Each fault's time on the path (a degraded machine only).
     fn write_faults(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.faults.is_empty() {
@@ -204,6 +204,40 @@ impl Explanation {
         Ok(())
     }
 
+    /// The links a job of `run --jobs` shares with others, with their
+    /// time on the path (ADR-0116).
+    fn write_shared_links(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.shared_links.is_empty() {
+            return Ok(());
+        }
+        writeln!(
+            f,
+            "  links shared with other jobs (ADR-0116), time on the critical path:"
+        )?;
+        for share in self.shared_links.iter().take(TOP) {
+            writeln!(
+                f,
+                "    {:>14} {:>6.1} %  {}",
+                time(share.ps).to_string(),
+                percent(share.ps, self.duration_ps),
+                share.name
+            )?;
+        }
+        let more = &self.shared_links[self.shared_links.len().min(TOP)..];
+        if !more.is_empty() {
+            let ps: u64 = more.iter().map(|s| s.ps).sum();
+            writeln!(
+                f,
+                "    {:>14} {:>6.1} %  ... {} links more",
+                time(ps).to_string(),
+                percent(ps, self.duration_ps),
+                more.len()
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Utilisation by class and the busiest links and units.
     fn write_usage(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "  utilisation over the interval, by class:")?;
         writeln!(

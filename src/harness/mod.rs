@@ -9,7 +9,8 @@
 //! UI over all of it ([`web`]); a long run's progress line on a terminal
 //! ([`progress`]), progress lines off a terminal and wall-time limits of
 //! long runs ([`watch`]); fitting configuration quantities to a measured
-//! log ([`calibrate`]).
+//! log ([`calibrate`]); the jobs file of `run --jobs` and its summary
+//! ([`jobs`]).
 //!
 //! A client of `workloads`; nothing of the CLI.
 
@@ -17,6 +18,7 @@ pub mod attribution;
 pub mod calibrate;
 pub mod figures;
 pub mod gemm_figures;
+pub mod jobs;
 pub mod progress;
 pub mod reference;
 pub mod report;

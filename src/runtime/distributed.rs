@@ -59,6 +59,7 @@ use std::rc::Rc;
 
 use std::collections::BTreeMap;
 
+use super::job::JobSips;
 use super::launch::{LaunchError, launch, launch_with_ipcq};
 use super::p2p::{Exchange, Failure, Mailbox, Rendezvous, Tiles};
 use super::plan::{Call, Plan};
@@ -463,6 +464,8 @@ pub struct Distributed {
 struct Inner {
     device: Rc<Device>,
     ccl: Option<CclConfig>,
+    /// Where the world's ranks run.
+    sips: JobSips,
     group: RefCell<Option<Rc<Group>>>,
     /// Calls so far per (world rank, collective), for the machine's
     /// stragglers; shared with every sub-group (a rank's `n`-th call is
@@ -482,18 +485,24 @@ struct Group {
     gathers: Mailbox,
     /// Where the puts of `scatter` meet the ranks' tensors.
     scatters: Mailbox,
-    /// A sub-group's ranks (`new_group`), in group-rank order; `None` for
-    /// the world.
+    /// The SIPs of the group's ranks, in group-rank order (a sub-group's,
+    /// or a job's world: ADR-0116); `None` for the machine's world.
     members: Option<Rc<[u32]>>,
+    /// Whether it is a `new_group` (which offers no point-to-point or
+    /// rooted puts) rather than a world.
+    subgroup: bool,
 }
 
 impl Distributed {
     /// The process group of `device`, reading `ccl` at init (the embedded
     /// ccl.yaml when `None`).
-    pub fn new(device: Rc<Device>, ccl: Option<CclConfig>) -> Distributed {
+    /// `sips` places the world's ranks (the machine's, or a job's:
+    /// ADR-0116).
+    pub fn new(device: Rc<Device>, ccl: Option<CclConfig>, sips: JobSips) -> Distributed {
         let inner = Inner {
             device,
             ccl,
+            sips,
             group: RefCell::new(None),
             calls: Rc::default(),
         };
@@ -537,7 +546,9 @@ impl Distributed {
             return Ok(());
         }
         let ccl = self.ccl_config()?;
-        let group = Group::build(self.inner.device.fabric().machine(), &ccl, chosen, None)?;
+        let members = self.inner.sips.listed();
+        let machine = self.inner.device.fabric().machine();
+        let group = Group::build(machine, &ccl, chosen, (members, false))?;
         *self.inner.group.borrow_mut() = Some(Rc::new(group));
         Ok(())
     }
@@ -573,13 +584,14 @@ impl Distributed {
         if sorted.len() != ranks.len() {
             return Err(bad("a rank appears twice".to_owned()));
         }
-        let members: Vec<u32> = ranks.iter().map(|&r| r as u32).collect();
+        let members: Vec<u32> = ranks.iter().map(|&r| self.sip_of(r)).collect();
         let ccl = self.ccl_config()?;
         let machine = self.inner.device.fabric().machine();
-        let group = Group::build(machine, &ccl, None, Some(&members))?;
+        let group = Group::build(machine, &ccl, None, (Some(&members), true))?;
         let inner = Inner {
             device: self.inner.device.clone(),
             ccl: self.inner.ccl.clone(),
+            sips: self.inner.sips.clone(),
             group: RefCell::new(Some(Rc::new(group))),
             calls: self.inner.calls.clone(),
         };
@@ -593,6 +605,17 @@ impl Distributed {
         self.inner.group.borrow().is_some()
     }
 
+    /// The SIP of world rank `rank` (`u32::MAX` past a job's ranks: no
+    /// tensor lives there, so a call from it is refused by its tiles).
+    fn sip_of(&self, rank: usize) -> u32 {
+        self.inner.sips.sip_of(rank).unwrap_or(u32::MAX)
+    }
+
+    /// The calling worker's SIP.
+    fn caller_sip(&self) -> u32 {
+        self.sip_of(worker::get_rank())
+    }
+
     fn group(&self, call: &'static str) -> Result<Rc<Group>, DistError> {
         let group = self.inner.group.borrow();
         group.clone().ok_or(DistError::NotInitialized { call })
@@ -601,7 +624,7 @@ impl Distributed {
     /// The calling worker's rank (0 outside any worker).
     pub fn get_rank(&self) -> Result<usize, DistError> {
         let group = self.group("get_rank")?;
-        group.group_rank(worker::get_rank())
+        group.group_rank(self.caller_sip())
     }
 
     /// The resolved world size.
@@ -684,7 +707,7 @@ impl Distributed {
     /// ADR-0032: each tile is one contribution; `Avg` divides by their
     /// number).
     pub async fn all_reduce(&self, tensor: &Tensor, op: ReduceOp) -> Result<(), DistError> {
-        let call = Call::in_place(tensor, op, 0);
+        let call = Call::in_place(tensor, op, 0, self.caller_sip());
         self.run(Collective::AllReduce, &call, (1, 0)).await
     }
 
@@ -692,7 +715,7 @@ impl Distributed {
     /// tile of `output` (one block per endpoint, endpoint `j = rank × cubes
     /// + cube`) becomes endpoint `j`'s `input` tile.
     pub async fn all_gather(&self, output: &Tensor, input: &Tensor) -> Result<(), DistError> {
-        let call = Call::out_of_place(input, output, ReduceOp::Sum);
+        let call = Call::out_of_place(input, output, ReduceOp::Sum, self.caller_sip());
         let blocks = self.endpoints(Collective::AllGather)?;
         self.run(Collective::AllGather, &call, (1, blocks)).await
     }
@@ -706,7 +729,7 @@ impl Distributed {
         input: &Tensor,
         op: ReduceOp,
     ) -> Result<(), DistError> {
-        let call = Call::out_of_place(input, output, op);
+        let call = Call::out_of_place(input, output, op, self.caller_sip());
         let blocks = self.endpoints(Collective::ReduceScatter)?;
         self.run(Collective::ReduceScatter, &call, (blocks, 1))
             .await
@@ -715,7 +738,7 @@ impl Distributed {
     /// `broadcast(tensor, src)`: every cube tile of every rank becomes the
     /// tile of the root endpoint (cube `root_cube`, default 0, of `src`).
     pub async fn broadcast(&self, tensor: &Tensor, src: usize) -> Result<(), DistError> {
-        let call = Call::in_place(tensor, ReduceOp::Sum, src as u32);
+        let call = Call::in_place(tensor, ReduceOp::Sum, src as u32, self.caller_sip());
         self.run(Collective::Broadcast, &call, (1, 0)).await
     }
 
@@ -723,7 +746,7 @@ impl Distributed {
     /// `root_cube`, default 0, of `dst`) becomes the reduction of every
     /// tile of every rank; the others keep theirs.
     pub async fn reduce(&self, tensor: &Tensor, dst: usize, op: ReduceOp) -> Result<(), DistError> {
-        let call = Call::in_place(tensor, op, dst as u32);
+        let call = Call::in_place(tensor, op, dst as u32, self.caller_sip());
         self.run(Collective::Reduce, &call, (1, 0)).await
     }
 
@@ -731,7 +754,7 @@ impl Distributed {
     /// endpoint; block `j` of endpoint `e`'s `output` becomes block `e` of
     /// endpoint `j`'s `input`.
     pub async fn all_to_all(&self, output: &Tensor, input: &Tensor) -> Result<(), DistError> {
-        let call = Call::out_of_place(input, output, ReduceOp::Sum);
+        let call = Call::out_of_place(input, output, ReduceOp::Sum, self.caller_sip());
         let blocks = self.endpoints(Collective::AllToAll)?;
         self.run(Collective::AllToAll, &call, (blocks, blocks))
             .await
@@ -742,7 +765,7 @@ impl Distributed {
     /// Argument errors are returned here, failures of the collective by
     /// `wait`. `tensor` must not be touched until then.
     pub fn all_reduce_async(&self, tensor: &Tensor, op: ReduceOp) -> Result<Work, DistError> {
-        let call = Call::in_place(tensor, op, 0);
+        let call = Call::in_place(tensor, op, 0, self.caller_sip());
         let launch = self.launch(Collective::AllReduce, &call, (1, 0))?;
         Ok(Work::spawn("all_reduce", launch))
     }
@@ -751,7 +774,7 @@ impl Distributed {
     /// `hello_send`) over `tensor`'s tiles: a kernbench extension for
     /// teaching and test kernels that are no `torch.distributed` call.
     pub async fn run_custom(&self, tensor: &Tensor) -> Result<(), DistError> {
-        let call = Call::in_place(tensor, ReduceOp::Sum, 0);
+        let call = Call::in_place(tensor, ReduceOp::Sum, 0, self.caller_sip());
         self.run(Collective::Custom, &call, (1, 0)).await
     }
 
@@ -779,8 +802,8 @@ impl Distributed {
         let args = plan.kernel_args(call, in_blocks, out_blocks)?;
         let network = plan.network(&self.inner.device)?;
         let kernel = plan.algorithm().kernel();
-        let (device, target) = (self.inner.device.clone(), (call.rank, plan.grid()));
-        let late = self.lateness(collective, call.rank);
+        let (device, target) = (self.inner.device.clone(), (call.sip, plan.grid()));
+        let late = self.lateness(collective, call.sip);
         Ok(async move {
             if late > SimDuration::ZERO {
                 straggle(target.0, late).await;
@@ -808,7 +831,7 @@ impl Distributed {
     /// machine ([`CclAlgorithm::model`](crate::ccl::CclAlgorithm::model)),
     /// `None` when it states none.
     pub fn all_reduce_model(&self, tensor: &Tensor) -> Result<Option<SimDuration>, DistError> {
-        let call = Call::in_place(tensor, ReduceOp::Sum, 0);
+        let call = Call::in_place(tensor, ReduceOp::Sum, 0, self.caller_sip());
         self.model(Collective::AllReduce, &call, 1)
     }
 
@@ -819,7 +842,7 @@ impl Distributed {
         tensor: &Tensor,
         dst: usize,
     ) -> Result<Option<SimDuration>, DistError> {
-        let call = Call::in_place(tensor, ReduceOp::Sum, dst as u32);
+        let call = Call::in_place(tensor, ReduceOp::Sum, dst as u32, self.caller_sip());
         self.model(Collective::SendRecv, &call, 1)
     }
 
@@ -832,7 +855,7 @@ impl Distributed {
         tensor: &Tensor,
         root: usize,
     ) -> Result<Option<SimDuration>, DistError> {
-        let call = Call::in_place(tensor, ReduceOp::Sum, root as u32);
+        let call = Call::in_place(tensor, ReduceOp::Sum, root as u32, self.caller_sip());
         self.model(collective, &call, 1)
     }
 
@@ -845,7 +868,7 @@ impl Distributed {
         tensor: &Tensor,
         blocks: usize,
     ) -> Result<Option<SimDuration>, DistError> {
-        let call = Call::in_place(tensor, ReduceOp::Sum, 0);
+        let call = Call::in_place(tensor, ReduceOp::Sum, 0, self.caller_sip());
         self.model(collective, &call, blocks)
     }
 
@@ -890,8 +913,8 @@ impl Distributed {
     ) -> Result<(), DistError> {
         let (group, rank) = self.rooted(Collective::Gather, dst, gather_list)?;
         let plan = group.plan(Collective::Gather, bytes_of(tensor))?;
-        let (mine, mut args) = Self::tiles(plan, tensor, dst)?;
-        let put = Put::new(&self.inner.device, plan);
+        let (mine, mut args) = self.tiles(plan, tensor, dst)?;
+        let put = Put::new(&self.inner, plan);
         let transfer = |src| Transfer::new(Exchange::Gather, src, dst, group.world_size);
         let Some(list) = gather_list else {
             let rendezvous = group.gathers.send(rank, dst);
@@ -925,7 +948,7 @@ impl Distributed {
     ) -> Result<(), DistError> {
         let (group, rank) = self.rooted(Collective::Scatter, src, scatter_list)?;
         let plan = group.plan(Collective::Scatter, bytes_of(tensor))?;
-        let (mine, mut args) = Self::tiles(plan, tensor, src)?;
+        let (mine, mut args) = self.tiles(plan, tensor, src)?;
         let transfer = |dst| Transfer::new(Exchange::Scatter, src, dst, group.world_size);
         let Some(list) = scatter_list else {
             let rendezvous = group.scatters.recv(src, rank);
@@ -933,7 +956,7 @@ impl Distributed {
             return transfer(rank).landed(rendezvous).await;
         };
         let list = self.list_tiles(plan, list, &mine, transfer(src))?;
-        let (world, put) = (group.world_size, Put::new(&self.inner.device, plan));
+        let (world, put) = (group.world_size, Put::new(&self.inner, plan));
         let sent = (0..world).filter(|&r| r != src).map(|dst| {
             let rendezvous = group.scatters.send(src, dst);
             put.run(
@@ -962,7 +985,7 @@ impl Distributed {
     ) -> Result<(Rc<Group>, usize), DistError> {
         let call = collective.name();
         let group = self.group(call)?;
-        if group.members.is_some() {
+        if group.subgroup {
             return Err(DistError::SubgroupCall { call });
         }
         let (rank, world_size) = (worker::get_rank(), group.world_size);
@@ -1000,7 +1023,7 @@ impl Distributed {
         mine: &Tiles,
         transfer: Transfer,
     ) -> Result<Tiles, DistError> {
-        let (tiles, _) = Self::tiles(plan, list, transfer.root())?;
+        let (tiles, _) = self.tiles(plan, list, transfer.root())?;
         let fits = tiles.n_elem == mine.n_elem * transfer.world_size && tiles.dtype == mine.dtype;
         match fits {
             true => Ok(tiles),
@@ -1042,7 +1065,7 @@ impl Distributed {
     /// with `peer`, which must be another rank of the world.
     fn peer(&self, call: &'static str, peer: usize) -> Result<(Rc<Group>, usize), DistError> {
         let group = self.group(call)?;
-        if group.members.is_some() {
+        if group.subgroup {
             return Err(DistError::SubgroupCall { call });
         }
         let rank = worker::get_rank();
@@ -1063,8 +1086,17 @@ impl Distributed {
 
     /// The calling rank's tiles of `tensor` for a transfer with `peer`,
     /// and the kernel arguments of sending them.
-    fn tiles(plan: &Plan, tensor: &Tensor, peer: usize) -> Result<(Tiles, KernelArgs), DistError> {
-        let args = plan.kernel_args(&Call::in_place(tensor, ReduceOp::Sum, peer as u32), 1, 0)?;
+    fn tiles(
+        &self,
+        plan: &Plan,
+        tensor: &Tensor,
+        peer: usize,
+    ) -> Result<(Tiles, KernelArgs), DistError> {
+        let args = plan.kernel_args(
+            &Call::in_place(tensor, ReduceOp::Sum, peer as u32, self.caller_sip()),
+            1,
+            0,
+        )?;
         let tiles = Tiles {
             tensor: tensor.name().to_owned(),
             addrs: args.tiles.clone(),
@@ -1085,10 +1117,10 @@ impl Distributed {
     ) -> Result<impl Future<Output = Result<(), DistError>> + 'static, DistError> {
         let (group, src) = self.peer(call, dst)?;
         let plan = group.plan(Collective::SendRecv, bytes_of(tensor))?;
-        let (sent, args) = Self::tiles(plan, tensor, dst)?;
+        let (sent, args) = self.tiles(plan, tensor, dst)?;
         let transfer = Transfer::new(Exchange::SendRecv, src, dst, group.world_size);
         let rendezvous = group.mailbox.send(src, dst);
-        Ok(Put::new(&self.inner.device, plan).run(rendezvous, sent, args, transfer))
+        Ok(Put::new(&self.inner, plan).run(rendezvous, sent, args, transfer))
     }
 
     /// The recv of `tensor` from `src`, its tiles posted now: it waits
@@ -1100,7 +1132,7 @@ impl Distributed {
         src: usize,
     ) -> Result<impl Future<Output = Result<(), DistError>> + 'static, DistError> {
         let (group, dst) = self.peer(call, src)?;
-        let (tiles, _) = Self::tiles(
+        let (tiles, _) = self.tiles(
             group.plan(Collective::SendRecv, bytes_of(tensor))?,
             tensor,
             src,
@@ -1127,14 +1159,16 @@ struct Put {
     device: Rc<Device>,
     kernel: Kernel<KernelArgs, ()>,
     grid: Grid,
+    sips: JobSips,
 }
 
 impl Put {
-    fn new(device: &Rc<Device>, plan: &Plan) -> Put {
+    fn new(inner: &Inner, plan: &Plan) -> Put {
         Put {
-            device: device.clone(),
+            device: inner.device.clone(),
             kernel: plan.algorithm().kernel(),
             grid: plan.grid(),
+            sips: inner.sips.clone(),
         }
     }
 
@@ -1146,8 +1180,9 @@ impl Put {
         args: KernelArgs,
     ) -> impl Future<Output = Result<(), DistError>> + use<> {
         let put = self.clone();
+        let sip = self.sips.sip_of(rank).unwrap_or(u32::MAX);
         async move {
-            launch(&put.device, &put.kernel, rank as u32, put.grid, args).await?;
+            launch(&put.device, &put.kernel, sip, put.grid, args).await?;
             Ok(())
         }
     }
@@ -1296,7 +1331,7 @@ pub fn check_config(machine: &Machine, ccl: &CclConfig) -> Result<(), DistError>
     for name in ccl.algorithm_names() {
         Plan::check_entry(ccl, name)?;
     }
-    Group::build(machine, ccl, None, None).map(drop)
+    Group::build(machine, ccl, None, (None, false)).map(drop)
 }
 
 impl Group {
@@ -1307,7 +1342,7 @@ impl Group {
         machine: &Machine,
         ccl: &CclConfig,
         chosen: Option<(Collective, &str)>,
-        members: Option<&[u32]>,
+        (members, subgroup): (Option<&[u32]>, bool),
     ) -> Result<Group, DistError> {
         let mut plans = BTreeMap::new();
         for collective in Collective::ALL {
@@ -1358,17 +1393,18 @@ impl Group {
             gathers: Mailbox::new(Exchange::Gather),
             scatters: Mailbox::new(Exchange::Scatter),
             members: members.map(Rc::from),
+            subgroup,
         })
     }
 
-    /// The group rank of world rank `rank`.
-    fn group_rank(&self, rank: usize) -> Result<usize, DistError> {
+    /// The group rank of the caller on SIP `sip`.
+    fn group_rank(&self, sip: u32) -> Result<usize, DistError> {
         let Some(members) = &self.members else {
-            return Ok(rank);
+            return Ok(sip as usize);
         };
-        let position = members.iter().position(|&s| s as usize == rank);
+        let position = members.iter().position(|&s| s == sip);
         position.ok_or_else(|| DistError::NotInGroup {
-            rank,
+            rank: sip as usize,
             members: members.iter().map(|&s| s as usize).collect(),
         })
     }

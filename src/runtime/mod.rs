@@ -7,6 +7,8 @@
 //!   `(sip, cube, pe)` coordinates (seed ADR-0026).
 //! - [`tensor`]: [`Tensor`]s in HBM, H2D / D2H through M_CPU.DMA.
 //! - [`launch`], [`ranks`]: kernel launch and the rank = SIP launcher.
+//! - [`job`]: which SIP each rank of a world runs on (the machine's world,
+//!   or a job's SIPs under `run --jobs`).
 //! - [`distributed`]: `torch.distributed`, the `ahbm` process group
 //!   (`init_process_group`, the collectives, `send` / `recv`, `barrier`);
 //!   [`work`]: the [`Work`] handle of an `async_op` collective, `isend`
@@ -15,6 +17,7 @@
 //! This module may use every layer below it; nothing below may use it.
 
 pub mod distributed;
+pub mod job;
 pub mod launch;
 mod p2p;
 pub mod placement;
@@ -27,6 +30,7 @@ pub mod work;
 pub mod worker;
 
 pub use distributed::{DistError, Distributed, ListMismatch, ReduceOp, check_config};
+pub use job::JobSips;
 pub use placement::{DPPolicy, PlacementError, ShardSpec, Split};
 pub use ranks::{RankError, spawn};
 pub use tensor::{Element, Shard, Tensor, TensorError};

@@ -17,7 +17,6 @@ use std::rc::Rc;
 
 use super::distributed::DistError;
 use super::tensor::Tensor;
-use super::worker;
 use crate::ccl::helpers::check_chunk;
 use crate::ccl::install::{check_slot_memory, install_endpoints, tcm_slot_bytes};
 use crate::ccl::registry;
@@ -45,8 +44,8 @@ pub(super) struct Plan {
     buffer_kind: BufferKind,
     ipcq: IpcqParams,
     network: OnceCell<Rc<IpcqNetwork>>,
-    /// The SIP of each group rank of a sub-group (`new_group`); `None`:
-    /// group rank = SIP.
+    /// The SIP of each group rank of a sub-group (`new_group`) or a job
+    /// (ADR-0116); `None`: group rank = SIP.
     members: Option<Rc<[u32]>>,
     /// Why its IPCQ slots do not fit the memory they go in, if they do
     /// not: refused when a call needs the plan ([`Plan::usable`]), so a
@@ -65,27 +64,27 @@ pub(super) struct Call<'a> {
     pub op: ReduceOp,
     /// The root (or peer) rank.
     pub root: u32,
-    /// The rank whose SIP runs the kernel.
-    pub rank: u32,
+    /// The SIP that runs the kernel: the caller's.
+    pub sip: u32,
 }
 
 impl<'a> Call<'a> {
-    /// An in-place call of the calling worker's rank.
-    pub fn in_place(tensor: &'a Tensor, op: ReduceOp, root: u32) -> Call<'a> {
+    /// An in-place call from SIP `sip`.
+    pub fn in_place(tensor: &'a Tensor, op: ReduceOp, root: u32, sip: u32) -> Call<'a> {
         Call {
             input: tensor,
             output: None,
             op,
             root,
-            rank: worker::get_rank() as u32,
+            sip,
         }
     }
 
-    /// An out-of-place call of the calling worker's rank.
-    pub fn out_of_place(input: &'a Tensor, output: &'a Tensor, op: ReduceOp) -> Call<'a> {
+    /// An out-of-place call from SIP `sip`.
+    pub fn out_of_place(input: &'a Tensor, output: &'a Tensor, op: ReduceOp, sip: u32) -> Call<'a> {
         Call {
             output: Some(output),
-            ..Call::in_place(input, op, 0)
+            ..Call::in_place(input, op, 0, sip)
         }
     }
 }
@@ -256,7 +255,7 @@ impl Plan {
                 world_size: self.world_size,
             });
         }
-        let (tiles, tile_elems) = self.tiles_of(call.input, call.rank)?;
+        let (tiles, tile_elems) = self.tiles_of(call.input, call.sip)?;
         let n_elem = tile_elems / in_blocks;
         if tile_elems % in_blocks != 0 || n_elem == 0 {
             return Err(DistError::BlockMismatch {
@@ -267,7 +266,7 @@ impl Plan {
         }
         let out_tiles = match call.output {
             Some(output) => {
-                let (tiles, elements) = self.tiles_of(output, call.rank)?;
+                let (tiles, elements) = self.tiles_of(output, call.sip)?;
                 if elements != n_elem * out_blocks {
                     return Err(DistError::OutputSize {
                         tensor: output.name().to_owned(),
@@ -301,7 +300,7 @@ impl Plan {
             tile,
             dtype: call.input.dtype(),
             call: CallArgs::new(collective, call.op, root, out_tiles),
-            sip_rank: self.group_rank(call.rank)?,
+            sip_rank: self.group_rank(call.sip)?,
             sip_arrangement: self.shape.sip_arrangement,
             params: self.params.clone(),
             slot_bytes: self.ipcq.slot_bytes,
@@ -337,20 +336,20 @@ impl Plan {
         &self.endpoints
     }
 
-    /// `tensor`'s tile addresses on `rank`'s SIP, one per cube, and their
+    /// `tensor`'s tile addresses on SIP `sip`, one per cube, and their
     /// common element count.
-    fn tiles_of(&self, tensor: &Tensor, rank: u32) -> Result<(Rc<[u64]>, usize), DistError> {
+    fn tiles_of(&self, tensor: &Tensor, sip: u32) -> Result<(Rc<[u64]>, usize), DistError> {
         let name = || tensor.name().to_owned();
         if !tensor.is_deployed() {
             return Err(DistError::NotDeployed(name()));
         }
         let shards = tensor.shards()?;
-        let mine: Vec<_> = shards.iter().filter(|s| s.spec.sip == rank).collect();
+        let mine: Vec<_> = shards.iter().filter(|s| s.spec.sip == sip).collect();
         let cubes = self.shape.cubes();
         if mine.len() != cubes as usize {
             return Err(DistError::TileMismatch {
                 tensor: name(),
-                sip: rank,
+                sip,
                 tiles: mine.len(),
                 algorithm: self.entry.clone(),
                 cubes,
@@ -360,7 +359,7 @@ impl Plan {
         if bytes.iter().any(|&b| b != bytes[0]) {
             return Err(DistError::UnequalShards {
                 tensor: name(),
-                sip: rank,
+                sip,
                 bytes,
             });
         }

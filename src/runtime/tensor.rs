@@ -345,7 +345,7 @@ impl Tensor {
 
     fn span(&self, what: &'static str, shards: &[Shard]) -> tracing::Span {
         let bytes: u64 = shards.iter().map(|s| s.bytes).sum();
-        let component = format!("host.rank{}", worker::get_rank());
+        let component = self.runtime.host_track(worker::get_rank());
         tracing::info_span!("copy", component, direction = what, tensor = %self.name, bytes)
     }
 

@@ -30,6 +30,7 @@ use std::rc::Rc;
 use ndarray::{ArrayBase, Data, Dimension};
 
 use super::distributed::Distributed;
+use super::job::JobSips;
 use super::placement::{DPPolicy, MachineBounds, PlacementError};
 use super::tensor::{Element, Tensor, TensorError};
 use super::worker;
@@ -87,14 +88,45 @@ pub struct Torch {
     pub distributed: Distributed,
 }
 
-/// What tensors share: the device and the VA space.
+/// What tensors share: the device, the VA space and the job they serve.
 pub(super) struct Runtime {
     pub(super) device: Rc<Device>,
     pub(super) va: RefCell<VirtualAllocator>,
     next_id: Cell<u64>,
+    job: Job,
+}
+
+/// The job a facade serves (ADR-0116): the machine's world, or one job of
+/// `run --jobs` with its name, its SIPs and whether its workload marks the
+/// interval `--explain` explains.
+#[derive(Debug, Clone)]
+struct Job {
+    name: Option<Rc<str>>,
+    sips: JobSips,
+    marks: bool,
+}
+
+impl Job {
+    /// The machine's world, whose workload marks the interval.
+    fn machine() -> Job {
+        Job {
+            name: None,
+            sips: JobSips::machine(),
+            marks: true,
+        }
+    }
 }
 
 impl Runtime {
+    /// The trace track of the calling rank's host copies: `host.rank{r}`,
+    /// or `{job}.host.rank{r}` in a job, so each job has tracks of its own.
+    pub(super) fn host_track(&self, rank: usize) -> String {
+        match &self.job.name {
+            Some(job) => format!("{job}.host.rank{rank}"),
+            None => format!("host.rank{rank}"),
+        }
+    }
+
     /// A fresh default tensor name: `tensor0`, `tensor1`, ...
     pub(super) fn next_name(&self) -> String {
         let id = self.next_id.get();
@@ -112,16 +144,34 @@ impl Torch {
     /// A facade over `device`; `torch.distributed` reads the embedded
     /// ccl.yaml.
     pub fn new(device: Rc<Device>) -> Torch {
-        Torch::build(device, None)
+        Torch::build(device, None, Job::machine())
     }
 
     /// A facade over `device` whose `torch.distributed` reads `ccl`.
     pub fn with_ccl(device: Rc<Device>, ccl: CclConfig) -> Torch {
-        Torch::build(device, Some(ccl))
+        Torch::build(device, Some(ccl), Job::machine())
     }
 
-    fn build(device: Rc<Device>, ccl: Option<CclConfig>) -> Torch {
-        let distributed = Distributed::new(device.clone(), ccl);
+    /// A facade for the job `name` of `run --jobs` on `device`, its rank
+    /// `r` on `sips[r]` (ADR-0116); `marks` says whether its workload
+    /// marks the interval `--explain` explains (one job's per run).
+    pub fn for_job(
+        device: Rc<Device>,
+        ccl: Option<CclConfig>,
+        name: &str,
+        sips: &[u32],
+        marks: bool,
+    ) -> Torch {
+        let job = Job {
+            name: Some(Rc::from(name)),
+            sips: JobSips::job(sips),
+            marks,
+        };
+        Torch::build(device, ccl, job)
+    }
+
+    fn build(device: Rc<Device>, ccl: Option<CclConfig>, job: Job) -> Torch {
+        let distributed = Distributed::new(device.clone(), ccl, job.sips.clone());
         let map = device.fabric().machine().address_map().clone();
         let va = VirtualAllocator::with_page_size(map, TENSOR_PAGE_SIZE)
             .expect("TENSOR_PAGE_SIZE is a power of two");
@@ -130,6 +180,7 @@ impl Torch {
                 device,
                 va: RefCell::new(va),
                 next_id: Cell::new(0),
+                job,
             }),
             ahbm: Ahbm,
             accelerator: Accelerator,
@@ -147,17 +198,50 @@ impl Torch {
         self.runtime.device.data_mode()
     }
 
-    /// The SIP new tensors go to: the caller's bound device, else 0.
+    /// The SIP new tensors go to: the caller's bound device, else 0 (in
+    /// a job, device `d` is the job's `d`-th SIP).
     pub fn target_sip(&self) -> Result<u32, PlacementError> {
         let device = self.ahbm.current_device().unwrap_or(0);
-        let sips = self.runtime.bounds().sips;
-        u32::try_from(device)
-            .ok()
-            .filter(|&sip| sip < sips)
+        let machine = self.runtime.bounds().sips;
+        let sips = &self.runtime.job.sips;
+        let count = sips.listed().map_or(machine, |listed| listed.len() as u32);
+        sips.sip_of(device)
+            .filter(|&sip| sip < machine)
             .ok_or(PlacementError::NoSuchSip {
                 sip: u32::try_from(device).unwrap_or(u32::MAX),
-                sips,
+                sips: count,
             })
+    }
+
+    /// The SIPs of the job this facade serves, in rank order; `None` for
+    /// the machine's world (rank = SIP).
+    pub fn job_sips(&self) -> Option<&[u32]> {
+        self.runtime.job.sips.listed()
+    }
+
+    /// The SIPs of this facade's world: the job's, or the machine's.
+    pub fn world_sips(&self) -> usize {
+        let machine = self.runtime.bounds().sips as usize;
+        self.job_sips().map_or(machine, <[u32]>::len)
+    }
+
+    /// The SIP rank `rank` of this facade's world runs on (`rank` itself
+    /// past a job's ranks: there is none).
+    pub fn sip_of_rank(&self, rank: usize) -> u32 {
+        let sip = self.runtime.job.sips.sip_of(rank);
+        sip.unwrap_or_else(|| u32::try_from(rank).unwrap_or(u32::MAX))
+    }
+
+    /// The job's name under `run --jobs`; `None` for the machine's world.
+    pub fn job_name(&self) -> Option<&str> {
+        self.runtime.job.name.as_deref()
+    }
+
+    /// Whether this facade's workload marks the interval `--explain`
+    /// explains: when explain records, and (under `run --jobs`) it is the
+    /// explained job.
+    pub fn marks_interval(&self) -> bool {
+        self.runtime.job.marks && crate::hw::explain::recording()
     }
 
     /// A tensor of zeros placed by `dp` on the caller's SIP (untimed:

@@ -291,6 +291,7 @@ pub async fn run(
         check_host_memory(dist.get_world_size()?, size, &shape, host_available())?;
     }
     let machine = torch.device().fabric().machine().clone();
+    let job_sips: Option<Vec<u32>> = torch.job_sips().map(<[u32]>::to_vec);
     let results = spawn(dist.get_world_size()?, move |_rank| {
         let torch = torch.clone();
         async move { worker(&torch, shape).await }
@@ -299,7 +300,7 @@ pub async fn run(
     .map_err(|e| WorkloadError::Rank(e.rank, Box::new(e.source)))?;
     let algorithm = dist.algorithm(collective, shape.rank_input_bytes())?;
     let mut outcome = outcome(&algorithm, &shape, &results);
-    limit_check(&machine, &shape, &mut outcome);
+    limit_check(&machine, &shape, job_sips.as_deref(), &mut outcome);
     Ok(outcome)
 }
 
@@ -307,10 +308,16 @@ pub async fn run(
 /// `limit_ps` and `limit_pct` (the bound as a share of the time: how
 /// close to the limit) and the check `within_physical_limit`, which fails
 /// when the time beats the bound.
-fn limit_check(machine: &crate::topology::Machine, shape: &Shape, outcome: &mut Outcome) {
+fn limit_check(
+    machine: &crate::topology::Machine,
+    shape: &Shape,
+    sips: Option<&[u32]>,
+    outcome: &mut Outcome,
+) {
     let call = super::limit::Call {
         collective: shape.collective,
         ranks: shape.ranks(),
+        sips,
         cubes: shape.cubes,
         block_bytes: u64::try_from(shape.block_bytes()).unwrap_or(u64::MAX),
         block_elements: shape.n_elem as u64,
@@ -534,7 +541,7 @@ async fn worker(torch: &Torch, shape: Shape) -> Result<RankResult, WorkloadError
     };
     dist.barrier().await?;
     let start = sim::now();
-    let marks = get_rank() == 0 && explain::recording();
+    let marks = get_rank() == 0 && torch.marks_interval();
     if marks {
         explain::mark_start(torch.device());
     }

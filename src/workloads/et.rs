@@ -24,7 +24,8 @@
 //! (`et_ps`); per rank its compute, communication and exposed
 //! communication (communication while no compute runs); per collective
 //! type the count, bytes and time. `--trace` gets one slice per node on
-//! its rank's `sip{r}.et.*` tracks, named by the node's name.
+//! its rank's `sip{s}.et.*` tracks (`s` its SIP: the rank, but in a job
+//! of `run --jobs`), named by the node's name.
 //!
 //! A client of `runtime`; knows the `chakra` graphs, nothing of the CLI.
 
@@ -128,6 +129,8 @@ pub struct EtResult {
 /// Everything a rank's node tasks share.
 struct RankContext {
     rank: usize,
+    /// The SIP the rank runs on (its own number but in a job).
+    sip: u32,
     torch: Torch,
     set: Rc<TraceSet>,
     groups: Rc<BTreeMap<String, Distributed>>,
@@ -177,7 +180,12 @@ pub async fn run(
         .spec()
         .simulation()
         .repeats;
-    let symmetry = Symmetry::of(torch.device().fabric().machine().spec().system().sips);
+    // A job's ranks are not the machine's SIPs: only the very same
+    // members replay a call (ADR-0116).
+    let symmetry = match torch.job_sips() {
+        None => Symmetry::of(torch.device().fabric().machine().spec().system().sips),
+        Some(_) => Symmetry::None,
+    };
     let replays = (repeats == Repeats::Replay).then(|| Rc::new(Replays::new(symmetry)));
     let start = sim::now();
     let shared = (torch, set, groups, replays.clone());
@@ -323,7 +331,8 @@ impl RankContext {
         replays: Option<Rc<Replays>>,
     ) -> Rc<RankContext> {
         let graph = &set.graphs[rank];
-        let slowdown = slowest_pe(torch.device().fabric().machine(), rank as u32);
+        let sip = torch.sip_of_rank(rank);
+        let slowdown = slowest_pe(torch.device().fabric().machine(), sip);
         let done = graph
             .nodes
             .iter()
@@ -341,6 +350,7 @@ impl RankContext {
             .collect();
         Rc::new(RankContext {
             rank,
+            sip,
             torch,
             done,
             previous,
@@ -627,8 +637,8 @@ impl RankContext {
             lane
         };
         let track = match lane {
-            0 => format!("sip{}.et.{}", self.rank, stream.track()),
-            lane => format!("sip{}.et.{}{lane}", self.rank, stream.track()),
+            0 => format!("sip{}.et.{}", self.sip, stream.track()),
+            lane => format!("sip{}.et.{}{lane}", self.sip, stream.track()),
         };
         trace::record_complete(&CompleteEvent {
             track: &track,

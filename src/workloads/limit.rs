@@ -31,11 +31,14 @@ use crate::topology::{EdgeKind, LinkCatalog, Machine};
 
 /// One collective call as the bound sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Call {
+pub struct Call<'a> {
     /// The collective.
     pub collective: Collective,
-    /// Participating ranks (SIPs `0..ranks`).
+    /// Participating ranks (SIPs `0..ranks`, or the job's).
     pub ranks: usize,
+    /// A job's SIPs in rank order (`run --jobs`, ADR-0116); `None`: rank
+    /// `r` on SIP `r`.
+    pub sips: Option<&'a [u32]>,
     /// Cubes per SIP (every cube one endpoint).
     pub cubes: usize,
     /// Bytes of one block (a cube's share of one participant's data).
@@ -103,11 +106,16 @@ pub fn bound(machine: &Machine, call: &Call) -> Limit {
             best = limit;
         }
     };
-    for (sip, links) in sips.iter().enumerate() {
-        consider(format!("sip{sip}"), links, sip_crossing(call, sip));
+    for (rank, links) in sips.iter().enumerate() {
+        consider(
+            format!("sip{}", call.sip(rank)),
+            links,
+            sip_crossing(call, rank),
+        );
     }
     for (index, links) in cubes.iter().enumerate() {
-        let name = format!("sip{}.cube{}", index / call.cubes, index % call.cubes);
+        let sip = call.sip(index / call.cubes);
+        let name = format!("sip{sip}.cube{}", index % call.cubes);
         consider(name, links, cube_crossing(call, index));
     }
     let compute = compute_ps(machine, call);
@@ -144,8 +152,8 @@ fn cut_links(machine: &Machine, call: &Call) -> (Vec<CutLinks>, Vec<CutLinks>) {
         let (bandwidth, latency) = (params.effective_bandwidth(), lat(params) + extra);
         let (from, to) = (machine.node(edge.from), machine.node(edge.to));
         let at = |node: &crate::topology::Node| {
-            let sip = node.sip.map(|s| s as usize).filter(|&s| s < call.ranks)?;
-            Some((sip, node.cube.map(|c| c as usize)?))
+            let rank = call.rank_of(node.sip?)?;
+            Some((rank, node.cube.map(|c| c as usize)?))
         };
         for (node, into) in [(from, false), (to, true)] {
             let Some((sip, cube)) = at(node) else {
@@ -160,6 +168,21 @@ fn cut_links(machine: &Machine, call: &Call) -> (Vec<CutLinks>, Vec<CutLinks>) {
         }
     }
     (sips, cubes)
+}
+
+impl Call<'_> {
+    /// The SIP of rank `rank`.
+    fn sip(&self, rank: usize) -> usize {
+        self.sips.map_or(rank, |sips| sips[rank] as usize)
+    }
+
+    /// The rank on SIP `sip`, if it takes part.
+    fn rank_of(&self, sip: u32) -> Option<usize> {
+        match self.sips {
+            None => Some(sip as usize).filter(|&r| r < self.ranks),
+            Some(sips) => sips.iter().position(|&s| s == sip),
+        }
+    }
 }
 
 /// The bound one cut sets, `None` when nothing must cross it.
@@ -285,10 +308,11 @@ mod tests {
         Machine::build(&spec.unwrap()).unwrap()
     }
 
-    fn call(collective: Collective, ranks: usize, cubes: usize, block: u64) -> Call {
+    fn call(collective: Collective, ranks: usize, cubes: usize, block: u64) -> Call<'static> {
         Call {
             collective,
             ranks,
+            sips: None,
             cubes,
             block_bytes: block,
             block_elements: block / 2,
@@ -306,6 +330,25 @@ mod tests {
         let want = block * 1_000_000_000_000 / 80_000_000_000 + 500_000 + 4 * 5_000;
         assert_eq!(got.ps, want, "{got}");
         assert!(got.reason.starts_with("sip"), "{got}");
+    }
+
+    #[test]
+    fn a_job_s_cuts_are_its_own_sips() {
+        // On a ring of 8 every SIP has two links each way: a job on SIPs 5
+        // and 6 has the bound of SIPs 0 and 1, found at its own SIPs.
+        let m = machine(&["system.sips.count=8"]);
+        let block = 4096;
+        let world = bound(&m, &call(Collective::AllGather, 2, 16, block));
+        let job = Call {
+            sips: Some(&[5, 6]),
+            ..call(Collective::AllGather, 2, 16, block)
+        };
+        let got = bound(&m, &job);
+        assert_eq!(got.ps, world.ps, "{got}");
+        assert!(
+            got.reason.starts_with("sip5") || got.reason.starts_with("sip6"),
+            "{got}"
+        );
     }
 
     #[test]

@@ -21,6 +21,7 @@
 pub mod collective;
 pub mod et;
 pub mod gemm_check;
+pub mod jobs;
 pub mod limit;
 pub mod megatron;
 mod options;
@@ -30,6 +31,7 @@ pub mod tensor_parallel;
 pub mod tiled_gemm;
 
 use std::collections::BTreeMap;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use futures::future::LocalBoxFuture;
@@ -38,10 +40,11 @@ pub use options::{ByteSize, GemmDims, Options, Param};
 pub use report::{Check, Figure, Outcome, Report, Value};
 
 use crate::device::{Device, DeviceError};
+use crate::explain::Explanation;
 use crate::mem::{DataMode, VaError};
 use crate::runtime::launch::LaunchError;
 use crate::runtime::{DistError, TensorError, Torch, scope_rank};
-use crate::sim::{JoinError, SimError, SimTime, Simulation};
+use crate::sim::{JoinError, SimDuration, SimError, SimTime, Simulation};
 use crate::topology::Machine;
 
 /// The workload modules (public: their helpers are API, e.g.
@@ -90,6 +93,9 @@ pub enum WorkloadError {
     /// A `torch.distributed` call failed.
     #[error(transparent)]
     Dist(Box<DistError>),
+    /// A job of `run --jobs` failed (named by the job).
+    #[error("job {0}: {1}")]
+    Job(String, Box<WorkloadError>),
     /// A rank worker failed (the others were cancelled).
     #[error("rank {0} failed: {1}")]
     Rank(usize, Box<WorkloadError>),
@@ -127,6 +133,7 @@ impl WorkloadError {
             | WorkloadError::Generate(_)
             | WorkloadError::Explain(_) => true,
             WorkloadError::Dist(error) => error.is_config(),
+            WorkloadError::Job(_, error) => error.is_usage(),
             _ => false,
         }
     }
@@ -261,16 +268,7 @@ impl Workload {
     ) -> Result<Report, WorkloadError> {
         self.check_params(options)?;
         let options = &collective::with_msccl_entry(options)?;
-        let data = if options.verify_data {
-            DataMode::On
-        } else {
-            DataMode::Off
-        };
-        let device = Device::from_machine(machine, data)?;
-        match options.verify_data {
-            true => device.replay_ops_as_applied(),
-            false => device.stop_recording_ops(),
-        }
+        let device = run_device(machine, options.verify_data)?;
         let mut simulation = Simulation::new();
         if options.explain {
             crate::explain::install(&mut simulation, &device, options.explain_budget());
@@ -296,35 +294,87 @@ impl Workload {
             Err(stall) if !handle.is_finished() => return Err(stall.into()),
             stats => stats,
         };
-        let mut outcome = handle.output()??;
+        let outcome = handle.output()??;
         let stats = stats?;
         let explanation = explanation?.flatten();
-        outcome.figures.extend(run_figures(&torch, stats.events));
-        if options.verify_data {
-            outcome.checks.push(replay_check(&device));
-        }
         let simulated = simulation.now().saturating_since(SimTime::ZERO);
-        let mut report = Report::new(self.name, options.verify_data, simulated, outcome);
-        if let Some(mut explanation) = explanation {
-            let model = report.figures.iter().find(|f| f.name == "model_ps");
-            if let Some(Figure {
-                value: Value::Int(model),
-                ..
-            }) = model
-            {
-                explanation.add_model(*model);
-            }
-            if let Some((figure, time, limit, detail)) = physical_bound(&report) {
-                explanation.add_bound(figure, time, limit, detail);
-            }
-            let figures = explanation.figures();
-            report
-                .figures
-                .extend(figures.into_iter().map(|(n, ps)| Figure::int(n, ps)));
-            report.explain = Some(explanation);
-        }
-        Ok(report)
+        let ran = Ran {
+            torch: &torch,
+            device: &device,
+            events: stats.events,
+            simulated,
+        };
+        Ok(ran.report(self.name, options.verify_data, outcome, explanation))
     }
+}
+
+/// A fresh device of `machine` for one run: keeping every byte and
+/// replaying ops as applied with `--verify-data`, keeping none otherwise.
+fn run_device(machine: Arc<Machine>, verify_data: bool) -> Result<Rc<Device>, WorkloadError> {
+    let data = if verify_data {
+        DataMode::On
+    } else {
+        DataMode::Off
+    };
+    let device = Device::from_machine(machine, data)?;
+    match verify_data {
+        true => device.replay_ops_as_applied(),
+        false => device.stop_recording_ops(),
+    }
+    Ok(device)
+}
+
+/// What a finished host ran on: its facade, the device, the run's events
+/// and the simulated time its report gives.
+struct Ran<'a> {
+    torch: &'a Torch,
+    device: &'a Device,
+    events: u64,
+    simulated: SimDuration,
+}
+
+impl Ran<'_> {
+    /// The report of workload `name`'s `outcome`: the run's figures added,
+    /// the op-log replay check with `--verify-data`, and the explanation
+    /// with the model's and the physical bound's figures beside it.
+    fn report(
+        &self,
+        name: &'static str,
+        verify_data: bool,
+        mut outcome: Outcome,
+        explanation: Option<Explanation>,
+    ) -> Report {
+        outcome.figures.extend(run_figures(self.torch, self.events));
+        if verify_data {
+            outcome.checks.push(replay_check(self.device));
+        }
+        let mut report = Report::new(name, verify_data, self.simulated, outcome);
+        if let Some(explanation) = explanation {
+            attach_explanation(&mut report, explanation);
+        }
+        report
+    }
+}
+
+/// `explanation` in `report`, with the gap to `model_ps` and the physical
+/// bound when the report has them, and its figures added.
+fn attach_explanation(report: &mut Report, mut explanation: Explanation) {
+    let model = report.figures.iter().find(|f| f.name == "model_ps");
+    if let Some(Figure {
+        value: Value::Int(model),
+        ..
+    }) = model
+    {
+        explanation.add_model(*model);
+    }
+    if let Some((figure, time, limit, detail)) = physical_bound(report) {
+        explanation.add_bound(figure, time, limit, detail);
+    }
+    let figures = explanation.figures();
+    report
+        .figures
+        .extend(figures.into_iter().map(|(n, ps)| Figure::int(n, ps)));
+    report.explain = Some(explanation);
 }
 
 /// The task slot of a run's host task (the first spawned).

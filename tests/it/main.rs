@@ -52,6 +52,7 @@ mod launch_grid;
 mod mem_alloc;
 mod mem_oplog;
 mod mem_store;
+mod multi_job;
 mod physical_limit;
 mod probe;
 mod readme_tour;
