@@ -478,3 +478,51 @@ fn a_slow_sip_stretches_its_ranks_trace_compute() {
     }
     assert!(figure(&after, "et_ps") > figure(&before, "et_ps"));
 }
+
+/// Issue 38's slow-SIP step: a GPT-3 13B step (tp 4, dp 2, pp 2 on a
+/// 4×4 torus, two layers, flow fidelity with replay) with SIP 12 at
+/// compute factor 2. Rank 12 is in stage 1 (`rank / (tp × dp)`): that
+/// stage's busiest compute doubles, it becomes the bottleneck stage, and
+/// the step and its exposed communication are reported and grow.
+#[test]
+fn a_slow_sip_makes_its_pipeline_stage_the_bottleneck_of_a_13b_step() {
+    let base = [
+        "system.sips.count=16",
+        "system.sips.topology=torus_2d",
+        "simulation.fidelity=flow",
+        "simulation.repeats=replay",
+    ];
+    let slow = [
+        &base[..],
+        &[
+            "faults.compute.slow.at=sip12",
+            "faults.compute.slow.slowdown=2",
+        ],
+    ]
+    .concat();
+    let params = [
+        ("model", "gpt3-13b"),
+        ("tp", "4"),
+        ("dp", "2"),
+        ("pp", "2"),
+        ("layers", "2"),
+    ];
+    let healthy = run("transformer_step", &spec(None, &base), &params);
+    let faulted = run("transformer_step", &spec(None, &slow), &params);
+    let stage = |r: &Report, s: usize| figure(r, &format!("stage{s}_compute_ps"));
+    assert_eq!(
+        stage(&healthy, 0),
+        stage(&healthy, 1),
+        "healthy stages alike"
+    );
+    assert_eq!(
+        figure(&healthy, "bottleneck_stage"),
+        0,
+        "the first of equals"
+    );
+    assert_eq!(stage(&faulted, 1), 2 * stage(&healthy, 1));
+    assert_eq!(stage(&faulted, 0), stage(&healthy, 0));
+    assert_eq!(figure(&faulted, "bottleneck_stage"), 1);
+    assert!(figure(&faulted, "step_ps") > figure(&healthy, "step_ps"));
+    assert!(figure(&faulted, "exposed_comm_ps") > 0);
+}
