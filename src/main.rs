@@ -49,6 +49,11 @@ struct Cli {
     #[arg(long, global = true, value_name = "FILE")]
     ccl: Option<PathBuf>,
 
+    /// With an output folder (`--out`, `calibrate --report`): write into a
+    /// folder that already holds files, replacing those of the same names.
+    #[arg(long, global = true)]
+    force: bool,
+
     /// Override one value, e.g. `system.sips.count=4`; prefix with `ccl.` to
     /// address ccl.yaml (`ccl.defaults.n_elem=16`). Repeatable; later wins.
     #[arg(long = "set", global = true, value_name = "KEY.PATH=VALUE")]
@@ -377,6 +382,21 @@ struct RunArgs {
     /// that needs more is refused with its estimate.
     #[arg(long, value_name = "BYTES", requires = "explain")]
     explain_memory: Option<workloads::ByteSize>,
+
+    /// With --explain: which of the critical path's lines explain.json,
+    /// --json and the text keep: `ends` (the first and last 12, and a
+    /// count of the rest) or `whole` (every line; can be hundreds of MB).
+    #[arg(long, value_enum, default_value = "ends", requires = "explain")]
+    explain_path: ExplainPath,
+}
+
+/// `--explain-path`'s values.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ExplainPath {
+    /// The first and last lines, and a count of the rest.
+    Ends,
+    /// Every line.
+    Whole,
 }
 
 #[derive(Debug, Args)]
@@ -455,6 +475,11 @@ enum CliError {
     Output(#[from] io::Error),
     #[error("cannot write output to {}: {source}", path.display())]
     OutputPath { path: PathBuf, source: io::Error },
+    #[error(
+        "output folder {} already holds files ({files}): give --force to replace those of the same names, or name another folder",
+        path.display()
+    )]
+    OutFolderHeld { path: PathBuf, files: String },
     #[error("web --inputs {}: {source}", path.display())]
     InputFolder { path: PathBuf, source: io::Error },
     #[error(
@@ -511,6 +536,7 @@ impl CliError {
             | CliError::Report(_)
             | CliError::Reference(_)
             | CliError::ChakraGen(_)
+            | CliError::OutFolderHeld { .. }
             | CliError::Calibrate(calibrate::CalibrateError::Usage(_)) => ExitCode::from(2),
             CliError::Workload(error) if error.is_usage() => ExitCode::from(2),
             CliError::Output(_)
@@ -805,7 +831,8 @@ fn run(cli: &Cli, matches: &ArgMatches) -> Result<(), CliError> {
                 .subcommand_matches("run")
                 .map(workload_flags::values)
                 .unwrap_or_default();
-            bench(&topology, ccl, args, params)
+            let out = OutFolder { force: cli.force };
+            bench(&topology, ccl, args, params, out)
         }
     }
 }
@@ -942,7 +969,8 @@ fn write_explanation(
     machine: &Machine,
     explanation: &kernbench::explain::Explanation,
 ) -> Result<(), CliError> {
-    use kernbench::harness::web::{Heat, cube_heat_svg, topology_heat_svg};
+    use kernbench::harness::heat::Heat;
+    use kernbench::harness::web::{cube_heat_svg, topology_heat_svg};
     let write = |name: &str, text: String| write_file(&dir.join(name), text);
     prepare_out(dir)?;
     write(
@@ -961,6 +989,7 @@ fn bench(
     ccl: CclConfig,
     args: &RunArgs,
     params: BTreeMap<String, String>,
+    out: OutFolder,
 ) -> Result<(), CliError> {
     if args.explain_memory.is_some_and(|b| b.0 < 1 << 10) {
         let message = "--explain-memory: at least 1K (the causal log needs room to record)";
@@ -969,7 +998,7 @@ fn bench(
         )));
     }
     if let Some(dir) = &args.out {
-        prepare_out(dir)?;
+        claim_out(dir, out.force)?;
     }
     let machine = std::sync::Arc::new(Machine::build(topology)?);
     let options = Options {
@@ -978,6 +1007,10 @@ fn bench(
         ccl: Some(ccl),
         explain: args.explain,
         explain_memory: args.explain_memory.map(|b| b.0),
+        explain_path: match args.explain_path {
+            ExplainPath::Ends => kernbench::explain::PathKept::Ends,
+            ExplainPath::Whole => kernbench::explain::PathKept::Whole,
+        },
     };
     if let Some(file) = &args.jobs {
         return run_jobs_file(&machine, args, options, file);
@@ -1096,7 +1129,7 @@ fn run_sweep(
     }
     let bases = vary_variants(cli, args, topology, ccl)?;
     if let Some(dir) = &args.out {
-        prepare_out(dir)?;
+        claim_out(dir, cli.force)?;
     }
     let variants = sweep_variants(&cli.fidelity, &args.buffer_kind, bases);
     let plan =
@@ -1200,6 +1233,35 @@ fn sweep_outcome(rows: &[&results::Row]) -> Result<(), CliError> {
 
 /// Makes sure `dir` can take the results before the first point runs:
 /// created if missing, a writable directory.
+/// How a command may use an output folder that already holds files.
+#[derive(Debug, Clone, Copy)]
+struct OutFolder {
+    /// `--force`: replace the files of the same names.
+    force: bool,
+}
+
+/// [`prepare_out`] for a folder a command is about to fill: refused when
+/// it already holds files, unless `force` (`--force`).
+fn claim_out(dir: &Path, force: bool) -> Result<(), CliError> {
+    let mut held: Vec<String> = match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    if !force && !held.is_empty() {
+        held.sort();
+        let shown = held.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+        let more = if held.len() > 3 { ", ..." } else { "" };
+        return Err(CliError::OutFolderHeld {
+            path: dir.to_owned(),
+            files: format!("{shown}{more}"),
+        });
+    }
+    prepare_out(dir)
+}
+
 fn prepare_out(dir: &Path) -> Result<(), CliError> {
     let error = |source| CliError::OutputPath {
         path: dir.to_owned(),
@@ -1302,8 +1364,7 @@ fn write_results(dir: &Path, set: &results::ResultSet) -> Result<Vec<figures::Sv
     prepare_out(dir)?;
     write_file(&dir.join("results.json"), set.to_json())?;
     write_file(&dir.join("results.csv"), set.to_csv())?;
-    let rows: Vec<_> = set.rows().collect();
-    let svgs = figures::figures(&rows);
+    let svgs = figures::of_set(set);
     for svg in &svgs {
         write_file(&dir.join(&svg.file), &svg.text)?;
     }
@@ -1320,7 +1381,7 @@ fn write_file(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), CliError> {
 
 /// `kernbench report`: merge, compare with the reference, write.
 fn run_report(cli: &Cli, args: &ReportArgs, topology: &TopologySpec) -> Result<(), CliError> {
-    prepare_out(&args.out)?;
+    claim_out(&args.out, cli.force)?;
     let sets = args
         .dirs
         .iter()
@@ -1423,7 +1484,7 @@ fn run_calibrate(
         check_out_file(path)?;
     }
     if let Some(dir) = &args.report {
-        prepare_out(dir)?;
+        claim_out(dir, cli.force)?;
     }
     let fit = problem.fit(&mut |line: &str| eprintln!("{line}"))?;
     print_out(&fit.render())?;

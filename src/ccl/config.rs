@@ -478,6 +478,11 @@ impl CclConfig {
         &self.defaults
     }
 
+    /// Every entry's name, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.algorithms.keys().map(String::as_str)
+    }
+
     /// The algorithm called `name`, with defaults filled in.
     pub fn algorithm(&self, name: &str) -> Option<Algorithm<'_>> {
         let (name, entry) = self.algorithms.get_key_value(name)?;

@@ -6,10 +6,10 @@
 //! its traffic was rerouted over (ADR-0115). Nothing for a healthy
 //! machine.
 //!
-//! Knows the critical path's steps and the faults' names; nothing of how
+//! Knows the components' time on the critical path and the faults' names; nothing of how
 //! either was made.
 
-use super::{Share, Step};
+use super::{OnPath, Share};
 use crate::hw::explain::Class;
 use crate::topology::FaultsSpec;
 use crate::topology::faults::{DownFault, entry};
@@ -18,15 +18,14 @@ use crate::topology::naming;
 /// Each fault of `faults` with its time on `path`, in the order written
 /// (links, compute, stragglers, down); `rerouted` names the links routes
 /// took around parts down for good.
-pub(super) fn shares(path: &[Step], faults: &FaultsSpec, rerouted: &[String]) -> Vec<Share> {
-    let on =
-        |hit: &dyn Fn(&Step) -> bool| path.iter().filter(|s| hit(s)).map(|s| s.duration_ps).sum();
+pub(super) fn shares(path: &[OnPath], faults: &FaultsSpec, rerouted: &[String]) -> Vec<Share> {
+    let on = |hit: &dyn Fn(&OnPath) -> bool| path.iter().filter(|s| hit(s)).map(|s| s.ps).sum();
     let mut shares = Vec::new();
     for (name, fault) in faults.links.iter() {
         let link = &fault.link;
         let forward = format!("{}->{}", link.from, link.to);
         let back = format!("{}->{}", link.to, link.from);
-        let hit = |s: &Step| s.component == forward || (link.both && s.component == back);
+        let hit = |s: &OnPath| s.name == forward || (link.both && s.name == back);
         shares.push(Share {
             name: format!(
                 "{}: {link} (bandwidth x{}, +{})",
@@ -40,12 +39,12 @@ pub(super) fn shares(path: &[Step], faults: &FaultsSpec, rerouted: &[String]) ->
     }
     for (name, fault) in faults.compute.iter() {
         let prefix = format!("{}.", fault.at);
-        let compute = |s: &Step| {
+        let compute = |s: &OnPath| {
             [Class::PeMath, Class::DmaIssue]
                 .iter()
                 .any(|c| s.class == c.name())
         };
-        let hit = |s: &Step| s.component.starts_with(&prefix) && compute(s);
+        let hit = |s: &OnPath| s.name.starts_with(&prefix) && compute(s);
         shares.push(Share {
             name: format!(
                 "{}: {} (slowdown {})",
@@ -71,7 +70,7 @@ pub(super) fn shares(path: &[Step], faults: &FaultsSpec, rerouted: &[String]) ->
                 straggler.collective.name()
             ),
             class: "straggler".to_owned(),
-            ps: on(&|s: &Step| s.component == wait),
+            ps: on(&|s: &OnPath| s.name == wait),
         });
     }
     for (name, fault) in faults.down.iter() {
@@ -82,13 +81,9 @@ pub(super) fn shares(path: &[Step], faults: &FaultsSpec, rerouted: &[String]) ->
 
 /// The first six of `links`, those with the most time on `path` first
 /// (ties in the order given), and how many more.
-fn busiest_first(path: &[Step], links: &[String]) -> String {
-    let time = |link: &String| -> u64 {
-        path.iter()
-            .filter(|s| &s.component == link)
-            .map(|s| s.duration_ps)
-            .sum()
-    };
+fn busiest_first(path: &[OnPath], links: &[String]) -> String {
+    let time =
+        |link: &String| -> u64 { path.iter().filter(|s| &s.name == link).map(|s| s.ps).sum() };
     let mut timed: Vec<(u64, &String)> = links.iter().map(|l| (time(l), l)).collect();
     timed.sort_by_key(|&(ps, _)| std::cmp::Reverse(ps));
     let names: Vec<&str> = timed.iter().take(6).map(|(_, l)| l.as_str()).collect();
@@ -102,28 +97,27 @@ fn busiest_first(path: &[Step], links: &[String]) -> String {
 /// A part down: for good, the path's time on the links its traffic was
 /// rerouted over (named, the first six); for a window, its time on the
 /// part itself (the wait for the repair).
-fn down_share(path: &[Step], entry: String, fault: &DownFault, rerouted: &[String]) -> Share {
-    let on =
-        |hit: &dyn Fn(&Step) -> bool| path.iter().filter(|s| hit(s)).map(|s| s.duration_ps).sum();
+fn down_share(path: &[OnPath], entry: String, fault: &DownFault, rerouted: &[String]) -> Share {
+    let on = |hit: &dyn Fn(&OnPath) -> bool| path.iter().filter(|s| hit(s)).map(|s| s.ps).sum();
     let what = fault.what();
     if fault.until.is_none() {
         let over = busiest_first(path, rerouted);
         return Share {
             name: format!("{entry}: {what} down for the run, rerouted over {over}"),
             class: "rerouted".to_owned(),
-            ps: on(&|s: &Step| rerouted.contains(&s.component)),
+            ps: on(&|s: &OnPath| rerouted.contains(&s.name)),
         };
     }
-    let hit: Box<dyn Fn(&Step) -> bool> = match &fault.link {
+    let hit: Box<dyn Fn(&OnPath) -> bool> = match &fault.link {
         Some(link) => {
             let forward = format!("{}->{}", link.from, link.to);
             let back = format!("{}->{}", link.to, link.from);
             let both = link.both;
-            Box::new(move |s: &Step| s.component == forward || (both && s.component == back))
+            Box::new(move |s: &OnPath| s.name == forward || (both && s.name == back))
         }
         None => {
             let prefix = format!("{what}.");
-            Box::new(move |s: &Step| s.component.starts_with(&prefix))
+            Box::new(move |s: &OnPath| s.name.starts_with(&prefix))
         }
     };
     Share {

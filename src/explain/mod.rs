@@ -25,7 +25,10 @@
 //! workloads or of the CLI.
 
 mod faults;
+mod path;
 mod render;
+
+pub use path::{Elided, OnPath, PATH_LINES, PathKept, PathLine, Step};
 
 use std::collections::BTreeMap;
 
@@ -110,12 +113,14 @@ pub fn mark_end(device: &Device, what: &str) {
 
 /// Stops recording and explains the marked interval; without marks, the
 /// whole run, ended by the last poll of the task in slot `host` (the
-/// workload's host task). `None` if nothing was recorded; an error when
-/// the causal log stopped at its budget before the interval ended.
+/// workload's host task), with the critical path's lines `kept`. `None` if
+/// nothing was recorded; an error when the causal log stopped at its
+/// budget before the interval ended.
 pub fn finish(
     simulation: &Simulation,
     device: &Device,
     host: u32,
+    kept: PathKept,
 ) -> Result<Option<Explanation>, ExplainError> {
     let Some(log) = simulation.causal_log() else {
         return Ok(None);
@@ -136,7 +141,7 @@ pub fn finish(
     let Some(recording) = hwx::finish() else {
         return Ok(None);
     };
-    let mut explanation = Explanation::from_recording(&log, &recording);
+    let mut explanation = Explanation::from_recording(&log, &recording, kept);
     let fabric = device.fabric();
     let machine = fabric.machine();
     let link_name = |edge: crate::topology::EdgeId| {
@@ -151,23 +156,6 @@ pub fn finish(
         .collect();
     explanation.add_faults(machine.spec().faults(), &rerouted);
     Ok(Some(explanation))
-}
-
-/// One step of the critical path, or several equal ones merged.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Step {
-    /// The component's name.
-    pub component: String,
-    /// Its resource class.
-    pub class: String,
-    /// What the time was: `queue`, `service`, `latency` or `wait`.
-    pub kind: String,
-    /// When the (first) step starts, in ps.
-    pub start_ps: u64,
-    /// How long (all merged steps), in ps.
-    pub duration_ps: u64,
-    /// How many consecutive steps of this component and kind were merged.
-    pub count: u64,
 }
 
 /// Time of a class or a component on the path.
@@ -268,15 +256,20 @@ pub struct Explanation {
     pub end_ps: u64,
     /// `end − start`: what the attribution sums to.
     pub duration_ps: u64,
-    /// The critical path, earliest first, consecutive steps of one
-    /// component and kind merged.
-    pub critical_path: Vec<Step>,
+    /// The critical path's lines, earliest first (ADR-0117): consecutive
+    /// steps of one component and kind merged, repeated patterns folded;
+    /// the first and last [`PATH_LINES`]` / 2` unless the whole path was
+    /// asked for (`--explain-path whole`).
+    pub critical_path: Vec<PathLine>,
+    /// The lines left out after the first half of `critical_path`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub critical_path_elided: Option<Elided>,
     /// Steps before merging.
     pub critical_path_steps: u64,
     /// The path's time by resource class (every class, in order).
     pub by_class: Vec<Share>,
-    /// The path's time by component, the [`TOP`] largest.
-    pub top_components: Vec<Share>,
+    /// Every component on the path with its time by kind, most first.
+    pub on_path: Vec<OnPath>,
     /// Use by class of server.
     pub utilisation: Vec<ClassUsage>,
     /// The [`TOP`] busiest servers (links and units).
@@ -307,8 +300,8 @@ type RawStep = (u32, TermKind, u64, u64);
 
 impl Explanation {
     /// The explanation of what `log` and `recording` hold (the interval
-    /// the recording marks).
-    pub fn from_recording(log: &CausalLog, recording: &Recording) -> Explanation {
+    /// the recording marks), with the path's lines `kept`.
+    pub fn from_recording(log: &CausalLog, recording: &Recording, kept: PathKept) -> Explanation {
         let start = recording.start.unwrap_or(SimTime::ZERO);
         let (end, end_poll) = recording.end.unwrap_or((start, None));
         let raw = walk(log, recording, end_poll, start, end);
@@ -320,28 +313,20 @@ impl Explanation {
             OTHER => Class::Other,
             c => recording.components[c as usize].class,
         };
-        let mut by_class: BTreeMap<Class, u64> = Class::ALL.iter().map(|&c| (c, 0)).collect();
-        let mut by_component: BTreeMap<u32, u64> = BTreeMap::new();
-        for &(c, _, _, d) in &raw {
-            *by_class.entry(class(c)).or_default() += d;
-            *by_component.entry(c).or_default() += d;
-        }
-        // Largest first; equals by rank (links by edge, whenever made).
-        let mut top: Vec<(u32, u64)> = by_component.into_iter().collect();
         let rank = |c: u32| match c {
             OTHER => u64::MAX,
             c => recording.components[c as usize].rank,
         };
-        top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| rank(a.0).cmp(&rank(b.0))));
-        let top_components = top
-            .iter()
-            .take(TOP)
-            .map(|&(c, ps)| Share {
-                name: name(c),
-                class: class(c).name().to_owned(),
-                ps,
-            })
-            .collect();
+        let namer = path::Namer {
+            name: &name,
+            class: &class,
+            rank: &rank,
+        };
+        let mut by_class: BTreeMap<Class, u64> = Class::ALL.iter().map(|&c| (c, 0)).collect();
+        for &(c, _, _, d) in &raw {
+            *by_class.entry(class(c)).or_default() += d;
+        }
+        let (critical_path, critical_path_elided) = path::lines(&raw, &namer, kept);
         let duration = end.saturating_since(start).as_ps();
         let (utilisation, busiest, links) = usage(recording, duration);
         Explanation {
@@ -349,7 +334,8 @@ impl Explanation {
             start_ps: start.as_ps(),
             end_ps: end.as_ps(),
             duration_ps: duration,
-            critical_path: merge(&raw, name, class),
+            critical_path,
+            critical_path_elided,
             critical_path_steps: raw.len() as u64,
             by_class: by_class
                 .into_iter()
@@ -359,7 +345,7 @@ impl Explanation {
                     ps,
                 })
                 .collect(),
-            top_components,
+            on_path: path::on_path(&raw, &namer),
             utilisation,
             busiest,
             links,
@@ -370,30 +356,36 @@ impl Explanation {
         }
     }
 
+    /// The path's time on component `name` (a link's `from->to`), in ps.
+    pub fn path_ps(&self, name: &str) -> u64 {
+        self.on_path
+            .iter()
+            .find(|c| c.name == name)
+            .map_or(0, |c| c.ps)
+    }
+
+    /// The [`TOP`] components with the most time on the path.
+    pub fn top_components(&self) -> &[OnPath] {
+        &self.on_path[..self.on_path.len().min(TOP)]
+    }
+
     /// Adds each fault of `faults` with the path's time on what it
     /// degrades (nothing for a healthy machine); `rerouted` names the links
     /// the routes took around parts down for good (ADR-0115).
     pub fn add_faults(&mut self, faults: &crate::topology::FaultsSpec, rerouted: &[String]) {
-        self.faults = faults::shares(&self.critical_path, faults, rerouted);
+        self.faults = faults::shares(&self.on_path, faults, rerouted);
     }
 
     /// Adds those of `links` (each a link's name, `from->to`, and who else
     /// uses it) the critical path crosses, with the path's time on each:
     /// most first, ties in the order given.
     pub fn add_shared_links(&mut self, links: &[(String, String)]) {
-        let on = |link: &str| -> u64 {
-            self.critical_path
-                .iter()
-                .filter(|s| s.component == link)
-                .map(|s| s.duration_ps)
-                .sum()
-        };
         let mut shares: Vec<Share> = links
             .iter()
             .map(|(link, with)| Share {
                 name: format!("{link} (also {with})"),
                 class: "link".to_owned(),
-                ps: on(link),
+                ps: self.path_ps(link),
             })
             .collect();
         shares.retain(|s| s.ps > 0);
@@ -426,18 +418,25 @@ impl Explanation {
     pub fn add_model(&mut self, model_ps: u64) {
         let mut link_transfer: (u64, BTreeMap<String, u64>) = (0, BTreeMap::new());
         let mut terms: BTreeMap<String, (u64, BTreeMap<String, u64>)> = BTreeMap::new();
-        for step in &self.critical_path {
-            let link = is_link_class(&step.class);
-            let entry = match (link, step.kind.as_str()) {
-                (true, "queue") => terms
-                    .entry(format!("{} queueing (contention)", step.class))
-                    .or_default(),
-                (true, _) => &mut link_transfer,
-                (false, "queue") => terms.entry(format!("{} queueing", step.class)).or_default(),
-                (false, _) => terms.entry(step.class.clone()).or_default(),
+        for component in &self.on_path {
+            let (queue, rest) = (component.queue_ps, component.ps - component.queue_ps);
+            let class = &component.class;
+            let (queued, served) = if is_link_class(class) {
+                (format!("{class} queueing (contention)"), None)
+            } else {
+                (format!("{class} queueing"), Some(class.clone()))
             };
-            entry.0 += step.duration_ps;
-            *entry.1.entry(step.component.clone()).or_default() += step.duration_ps;
+            for (what, ps) in [(Some(queued), queue), (served, rest)] {
+                if ps == 0 {
+                    continue;
+                }
+                let entry = match what {
+                    Some(what) => terms.entry(what).or_default(),
+                    None => &mut link_transfer,
+                };
+                entry.0 += ps;
+                *entry.1.entry(component.name.clone()).or_default() += ps;
+            }
         }
         let signed = |ps: u64| i64::try_from(ps).unwrap_or(i64::MAX);
         let mut terms: Vec<GapTerm> = terms
@@ -576,31 +575,6 @@ fn cover(terms: &[Term], from: SimTime, to: SimTime, steps: &mut Vec<RawStep>) {
         };
         steps.push((component, kind, from, to - from));
     }
-}
-
-/// Consecutive steps of one component and kind as one.
-fn merge(raw: &[RawStep], name: impl Fn(u32) -> String, class: impl Fn(u32) -> Class) -> Vec<Step> {
-    let mut merged: Vec<(u32, TermKind, u64, u64, u64)> = Vec::new();
-    for &(c, k, s, d) in raw {
-        match merged.last_mut() {
-            Some(last) if last.0 == c && last.1 == k => {
-                last.3 += d;
-                last.4 += 1;
-            }
-            _ => merged.push((c, k, s, d, 1)),
-        }
-    }
-    merged
-        .into_iter()
-        .map(|(c, k, s, d, n)| Step {
-            component: name(c),
-            class: class(c).name().to_owned(),
-            kind: k.name().to_owned(),
-            start_ps: s,
-            duration_ps: d,
-            count: n,
-        })
-        .collect()
 }
 
 /// Utilisation by class, the busiest servers and every busy link.

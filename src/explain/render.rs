@@ -4,14 +4,8 @@
 
 use std::fmt;
 
-use super::{Explanation, Step, TOP};
+use super::{Explanation, PATH_LINES, PathLine, TOP};
 use crate::sim::SimDuration;
-
-/// Lines of the critical path shown before the middle is elided.
-const PATH_LINES: usize = 24;
-
-/// Longest run of steps a repeated pattern may have.
-const PERIOD: usize = 6;
 
 fn time(ps: u64) -> SimDuration {
     SimDuration::from_ps(ps)
@@ -25,49 +19,7 @@ fn percent(part: u64, whole: u64) -> f64 {
     }
 }
 
-/// A line of the printed path: a step, or `times` repetitions of a run of
-/// steps of the same classes and kinds (their total, the first's
-/// components shown).
-struct Folded<'a> {
-    steps: &'a [Step],
-    times: usize,
-    total: u64,
-}
-
-/// Folds consecutive repetitions of a pattern of (class, kind) of up to
-/// [`PERIOD`] steps.
-fn fold(path: &[Step]) -> Vec<Folded<'_>> {
-    fn key(s: &Step) -> (&str, &str) {
-        (s.class.as_str(), s.kind.as_str())
-    }
-    let mut lines = Vec::new();
-    let mut i = 0;
-    while i < path.len() {
-        let mut best = (1, 1);
-        for period in 1..=PERIOD.min(path.len() - i) {
-            let mut times = 1;
-            while i + (times + 1) * period <= path.len()
-                && (0..period).all(|k| key(&path[i + k]) == key(&path[i + times * period + k]))
-            {
-                times += 1;
-            }
-            if times > 1 && times * period > best.0 * best.1 {
-                best = (period, times);
-            }
-        }
-        let (period, times) = best;
-        let span = &path[i..i + period * times];
-        lines.push(Folded {
-            steps: &path[i..i + period],
-            times,
-            total: span.iter().map(|s| s.duration_ps).sum(),
-        });
-        i += period * times;
-    }
-    lines
-}
-
-impl fmt::Display for Folded<'_> {
+impl fmt::Display for PathLine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let first = &self.steps[0];
         if self.times == 1 && self.steps.len() == 1 {
@@ -94,7 +46,7 @@ impl fmt::Display for Folded<'_> {
             f,
             "{:>14} {:>14}  {} × [{}]",
             time(first.start_ps).to_string(),
-            time(self.total).to_string(),
+            time(self.duration_ps).to_string(),
             self.times,
             pattern.join(" → ")
         )
@@ -137,14 +89,14 @@ impl fmt::Display for Explanation {
             )?;
         }
         writeln!(f, "  top components on the critical path:")?;
-        for share in &self.top_components {
+        for component in self.top_components() {
             writeln!(
                 f,
                 "    {:>14} {:>6.1} %  {} ({})",
-                time(share.ps).to_string(),
-                percent(share.ps, d),
-                share.name,
-                share.class
+                time(component.ps).to_string(),
+                percent(component.ps, d),
+                component.name,
+                component.class
             )?;
         }
         self.write_faults(f)?;
@@ -155,32 +107,41 @@ impl fmt::Display for Explanation {
 }
 
 impl Explanation {
-    /// The critical path's lines, folded, the middle elided past
-    /// `PATH_LINES`.
+    /// The critical path's lines, the middle elided past [`PATH_LINES`]
+    /// (or where the explanation left it out).
     fn write_path(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let lines = fold(&self.critical_path);
-        let shown = |f: &mut fmt::Formatter<'_>, line: &Folded<'_>| writeln!(f, "  {line}");
-        if lines.len() <= PATH_LINES {
-            for line in &lines {
-                shown(f, line)?;
+        let lines = &self.critical_path;
+        let (head, hidden, tail) = match &self.critical_path_elided {
+            Some(elided) => {
+                let half = lines.len() / 2;
+                (&lines[..half], (elided.lines, elided.ps), &lines[half..])
             }
-        } else {
-            let half = PATH_LINES / 2;
-            for line in &lines[..half] {
-                shown(f, line)?;
+            None if lines.len() > PATH_LINES => {
+                let half = PATH_LINES / 2;
+                let middle = &lines[half..lines.len() - half];
+                let ps = middle.iter().map(|l| l.duration_ps).sum();
+                (
+                    &lines[..half],
+                    (middle.len() as u64, ps),
+                    &lines[lines.len() - half..],
+                )
             }
-            let hidden = &lines[half..lines.len() - half];
-            let ps: u64 = hidden.iter().map(|l| l.total).sum();
+            None => (&lines[..], (0, 0), &lines[..0]),
+        };
+        for line in head {
+            writeln!(f, "  {line}")?;
+        }
+        if hidden.0 > 0 {
             writeln!(
                 f,
                 "  {:>14} {:>14}  ... {} lines more",
                 "",
-                time(ps).to_string(),
-                hidden.len()
+                time(hidden.1).to_string(),
+                hidden.0
             )?;
-            for line in &lines[lines.len() - half..] {
-                shown(f, line)?;
-            }
+        }
+        for line in tail {
+            writeln!(f, "  {line}")?;
         }
         Ok(())
     }
@@ -243,7 +204,7 @@ impl Explanation {
         writeln!(
             f,
             "    {:<16} {:>6} {:>14} {:>14} {:>9} {:>14}",
-            "class", "busy", "bytes", "busy time", "max busy", "queueing"
+            "class", "busy", "bytes", "busy time", "max busy", "queued (sum)"
         )?;
         for class in &self.utilisation {
             writeln!(
@@ -257,11 +218,14 @@ impl Explanation {
                 time(class.queue_ps).to_string()
             )?;
         }
-        writeln!(f, "  busiest links and units:")?;
+        writeln!(
+            f,
+            "  busiest links and units (busy over the interval; queueing summed over every waiter, so it can pass the interval):"
+        )?;
         for usage in &self.busiest {
             writeln!(
                 f,
-                "    {:>6.1}% {:>14} {:>12} B  queued {:>12}  {} ({})",
+                "    {:>6.1}% {:>14} {:>12} B  waiters queued {:>12} in sum  {} ({})",
                 usage.busy_fraction * 100.0,
                 time(usage.busy_ps).to_string(),
                 usage.bytes,

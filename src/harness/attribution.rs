@@ -70,18 +70,21 @@ pub fn classes(rows: &[&Row]) -> Vec<String> {
     ordered
 }
 
-/// The stacked-bar charts of `rows`, none when no row is explained.
-pub fn figures(rows: &[&Row]) -> Vec<Svg> {
+/// The stacked-bar charts of `rows`, none when no row is explained;
+/// `what_if`: the rows are a `--vary` sweep's.
+pub fn figures(rows: &[&Row], what_if: bool) -> Vec<Svg> {
     let classes = classes(rows);
     if classes.is_empty() {
         return Vec::new();
     }
-    let explained: Vec<&Row> = rows
-        .iter()
-        .copied()
-        .filter(|r| r.error.is_none() && r.figures.0.iter().any(|(n, _)| class_of(n).is_some()))
-        .collect();
-    grouped(&explained, table::group)
+    let groups = grouped(&explained(rows), table::group);
+    // A what-if sweep's groups of one bar each (one size) are drawn by
+    // value instead (`by_value`).
+    let one_bar_each = groups.len() > 1 && groups.iter().all(|(_, m)| m.len() == 1);
+    if what_if && one_bar_each {
+        return Vec::new();
+    }
+    groups
         .iter()
         .enumerate()
         .filter_map(|(i, (label, members))| {
@@ -90,8 +93,53 @@ pub fn figures(rows: &[&Row]) -> Vec<Svg> {
                 _ => format!("time_by_class_{i}.svg"),
             };
             let title = format!("Where the time goes: {label}");
-            chart(&file, &title, &classes, members)
+            chart(
+                &file,
+                &title,
+                &classes,
+                members,
+                ("sweep point", &bar_label),
+            )
         })
+        .collect()
+}
+
+/// For a what-if sweep over `key` (taking `values`): one chart per
+/// combination of the other swept values, one bar per value of `key` in
+/// the sweep's order, labelled with it; none when no row is explained.
+pub fn by_value(rows: &[&Row], key: &str, values: &[String]) -> Vec<Svg> {
+    let classes = classes(rows);
+    if classes.is_empty() {
+        return Vec::new();
+    }
+    let slug: String = key
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let explained = explained(rows);
+    let label = |row: &Row| row.point.get(key).cloned().unwrap_or_default();
+    grouped(&explained, |r| super::sensitivity::others(r, key))
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (others, members))| {
+            let mut members = members.clone();
+            let place = |r: &&Row| values.iter().position(|v| Some(v) == r.point.get(key));
+            members.sort_by_key(place);
+            let file = match i {
+                0 => format!("time_by_class_vs_{slug}.svg"),
+                _ => format!("time_by_class_vs_{slug}_{i}.svg"),
+            };
+            let title = format!("Where the time goes, by {key}: {others}");
+            chart(&file, &title, &classes, &members, (key, &label))
+        })
+        .collect()
+}
+
+/// The rows that completed with attribution figures.
+fn explained<'r>(rows: &[&'r Row]) -> Vec<&'r Row> {
+    rows.iter()
+        .copied()
+        .filter(|r| r.error.is_none() && r.figures.0.iter().any(|(n, _)| class_of(n).is_some()))
         .collect()
 }
 
@@ -120,11 +168,18 @@ fn segments(row: &Row, classes: &[String]) -> Vec<(usize, f64, f64)> {
     out
 }
 
-/// The chart of one group's rows.
-fn chart(file: &str, title: &str, classes: &[String], rows: &[&Row]) -> Option<Svg> {
+/// The chart of one group's rows, each bar labelled by `label`, the x
+/// axis by `x_desc`.
+fn chart(
+    file: &str,
+    title: &str,
+    classes: &[String],
+    rows: &[&Row],
+    (x_desc, label): (&str, &dyn Fn(&Row) -> String),
+) -> Option<Svg> {
     let bars: Vec<Bar> = rows
         .iter()
-        .map(|r| (bar_label(r), segments(r, classes)))
+        .map(|r| (label(r), segments(r, classes)))
         .collect();
     let high = bars
         .iter()
@@ -136,7 +191,7 @@ fn chart(file: &str, title: &str, classes: &[String], rows: &[&Row]) -> Option<S
     let mut text = String::new();
     let hovers = {
         let root = SVGBackend::with_string(&mut text, (900, 560)).into_drawing_area();
-        let hovers = draw(&root, title, classes, &bars, high).ok()?;
+        let hovers = draw(&root, (title, x_desc), classes, &bars, high).ok()?;
         root.present().ok()?;
         hovers
     };
@@ -155,14 +210,14 @@ type Bars = [Bar];
 /// Bars, legend and mesh on `root`; returns the segments' hover values.
 fn draw(
     root: &Area<'_>,
-    title: &str,
+    (title, x_desc): (&str, &str),
     classes: &[String],
     bars: &Bars,
     high: f64,
 ) -> DrawResult<Vec<Hover>> {
     root.fill(&WHITE)?;
     let n = bars.len();
-    let xs = -0.5..n as f64 - 0.5;
+    let xs = -0.5..n as f64 + 1.5;
     let ys = 0.0..high * 1.08;
     let y_ticks = Unit::TimeUs.ticks(&ys, false);
     let x_ticks: Vec<f64> = (0..n).map(|i| i as f64).collect();
@@ -190,7 +245,7 @@ fn draw(
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_desc("sweep point")
+        .x_desc(x_desc)
         .y_desc("time")
         .x_label_formatter(&x_label)
         .y_label_formatter(&y_label)
@@ -213,12 +268,17 @@ fn draw(
                 });
             }
         }
+        if rects.is_empty() {
+            // No time in this class here: no legend entry either.
+            continue;
+        }
         chart
             .draw_series(rects)?
             .label(class.as_str())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
     }
-    draw_legend(&mut chart)?;
+    // In the two empty slots right of the bars.
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     Ok(hovers)
 }
 
@@ -284,7 +344,7 @@ mod tests {
             row("b", "1K", &[("launch", 500_000)]),
         ];
         let rows: Vec<&Row> = rows.iter().collect();
-        let svgs = figures(&rows);
+        let svgs = figures(&rows, false);
         let files: Vec<_> = svgs.iter().map(|s| s.file.as_str()).collect();
         assert_eq!(files, ["time_by_class.svg", "time_by_class_1.svg"]);
         let svg = &svgs[0].text;
@@ -316,6 +376,6 @@ mod tests {
             .figures
             .0
             .push(("busbw_gbps".to_owned(), Value::Real(1.0)));
-        assert!(figures(&[&plain]).is_empty());
+        assert!(figures(&[&plain], false).is_empty());
     }
 }

@@ -75,8 +75,24 @@ pub struct Axes<'a> {
     pub y_unit: Unit,
 }
 
-/// The figures of `rows` (all of one result set, in order).
+/// The figures of `set`: those of its rows, then its what-if figures
+/// ([`super::whatif`]) when it varied configuration keys.
+pub fn of_set(set: &super::results::ResultSet) -> Vec<Svg> {
+    let rows: Vec<&Row> = set.rows().collect();
+    let what_if = !super::sensitivity::varied_keys(set).is_empty();
+    let mut svgs = row_figures(&rows, what_if);
+    svgs.extend(super::whatif::figures(set));
+    svgs
+}
+
+/// The figures of `rows` (all of one result set, in order, no key
+/// varied).
 pub fn figures(rows: &[&Row]) -> Vec<Svg> {
+    row_figures(rows, false)
+}
+
+/// The figures of `rows`; `what_if`: they are a `--vary` sweep's.
+fn row_figures(rows: &[&Row], what_if: bool) -> Vec<Svg> {
     let mut svgs = Vec::new();
     if table::is_collective(rows) {
         svgs.extend(collective_figures(rows));
@@ -84,12 +100,22 @@ pub fn figures(rows: &[&Row]) -> Vec<Svg> {
     if gemm_figures::is_gemm(rows) {
         svgs.extend(gemm_figures::figures(rows));
     }
-    svgs.extend(super::attribution::figures(rows));
+    svgs.extend(super::attribution::figures(rows, what_if));
     svgs
 }
 
-/// Latency and busbw vs size, and the comparisons.
+/// Latency and busbw vs size (when two sizes or more were swept: one
+/// point per curve draws nothing), and the comparisons.
 fn collective_figures(rows: &[&Row]) -> Vec<Svg> {
+    let mut sizes: Vec<&String> = rows
+        .iter()
+        .filter_map(|r| r.point.get(names::SIZE))
+        .collect();
+    sizes.sort();
+    sizes.dedup();
+    if sizes.len() < 2 {
+        return comparisons(rows).into_iter().flatten().collect();
+    }
     let mut svgs = vec![
         collective_chart(
             rows,
@@ -499,18 +525,49 @@ where
             }
         }
     }
-    draw_legend(&mut chart)?;
+    let points: Vec<(i32, i32)> = hovers.iter().map(|h| h.at).collect();
+    let (xs, ys) = chart.plotting_area().get_pixel_range();
+    let corner = emptiest_corner(&points, (xs, ys));
+    draw_legend(&mut chart, corner)?;
     Ok(hovers)
 }
 
-/// The series' legend, boxed in the chart's upper left (every figure
-/// draws it the same way).
+/// The corner of the plotting area (pixels `xs` × `ys`) with the fewest
+/// of `points` in its quarter, for the legend: upper left, upper right,
+/// lower left, lower right, the first of equals.
+fn emptiest_corner(
+    points: &[(i32, i32)],
+    (xs, ys): (std::ops::Range<i32>, std::ops::Range<i32>),
+) -> SeriesLabelPosition {
+    let (mid_x, mid_y) = ((xs.start + xs.end) / 2, (ys.start + ys.end) / 2);
+    let corners = [
+        (SeriesLabelPosition::UpperLeft, true, true),
+        (SeriesLabelPosition::UpperRight, false, true),
+        (SeriesLabelPosition::LowerLeft, true, false),
+        (SeriesLabelPosition::LowerRight, false, false),
+    ];
+    let inside =
+        |&(x, y): &(i32, i32), left: bool, upper: bool| (x < mid_x) == left && (y < mid_y) == upper;
+    let count = |left: bool, upper: bool| points.iter().filter(|p| inside(p, left, upper)).count();
+    let (mut best, mut fewest) = (SeriesLabelPosition::UpperLeft, usize::MAX);
+    for (corner, left, upper) in corners {
+        let n = count(left, upper);
+        if n < fewest {
+            (best, fewest) = (corner, n);
+        }
+    }
+    best
+}
+
+/// The series' legend, boxed in the chart's `corner` (every figure draws
+/// it the same way).
 pub fn draw_legend<'a, CT: plotters::coord::CoordTranslate>(
     chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    corner: SeriesLabelPosition,
 ) -> DrawResult<()> {
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(corner)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(("sans-serif", 13))

@@ -421,11 +421,13 @@ pub fn machine_for_row(
 /// `machine`, as the figure `#heatmap-{number}`; link names absent from it
 /// stay grey.
 fn heat_maps_html(number: usize, machine: &Machine, explanation: &Explanation) -> String {
-    use super::web::{Heat, cube_heat_svg, topology_heat_svg};
+    use super::heat::Heat;
+    use super::web::{cube_heat_svg, topology_heat_svg};
     let heat = Heat::of(explanation);
     format!(
-        "<figure class=\"heatmap\" id=\"heatmap-{number}\">\n{}\n{}\n<figcaption>link busy fraction over the interval: \
-         the machine, and the cube with the busiest NoC link</figcaption>\n</figure>\n",
+        "<figure class=\"heatmap\" id=\"heatmap-{number}\">\n{}\n{}\n<figcaption>each link's share of the critical path \
+         (its tooltip: also its busy fraction over the interval): the machine, and the cube holding the NoC link \
+         with the most time on the path</figcaption>\n</figure>\n",
         topology_heat_svg(machine, Some(&heat)),
         cube_heat_svg(machine, Some(&heat))
     )

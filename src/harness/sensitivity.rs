@@ -65,6 +65,7 @@ fn block(out: &mut String, key: &str, values: &[String], rows: &[&Row]) {
         let _ = write!(out, "  {value:>w$}", w = width(value));
     }
     let _ = writeln!(out, "  run");
+    let mut notes = Vec::new();
     for (others, members) in figures::grouped(rows, |r| others(r, key)) {
         let at = |value: &String| {
             let row = members.iter().find(|r| r.point.get(key) == Some(value))?;
@@ -81,11 +82,78 @@ fn block(out: &mut String, key: &str, values: &[String], rows: &[&Row]) {
             let _ = write!(out, "  {ratio:>w$}", w = width(value));
         }
         let _ = writeln!(out, "  {others}");
+        let times: Vec<Option<f64>> = values.iter().map(at).collect();
+        for note in unmoved(key, values, &times, &members) {
+            notes.push(format!("{note} ({others})"));
+        }
+    }
+    for note in notes {
+        let _ = writeln!(out, "# {note}");
+    }
+}
+
+/// How much a change must move the time to count: 1 %.
+const MOVED: f64 = 0.01;
+
+/// For each step from one value of `key` to the next that moved the time
+/// (`times`, one per value of `values`) by less than [`MOVED`], a
+/// sentence saying so and naming what bounds the time there: the resource
+/// class with the most time on the critical path of the later value's run
+/// when it was explained, else the α-β model's share of it.
+fn unmoved(key: &str, values: &[String], times: &[Option<f64>], members: &[&Row]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for i in 1..values.len() {
+        let (Some(before), Some(after)) = (times[i - 1], times[i]) else {
+            continue;
+        };
+        let change = after / before - 1.0;
+        if before <= 0.0 || change.abs() >= MOVED {
+            continue;
+        }
+        let Some(row) = members
+            .iter()
+            .find(|r| r.point.get(key) == Some(&values[i]))
+        else {
+            continue;
+        };
+        let said = format!(
+            "{key} {} -> {} moved the time by under 1 % ({:+.2} %)",
+            values[i - 1],
+            values[i],
+            change * 100.0
+        );
+        notes.push(format!("{said}: {}", bound(row, after)));
+    }
+    notes
+}
+
+/// What bounds `row`'s time (`us`): its largest attribution class when it
+/// was explained, else what the α-β model accounts for.
+fn bound(row: &Row, us: f64) -> String {
+    let largest = row
+        .figures
+        .0
+        .iter()
+        .filter_map(|(name, _)| Some((super::attribution::class_of(name)?, row.number(name)?)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    match (
+        largest.filter(|(_, ps)| *ps > 0.0),
+        row.number(super::table::names::MODEL),
+    ) {
+        (Some((class, ps)), _) => format!(
+            "the time is bound by {class} ({:.1} % of the critical path)",
+            ps / 1e6 / us * 100.0
+        ),
+        (None, Some(model)) => format!(
+            "the α-β model accounts for {:.1} % of the time; --explain names the class that bounds the rest",
+            model / 1e6 / us * 100.0
+        ),
+        (None, None) => "--explain names the class that bounds it".to_owned(),
     }
 }
 
 /// A row's workload and swept values other than `key`.
-fn others(row: &Row, key: &str) -> String {
+pub(super) fn others(row: &Row, key: &str) -> String {
     let rest: Vec<_> = row
         .point
         .0
@@ -157,6 +225,41 @@ mod tests {
             words(lines[3]),
             ["40.000", "1.000", "0.250", "w", "size=1M"]
         );
+    }
+
+    #[test]
+    fn a_key_that_moves_nothing_gets_a_note_naming_what_bounds_the_time() {
+        let mut rows = vec![
+            row(0, "25 GB/s", "1M", 10_000_000),
+            row(1, "100 GB/s", "1M", 9_950_000),
+        ];
+        let set = |rows: Vec<Row>| ResultSet::new(source(&["system.inter_sip.bandwidth"]), rows);
+        rows[1]
+            .figures
+            .0
+            .push(("model_ps".to_owned(), Value::Int(2_000_000)));
+        let text = table(&set(rows.clone())).unwrap();
+        let note = text.lines().last().unwrap();
+        let said = "# system.inter_sip.bandwidth 25 GB/s -> 100 GB/s moved the time by under 1 % (-0.50 %)";
+        assert!(note.starts_with(said), "{text}");
+        assert!(
+            note.contains("the α-β model accounts for 20.1 % of the time"),
+            "{note}"
+        );
+        for (class, ps) in [("noc", 7_000_000), ("inter_sip_link", 3_000_000)] {
+            rows[1]
+                .figures
+                .0
+                .push((format!("explain_{class}_ps"), Value::Int(ps)));
+        }
+        let text = table(&set(rows.clone())).unwrap();
+        assert!(
+            text.contains("bound by noc (70.4 % of the critical path"),
+            "{text}"
+        );
+        // A change of 1 % or more is not noted.
+        rows[1].figures.0[0].1 = Value::Int(9_900_000);
+        assert!(!table(&set(rows)).unwrap().contains("under 1 %"));
     }
 
     #[test]

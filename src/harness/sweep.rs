@@ -171,6 +171,7 @@ impl Plan {
             ccl: Some(variant.ccl.clone()),
             explain: self.explain,
             explain_memory: None,
+            explain_path: Default::default(),
         }
     }
 

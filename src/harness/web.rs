@@ -49,6 +49,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing_subscriber::layer::SubscriberExt;
 
 use super::figures;
+use super::heat::{self, EdgeHeat, Heat};
 use super::report::{self, escape};
 use super::results::{ResultSet, Source};
 use super::sweep::{self, Axis, Plan, Variant};
@@ -376,12 +377,11 @@ impl Server {
         );
         body += &form();
         if let Some(set) = &self.settings.results {
-            let rows: Vec<_> = set.rows().collect();
             body += "<h2>Results</h2>\n";
             let topology = &self.settings.topology;
             let machine_of =
                 |source: &_, row: &_| report::machine_for_row(topology, None, source, row);
-            body += &report::report_body(set, None, &figures::figures(&rows), Some(&machine_of));
+            body += &report::report_body(set, None, &figures::of_set(set), Some(&machine_of));
         }
         with_nav("kernbench", &body)
     }
@@ -445,7 +445,6 @@ impl Server {
             varied: Vec::new(),
         };
         let set = ResultSet::new(source, outcome.rows);
-        let rows: Vec<_> = set.rows().collect();
         let _ = writeln!(
             body,
             "<p><a id=\"trace\" href=\"/trace?{}\" download>Perfetto trace of the first run</a> \
@@ -459,7 +458,7 @@ impl Server {
             Machine::build(&self.settings.topology).map_err(|error| error.to_string())
         };
         let machine_of: report::MachineOf<'_> = &machine_of;
-        body += &report::report_body(&set, None, &figures::figures(&rows), Some(machine_of));
+        body += &report::report_body(&set, None, &figures::of_set(&set), Some(machine_of));
         send(body + &tail);
     }
 
@@ -979,134 +978,10 @@ pub fn topology_svg(machine: &Machine) -> String {
     topology_heat_svg(machine, None)
 }
 
-/// Links' busy fractions over an explained interval, by link name
-/// (`from->to`), for the heat maps.
-#[derive(Debug, Clone, Default)]
-pub struct Heat {
-    by_link: std::collections::BTreeMap<String, f64>,
-}
-
-impl Heat {
-    /// The busy fractions of `explanation`'s links.
-    pub fn of(explanation: &crate::explain::Explanation) -> Heat {
-        Heat {
-            by_link: explanation
-                .links
-                .iter()
-                .map(|u| (u.name.clone(), u.busy_fraction.clamp(0.0, 1.0)))
-                .collect(),
-        }
-    }
-
-    /// The busier direction of edge `id` (and its reverse), if either was
-    /// busy, and the text for its tooltip.
-    fn edge(&self, machine: &Machine, id: usize) -> (Option<f64>, String) {
-        let edge = &machine.edges()[id];
-        let name = |from, to| {
-            let (a, b) = (machine.node(from), machine.node(to));
-            [&*a.name, "->", &*b.name].concat()
-        };
-        let there = name(edge.from, edge.to);
-        let back = name(edge.to, edge.from);
-        let busy = |n: &str| self.by_link.get(n).copied();
-        let most = match (busy(&there), busy(&back)) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0.0).max(b.unwrap_or(0.0))),
-        };
-        let pct = |f: Option<f64>| format!("{:.1}%", f.unwrap_or(0.0) * 100.0);
-        let title = format!(
-            "{there}: {} busy; {back}: {} busy",
-            pct(busy(&there)),
-            pct(busy(&back))
-        );
-        (most, title)
-    }
-
-    /// The most loaded cube's `(sip, cube)`: the one whose NoC link is the
-    /// busiest.
-    fn hottest_cube(&self, machine: &Machine) -> (u32, u32) {
-        let mut best = (0.0, (0, 0));
-        for edge in machine.edges() {
-            if edge.kind != EdgeKind::Noc {
-                continue;
-            }
-            let (a, b) = (machine.node(edge.from), machine.node(edge.to));
-            let name = [&*a.name, "->", &*b.name].concat();
-            let busy = self.by_link.get(&name).copied().unwrap_or(0.0);
-            if let (Some(sip), Some(cube)) = (a.sip, a.cube)
-                && busy > best.0
-            {
-                best = (busy, (sip, cube));
-            }
-        }
-        best.1
-    }
-}
-
-/// The colour of busy fraction `f` in [0, 1]: blue (idle) through yellow
-/// to red (always busy).
-pub fn heat_colour(f: f64) -> String {
-    let f = f.clamp(0.0, 1.0);
-    let stops = [
-        (0.0, (44, 123, 182)),
-        (0.5, (250, 220, 80)),
-        (1.0, (215, 25, 28)),
-    ];
-    let (lo, hi) = if f <= 0.5 {
-        (stops[0], stops[1])
-    } else {
-        (stops[1], stops[2])
-    };
-    let t = (f - lo.0) / (hi.0 - lo.0);
-    let mix = |a: i32, b: i32| (f64::from(a) + (f64::from(b) - f64::from(a)) * t).round() as i32;
-    format!(
-        "#{:02x}{:02x}{:02x}",
-        mix(lo.1.0, hi.1.0),
-        mix(lo.1.1, hi.1.1),
-        mix(lo.1.2, hi.1.2)
-    )
-}
-
-/// The legend of the heat maps at `(x, y)`: the colour ramp from 0 to
-/// 100 % busy.
-fn heat_legend(svg: &mut String, x: f64, y: f64) {
-    let _ = writeln!(
-        svg,
-        "<g class=\"legend\"><text x=\"{x}\" y=\"{}\">link busy fraction over the interval</text>",
-        y - 4.0
-    );
-    for i in 0..20 {
-        let f = f64::from(i) / 19.0;
-        let _ = writeln!(
-            svg,
-            "<rect x=\"{}\" y=\"{y}\" width=\"10\" height=\"12\" fill=\"{}\"/>",
-            x + f64::from(i) * 10.0,
-            heat_colour(f)
-        );
-    }
-    let _ = writeln!(
-        svg,
-        "<text x=\"{x}\" y=\"{}\">0 %</text><text x=\"{}\" y=\"{}\" text-anchor=\"middle\">50 %</text>\
-         <text x=\"{}\" y=\"{}\" text-anchor=\"end\">100 %</text>\
-         <line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#ccc\" stroke-width=\"3\"/>\
-         <text x=\"{}\" y=\"{}\">idle</text></g>",
-        y + 24.0,
-        x + 100.0,
-        y + 24.0,
-        x + 200.0,
-        y + 24.0,
-        x + 220.0,
-        y + 6.0,
-        x + 245.0,
-        y + 6.0,
-        x + 250.0,
-        y + 10.0
-    );
-}
-
 /// [`topology_svg`] with every inter-SIP and UCIe link coloured by its
-/// busy fraction in `heat` (the busier direction; the tooltip gives both)
-/// and a legend; `None`: the plain drawing.
+/// time on the critical path in `heat` (the direction with more; the
+/// tooltip gives both, with their busy fractions), the most critical
+/// ranked, and a legend; `None`: the plain drawing.
 pub fn topology_heat_svg(machine: &Machine, heat: Option<&Heat>) -> String {
     let geometry = Geometry::new(machine);
     let (width, height) = geometry.canvas();
@@ -1127,9 +1002,9 @@ pub fn topology_heat_svg(machine: &Machine, heat: Option<&Heat>) -> String {
         machine.pes_per_cube(),
         x = px::MARGIN / 4,
     );
-    if heat.is_some() {
+    if let Some(heat) = heat {
         // In the bottom margin, clear of the host box and the title.
-        heat_legend(
+        heat.legend(
             &mut svg,
             f64::from(px::MARGIN / 4),
             f64::from(height) - 44.0,
@@ -1215,14 +1090,14 @@ fn draw_links(svg: &mut String, geometry: &Geometry<'_>, kind: EdgeKind, heat: O
         if edge.kind != kind || edge.reverse.index() < id {
             continue;
         }
-        let (color, title) = match heat.map(|h| h.edge(machine, id)) {
-            None => (plain.to_owned(), None),
-            Some((Some(busy), title)) => (heat_colour(busy), Some(title)),
-            Some((None, title)) => ("#ccc".to_owned(), Some(title)),
+        let heat = heat.map(|h| h.edge(machine, id));
+        let color = match &heat {
+            None => plain.to_owned(),
+            Some(heat) => heat.colour.clone().unwrap_or_else(|| "#ccc".to_owned()),
         };
         let color = color.as_str();
-        if let Some(title) = title {
-            let _ = write!(svg, "<g class=\"heat\"><title>{title}</title>");
+        if let Some(heat) = &heat {
+            let _ = write!(svg, "<g class=\"heat\"><title>{}</title>", heat.title);
         }
         let (Some(a), Some(b)) = (port(geometry, edge.from), port(geometry, edge.to)) else {
             continue;
@@ -1241,7 +1116,12 @@ fn draw_links(svg: &mut String, geometry: &Geometry<'_>, kind: EdgeKind, heat: O
             draw_stub(svg, &a, b.sip, color, mark);
             draw_stub(svg, &b, a.sip, color, mark);
         }
-        if heat.is_some() {
+        if let Some(heat) = heat {
+            if let Some(rank) = heat.rank {
+                let mid = ((a.at.0 + b.at.0) / 2.0, (a.at.1 + b.at.1) / 2.0);
+                let at = if faces(&a, &b) { mid } else { a.at };
+                heat::rank_label(svg, rank, (at.0 + 3.0, at.1 - 3.0));
+            }
             svg.push_str("</g>\n");
         }
     }
@@ -1348,9 +1228,11 @@ pub fn cube_svg(machine: &Machine) -> String {
     cube_heat_svg(machine, None)
 }
 
-/// [`cube_svg`] of the cube whose NoC holds the busiest link, its NoC
-/// links coloured by busy fraction with a legend; `None`: the plain
-/// drawing of SIP 0's IO cube.
+/// [`cube_svg`] of the cube holding the NoC link with the most time on the
+/// critical path ([`Heat::cube`]), its NoC links and its routers'
+/// attachments (PE, HBM, IO and port links, a bar in the router's square)
+/// coloured by that time, the most critical ranked, with a legend;
+/// `None`: the plain drawing of SIP 0's IO cube.
 pub fn cube_heat_svg(machine: &Machine, heat: Option<&Heat>) -> String {
     const GAP: f64 = 22.0;
     const MARGIN: f64 = 70.0;
@@ -1381,13 +1263,14 @@ pub fn cube_heat_svg(machine: &Machine, heat: Option<&Heat>) -> String {
         layout.height(),
         machine.pes_per_cube()
     );
-    let (sip, cube) = heat.map_or((0, 0), |h| h.hottest_cube(machine));
-    if heat.is_some() {
+    let (sip, cube) = heat.map_or((0, 0), |h| h.cube(machine));
+    if let Some(heat) = heat {
         let _ = writeln!(
             svg,
-            "<text x=\"10\" y=\"56\">sip{sip}.cube{cube} (the cube with the busiest NoC link)</text>"
+            "<text x=\"10\" y=\"56\">sip{sip}.cube{cube}: its link has the most time on the critical path; \
+             bars: PE, HBM, IO, port links</text>"
         );
-        heat_legend(&mut svg, 10.0, height - 44.0);
+        heat.legend(&mut svg, 10.0, height - 44.0);
     }
     let in_cube = |node: &crate::topology::Node| node.sip == Some(sip) && node.cube == Some(cube);
     for (id, edge) in machine.edges().iter().enumerate() {
@@ -1398,24 +1281,76 @@ pub fn cube_heat_svg(machine: &Machine, heat: Option<&Heat>) -> String {
         let (Some(a), Some(b)) = (from.router, to.router) else {
             continue;
         };
-        let ((x1, y1), (x2, y2)) = (centre(a), centre(b));
-        let (color, title) = match heat.map(|h| h.edge(machine, id)) {
-            None => ("#3a3".to_owned(), String::new()),
-            Some((Some(busy), title)) => (heat_colour(busy), format!("<title>{title}</title>")),
-            Some((None, title)) => ("#ccc".to_owned(), format!("<title>{title}</title>")),
-        };
+        let ends = (centre(a), centre(b));
         if let Some(mark) = FaultMark::of(machine, id) {
-            mark.draw(&mut svg, (x1, y1), (x2, y2));
+            mark.draw(&mut svg, ends.0, ends.1);
         }
-        let _ = writeln!(
-            svg,
-            "<g>{title}<line x1=\"{x1}\" y1=\"{y1}\" x2=\"{x2}\" y2=\"{y2}\" stroke=\"{color}\" stroke-width=\"3\"/></g>"
-        );
+        cube_link(&mut svg, ends, heat.map(|h| h.edge(machine, id)));
     }
     cube_routers(&mut svg, layout, &corner);
+    if let Some(heat) = heat {
+        cube_attachments(&mut svg, machine, heat, (sip, cube), &corner);
+    }
     cube_ports(&mut svg, layout, &centre);
     svg += "</svg>\n";
     svg
+}
+
+/// One link of [`cube_heat_svg`] from `a` to `b`, coloured by `heat`
+/// (green without), its rank beside it.
+fn cube_link(svg: &mut String, (a, b): ((f64, f64), (f64, f64)), heat: Option<EdgeHeat>) {
+    let (color, title) = match &heat {
+        None => ("#3a3".to_owned(), String::new()),
+        Some(h) => (
+            h.colour.clone().unwrap_or_else(|| "#ccc".to_owned()),
+            format!("<title>{}</title>", h.title),
+        ),
+    };
+    let ((x1, y1), (x2, y2)) = (a, b);
+    let _ = write!(
+        svg,
+        "<g class=\"heat\">{title}<line x1=\"{x1}\" y1=\"{y1}\" x2=\"{x2}\" y2=\"{y2}\" stroke=\"{color}\" stroke-width=\"4\"/>"
+    );
+    if let Some(rank) = heat.and_then(|h| h.rank) {
+        heat::rank_label(svg, rank, ((x1 + x2) / 2.0 + 3.0, (y1 + y2) / 2.0 - 4.0));
+    }
+    svg.push_str("</g>\n");
+}
+
+/// The links between the routers of cube `(sip, cube)` and what hangs on
+/// them (PE, HBM, IO_CPU, PCIe endpoint, UCIe and inter-SIP ports), each
+/// a bar across the top of its router's square (stacked when a router has
+/// several), coloured by `heat`.
+fn cube_attachments(
+    svg: &mut String,
+    machine: &Machine,
+    heat: &Heat,
+    (sip, cube): (u32, u32),
+    corner: &dyn Fn(GridPos) -> (f64, f64),
+) {
+    let mut bars: std::collections::BTreeMap<GridPos, u32> = std::collections::BTreeMap::new();
+    for (id, edge) in machine.edges().iter().enumerate() {
+        if !matches!(edge.kind, EdgeKind::Attach | EdgeKind::HbmPort) || edge.reverse.index() < id {
+            continue;
+        }
+        let (from, to) = (machine.node(edge.from), machine.node(edge.to));
+        let router = match (from.kind, to.kind) {
+            (NodeKind::Router, NodeKind::Router) => continue,
+            (NodeKind::Router, _) => from,
+            (_, NodeKind::Router) => to,
+            _ => continue,
+        };
+        let here = router.sip == Some(sip) && router.cube == Some(cube);
+        let Some(pos) = router.router.filter(|_| here) else {
+            continue;
+        };
+        let stacked = bars.entry(pos).or_default();
+        let (x, y) = corner(pos);
+        let y = y + 8.0 + f64::from(*stacked) * 7.0;
+        *stacked += 1;
+        let bar = ((x + 8.0, y), (x + CELL - 8.0, y));
+        cube_link(svg, bar, Some(heat.edge(machine, id)));
+    }
 }
 
 /// A router's square in [`cube_heat_svg`], in pixels.

@@ -154,7 +154,9 @@ fn run_set(
         .collect();
     let stats = simulation.run();
     let explanation = explained
-        .map(|k| crate::explain::finish(&simulation, &device, k as u32))
+        .map(|k| {
+            crate::explain::finish(&simulation, &device, k as u32, jobs[k].options.explain_path)
+        })
         .transpose();
     // As in a single run: a host's error, not the stall its orphaned
     // tasks make, is the cause; the first job's that failed.

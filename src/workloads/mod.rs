@@ -284,7 +284,7 @@ impl Workload {
         let stats = simulation.run();
         let explanation = options
             .explain
-            .then(|| crate::explain::finish(&simulation, &device, HOST_SLOT))
+            .then(|| crate::explain::finish(&simulation, &device, HOST_SLOT, options.explain_path))
             .transpose();
         // A host that failed (a rank's error cancels the others) can leave
         // tasks of its own behind that wait for ever (a peer's kernel, a

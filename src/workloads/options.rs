@@ -41,6 +41,9 @@ pub struct Options {
     /// The most bytes `--explain`'s causal log may take (`--explain-memory`;
     /// `None`: a quarter of the host's available memory).
     pub explain_memory: Option<u64>,
+    /// Which of the critical path's lines `--explain` keeps
+    /// (`--explain-path`, ADR-0117).
+    pub explain_path: crate::explain::PathKept,
 }
 
 impl Options {

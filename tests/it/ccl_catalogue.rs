@@ -31,7 +31,7 @@ use kernbench::workloads;
 use ndarray::{Array2, Ix2};
 
 use crate::catalogue_common;
-use catalogue_common::ALLREDUCE_ALGORITHMS as ALGORITHMS;
+use catalogue_common::{allreduce_algorithms, collective_algorithms};
 
 /// The acceptance machines, as `--set` arguments.
 const MACHINES: [&[&str]; 6] = [
@@ -196,7 +196,7 @@ fn check_model(what: &str, outcome: &Outcome) {
 
 #[test]
 fn every_algorithm_is_bitwise_identical_on_every_rank_with_random_data() {
-    for algorithm in ALGORITHMS {
+    for algorithm in &allreduce_algorithms() {
         let outcome = run::<f32>(MACHINES[0], algorithm, 40);
         check_model(&format!("{algorithm} f32"), &outcome);
     }
@@ -215,7 +215,7 @@ fn every_algorithm_is_bitwise_identical_on_every_rank_with_random_data() {
 #[test]
 #[ignore = "release-mode matrix, run by .ci/run"]
 fn catalogue_matrix() {
-    for algorithm in ALGORITHMS {
+    for algorithm in &allreduce_algorithms() {
         for machine in MACHINES {
             let cubes = 16;
             let f32_run = run::<f32>(machine, algorithm, 196_608 / 4 / cubes);
@@ -246,7 +246,7 @@ const SMALL_SLOTS: &[&str] = &[
 
 #[test]
 fn every_algorithm_takes_any_element_count() {
-    for algorithm in ALGORITHMS {
+    for algorithm in &allreduce_algorithms() {
         // One element; fewer elements than endpoints (empty pieces); a
         // prime count cut into uneven messages of at most a slot.
         for n in [1, 5, 37] {
@@ -278,7 +278,7 @@ fn large_tiles_matrix() {
         ],
     ];
     let cubes = 16;
-    for algorithm in ALGORITHMS {
+    for algorithm in &allreduce_algorithms() {
         for machine in machines {
             let sets = [machine, &["simulation.fidelity=flow"]].concat();
             for (bytes, odd) in [(2 * MIB, 0), (3 * MIB, 0), (2 * MIB, 3)] {
@@ -310,27 +310,6 @@ fn large_tiles_matrix() {
         run::<f16>(&fold, algorithm, 3 * MIB / 2 / cubes);
     }
 }
-
-/// Every algorithm of every collective: the `ccl_*` workload's ccl.yaml
-/// entries, the all-reduce catalogue and each other collective's default.
-const COLLECTIVE_ALGORITHMS: [(&str, &str); 16] = [
-    ("ccl_allreduce", "ring_allreduce"),
-    ("ccl_allreduce", "intercube_allreduce"),
-    ("ccl_allreduce", "lrab_hierarchical_allreduce"),
-    ("ccl_allreduce", "tree_allreduce"),
-    ("ccl_allreduce", "rd_allreduce"),
-    ("ccl_allreduce", "rhd_allreduce"),
-    ("ccl_allreduce", "ring_rsag_allreduce"),
-    ("ccl_allreduce", "mesh_allreduce"),
-    ("ccl_allgather", "ring_allgather"),
-    ("ccl_reducescatter", "ring_reducescatter"),
-    ("ccl_broadcast", "chain_broadcast"),
-    ("ccl_reduce", "chain_reduce"),
-    ("ccl_alltoall", "ring_alltoall"),
-    ("ccl_sendrecv", "p2p_copy"),
-    ("ccl_gather", "p2p_gather"),
-    ("ccl_scatter", "p2p_scatter"),
-];
 
 /// Runs `bench` with `algorithm` on `count` `dtype` elements per rank on
 /// the machine `sets`, with `--verify-data`, and asserts that every check
@@ -368,7 +347,7 @@ fn run_count(sets: &[&str], bench: &str, algorithm: &str, dtype: &str, count: u6
 /// block), and 4097 in f32 there.
 #[test]
 fn every_collective_takes_any_element_count_per_rank() {
-    for (bench, algorithm) in COLLECTIVE_ALGORITHMS {
+    for (bench, algorithm) in &collective_algorithms() {
         for dtype in ["f32", "f16"] {
             for count in [1, 7, 1000] {
                 run_count(SMALL_SLOTS, bench, algorithm, dtype, count);
@@ -391,9 +370,9 @@ fn any_element_count_matrix() {
         &["system.sips.count=3"],
         &["system.sips.count=5", "simulation.fidelity=flow"],
     ];
-    for (bench, algorithm) in COLLECTIVE_ALGORITHMS {
+    for (bench, algorithm) in &collective_algorithms() {
         for machine in machines {
-            if bench == "ccl_sendrecv" && machine == machines[0] {
+            if *bench == "ccl_sendrecv" && machine == machines[0] {
                 continue; // send_recv needs 2 ranks
             }
             for dtype in ["f32", "f16"] {
@@ -401,7 +380,7 @@ fn any_element_count_matrix() {
                     run_count(machine, bench, algorithm, dtype, count);
                 }
             }
-            if bench == "ccl_allreduce" {
+            if *bench == "ccl_allreduce" {
                 run_count(machine, bench, algorithm, "f32", 65_537);
             }
             println!("{bench:18} {algorithm:28} {machine:?}: 1 to 4097 elements pass");

@@ -120,3 +120,23 @@ fn wrong_inputs_unknown_names_and_kernel_failures_are_typed_errors() {
     );
     assert!(message.contains("(sip 0, cube 0, pe "), "{message}");
 }
+
+/// The author guide's common mistake 3, as it says: hello_send with a tile
+/// larger than a 64 KiB slot. Two segments (128 KiB) are sent, and the
+/// `recv` of them fails naming the ring, the size and the slot; sixteen
+/// (1 MiB), more than the ring has slots, leave every endpoint blocked in
+/// its send: the deadlock report.
+#[test]
+fn a_tile_larger_than_a_slot_is_an_error_naming_the_ipcq() {
+    let run = |n: usize| {
+        let inputs: Vec<_> = (0..4).map(|r| tile(r, n)).collect();
+        run_kernel_in_mock("hello_send", 4, "ring_1d", &inputs)
+            .unwrap_err()
+            .to_string()
+    };
+    let two = run(64 * 1024);
+    let said = "recv: 131072 B does not fit a 65536 B slot of ring sip0.cube0.pe1:W";
+    assert!(two.contains(said), "{two}");
+    let sixteen = run(512 * 1024);
+    assert!(sixteen.to_lowercase().contains("deadlock"), "{sixteen}");
+}

@@ -368,7 +368,15 @@ fn a_real_nccl_tests_log_is_compared_and_a_mismatch_refused() {
     std::fs::write(d.join("ag.txt"), nccl_log("all_gather", "float")).unwrap();
     let (code, line) = refusal(&kernbench(
         d,
-        &["report", "W", "--reference", "ag.txt", "--out", "R"],
+        &[
+            "report",
+            "W",
+            "--reference",
+            "ag.txt",
+            "--out",
+            "R",
+            "--force",
+        ],
     ));
     assert_eq!(code, 2);
     assert!(
@@ -376,7 +384,16 @@ fn a_real_nccl_tests_log_is_compared_and_a_mismatch_refused() {
         "{line}"
     );
     std::fs::write(d.join("half.txt"), nccl_log("all_reduce", "half")).unwrap();
-    let output = kernbench(d, &["report", "W", "--reference", "half.txt", "--out", "R"]);
+    let again = [
+        "report",
+        "W",
+        "--reference",
+        "half.txt",
+        "--out",
+        "R",
+        "--force",
+    ];
+    let output = kernbench(d, &again);
     assert!(output.status.success());
     assert!(
         stderr(&output).contains(
@@ -392,13 +409,29 @@ fn a_real_nccl_tests_log_is_compared_and_a_mismatch_refused() {
     );
     let (code, line) = refusal(&kernbench(
         d,
-        &["report", "G", "--reference", "ar.txt", "--out", "R"],
+        &[
+            "report",
+            "G",
+            "--reference",
+            "ar.txt",
+            "--out",
+            "R",
+            "--force",
+        ],
     ));
     assert_eq!(code, 2);
     assert!(line.contains("no result row is a collective"), "{line}");
     let (code, line) = refusal(&kernbench(
         d,
-        &["report", "W", "--reference", "/dev/zero", "--out", "R"],
+        &[
+            "report",
+            "W",
+            "--reference",
+            "/dev/zero",
+            "--out",
+            "R",
+            "--force",
+        ],
     ));
     assert_eq!(code, 2);
     assert!(line.contains("/dev/zero: not a text file"), "{line}");

@@ -191,3 +191,31 @@ fn bad_inputs_exit_2_naming_the_file_and_line() {
     );
     assert!(error.contains("missing.txt"), "{error}");
 }
+
+/// An output folder that already holds files is refused before anything
+/// runs, naming it, its files and `--force`; with `--force` the command
+/// writes into it (issue 42 item 5).
+#[test]
+fn a_folder_holding_files_needs_force() {
+    let dir = TempDir::new("report-force");
+    let sweep = |extra: &[&str]| {
+        let mut args = vec!["--fidelity", "flow", "sweep", "--bench", "ccl_allreduce"];
+        args.extend(["--size", "1K", "--out", "D"]);
+        args.extend(extra);
+        kernbench(dir.path(), &args)
+    };
+    assert!(sweep(&[]).status.success());
+    let refused = sweep(&[]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let line = stderr(&refused);
+    assert_eq!(line.lines().count(), 1, "{line}");
+    for what in ["D", "results.csv", "--force"] {
+        assert!(line.contains(what), "{what}: {line}");
+    }
+    assert!(stdout(&refused).is_empty(), "nothing ran");
+    let forced = sweep(&["--force"]);
+    assert!(forced.status.success(), "{}", stderr(&forced));
+    ok(dir.path(), &["report", "D", "--out", "R"]);
+    let again = kernbench(dir.path(), &["report", "D", "--out", "R"]);
+    assert_eq!(again.status.code(), Some(2));
+}

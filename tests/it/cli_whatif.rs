@@ -72,7 +72,12 @@ fn a_varied_key_is_a_column_crossed_with_fidelity_and_sizes() {
     assert!(report.status.success(), "{}", stderr(&report));
     let text = stdout(&report);
     let table: Vec<_> = text.lines().skip_while(|l| *l != title).collect();
-    assert_eq!(table.len(), 6, "{text}");
+    // At 1K and 4K per rank the links' bandwidth moves nothing: each line
+    // gets its note under the table.
+    let (notes, lines): (Vec<&str>, Vec<&str>) = table
+        .iter()
+        .partition(|l| l.contains("moved the time by under 1 %"));
+    assert_eq!((lines.len(), notes.len()), (6, 4), "{text}");
     assert!(table[2].ends_with("ccl_allreduce fidelity=packet size=1K"));
     let html = std::fs::read_to_string(merged.join("index.html")).unwrap();
     assert!(html.contains("<h2>Sensitivity</h2>"));

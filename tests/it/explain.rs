@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use kernbench::config::Overrides;
 use kernbench::config::units::{Bandwidth, Fraction, Size};
-use kernbench::explain::Explanation;
+use kernbench::explain::{Explanation, PathKept};
 use kernbench::hw::explain as hwx;
 use kernbench::hw::{HopParams, Link, transfer, transfer_flow, transfer_formula};
 use kernbench::sim::{self, SimDuration, SimTime, Simulation};
@@ -19,7 +19,7 @@ use kernbench::topology::{Machine, TopologySpec};
 use kernbench::workloads::{self, Options, Report, Value};
 
 use crate::catalogue_common;
-use catalogue_common::ALLREDUCE_ALGORITHMS as ALGORITHMS;
+use catalogue_common::allreduce_algorithms;
 
 fn machine(sets: &[&str]) -> Arc<Machine> {
     let overrides = Overrides::parse(sets).unwrap();
@@ -75,12 +75,18 @@ fn explained(machine: &Arc<Machine>, bench: &str, params: &[(&str, &str)], figur
         "{what}: attribution vs {figure}"
     );
     assert_eq!(explanation.duration_ps, int(&report, figure), "{what}");
-    let path: u64 = explanation
+    let lines: u64 = explanation
         .critical_path
         .iter()
-        .map(|s| s.duration_ps)
+        .map(|l| l.duration_ps)
         .sum();
-    assert_eq!(path, explanation.duration_ps, "{what}: path");
+    let elided = explanation
+        .critical_path_elided
+        .as_ref()
+        .map_or(0, |e| e.ps);
+    assert_eq!(lines + elided, explanation.duration_ps, "{what}: path");
+    let components: u64 = explanation.on_path.iter().map(|c| c.ps).sum();
+    assert_eq!(components, explanation.duration_ps, "{what}: on_path");
     assert!(
         explanation.interval.starts_with(figure),
         "{}",
@@ -127,8 +133,8 @@ fn every_all_reduce_of_the_catalogue_is_explained_exactly_in_both_fidelities() {
         for fidelity in ["packet", "flow"] {
             let fid = format!("simulation.fidelity={fidelity}");
             let machine = machine(&[sets, &[fid.as_str()]].concat());
-            for algorithm in ALGORITHMS {
-                let params = [("algorithm", algorithm), ("size", "64K")];
+            for algorithm in &allreduce_algorithms() {
+                let params = [("algorithm", algorithm.as_str()), ("size", "64K")];
                 let report = explained(&machine, "ccl_allreduce", &params, "allreduce_ps");
                 let explanation = report.explain.unwrap();
                 let gap = explanation.model_gap.expect("every all-reduce has a model");
@@ -228,22 +234,19 @@ where
     simulation.run().unwrap();
     let recording = hwx::finish().unwrap();
     let log = simulation.causal_log().unwrap();
-    Explanation::from_recording(&log, &recording)
+    Explanation::from_recording(&log, &recording, PathKept::Whole)
 }
 
 /// Per link: (latency, service, queue) on the path.
 fn per_link(explanation: &Explanation) -> BTreeMap<String, [u64; 3]> {
-    let mut by = BTreeMap::<String, [u64; 3]>::new();
-    for step in &explanation.critical_path {
-        let slot = match step.kind.as_str() {
-            "latency" => 0,
-            "service" => 1,
-            "queue" => 2,
-            other => panic!("{other}"),
-        };
-        by.entry(step.component.clone()).or_default()[slot] += step.duration_ps;
-    }
-    by
+    explanation
+        .on_path
+        .iter()
+        .map(|c| {
+            assert_eq!(c.wait_ps, 0, "{}", c.name);
+            (c.name.clone(), [c.latency_ps, c.service_ps, c.queue_ps])
+        })
+        .collect()
 }
 
 #[test]

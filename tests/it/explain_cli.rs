@@ -76,7 +76,7 @@ fn run_explain_json_carries_the_explanation_and_out_writes_the_heat_maps() {
     for svg in ["topology-heat.svg", "cube-heat.svg"] {
         let text = std::fs::read_to_string(out.join(svg)).unwrap();
         assert!(
-            text.starts_with("<svg") && text.contains("link busy fraction"),
+            text.starts_with("<svg") && text.contains("share of the critical path"),
             "{svg}"
         );
         assert!(!heat_colours(&text).is_empty(), "{svg}: no coloured link");

@@ -41,6 +41,7 @@ mod explain;
 mod explain_cli;
 mod faults;
 mod faults_down;
+mod heat_maps;
 mod hw_control;
 mod hw_memory;
 mod hw_trace;

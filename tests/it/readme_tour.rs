@@ -118,14 +118,19 @@ fn every_readme_command_runs() {
     assert!(commands.len() >= 20, "{} commands", commands.len());
     let dir = folder();
     for (name, args) in commands {
+        let web = args.first().is_some_and(|a| a == "web");
+        let stdout = match web {
+            true => std::process::Stdio::null(),
+            false => std::process::Stdio::piped(),
+        };
         let mut child = Command::new(binary(&name))
             .args(&args)
             .current_dir(&dir)
-            .stdout(std::process::Stdio::null())
+            .stdout(stdout)
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        if args.first().is_some_and(|a| a == "web") {
+        if web {
             std::thread::sleep(Duration::from_secs(2));
             assert!(
                 child.try_wait().unwrap().is_none(),
@@ -142,6 +147,26 @@ fn every_readme_command_runs() {
             "{name} {args:?}: {}\n{stderr}",
             out.status
         );
+        if args.ends_with(&["--out".to_owned(), "tour/V".to_owned()]) {
+            the_what_if_has_its_figure_and_note(&dir, &String::from_utf8_lossy(&out.stdout));
+        }
         eprintln!("ok: {name} {}", args.join(" "));
     }
+}
+
+/// The README's `--vary` example (issue 42): a figure with the varied
+/// value on its x axis, and a note under the table naming the class that
+/// bounds the time where a step moved it by under 1 %.
+fn the_what_if_has_its_figure_and_note(dir: &Path, stdout: &str) {
+    let figure = dir.join("tour/V/time_vs_system_inter_sip_bandwidth.svg");
+    let svg = std::fs::read_to_string(&figure).expect("the what-if figure");
+    assert!(
+        svg.contains("system.inter_sip.bandwidth\n</text>"),
+        "x axis: {svg}"
+    );
+    let note = stdout
+        .lines()
+        .find(|l| l.contains("moved the time by under 1 %"))
+        .unwrap_or_else(|| panic!("no note: {stdout}"));
+    assert!(note.contains("the time is bound by "), "{note}");
 }

@@ -63,7 +63,7 @@ fn results_folder() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-results");
     let output = Command::new(KERNBENCH)
         .args(["--fidelity", "flow", "sweep", "--bench", "ccl_allreduce"])
-        .args(["--size", "2K,8K", "--out"])
+        .args(["--size", "2K,8K", "--force", "--out"])
         .arg(&dir)
         .output()
         .expect("kernbench sweep runs");
@@ -168,7 +168,7 @@ fn the_web_run_page_draws_the_heat_maps_in_a_browser() {
     let page = String::from_utf8_lossy(&output.stdout);
     assert_eq!(page.matches("<h2>Explanations</h2>").count(), 1, "{page}");
     assert_eq!(page.matches("<h3>ccl_allreduce").count(), 1, "{page}");
-    assert!(page.contains("class=\"heatmap\"") && page.contains("link busy fraction"));
+    assert!(page.contains("class=\"heatmap\"") && page.contains("share of the critical path"));
     assert!(!heat_colours(&page).is_empty(), "no coloured link");
     // The screenshot is of the heat maps alone (the page above them is
     // long).
