@@ -112,10 +112,7 @@ pub fn by_value(rows: &[&Row], key: &str, values: &[String]) -> Vec<Svg> {
     if classes.is_empty() {
         return Vec::new();
     }
-    let slug: String = key
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
+    let slug = super::figures::file_slug(key);
     let explained = explained(rows);
     let label = |row: &Row| row.point.get(key).cloned().unwrap_or_default();
     grouped(&explained, |r| super::sensitivity::others(r, key))

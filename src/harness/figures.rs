@@ -85,6 +85,14 @@ pub fn of_set(set: &super::results::ResultSet) -> Vec<Svg> {
     svgs
 }
 
+/// `key` as part of a file name: every character but ASCII letters and
+/// digits as `_` (`system.inter_sip.bandwidth` → `system_inter_sip_bandwidth`).
+pub fn file_slug(key: &str) -> String {
+    key.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
 /// The figures of `rows` (all of one result set, in order, no key
 /// varied).
 pub fn figures(rows: &[&Row]) -> Vec<Svg> {

@@ -978,7 +978,7 @@ pub fn topology_svg(machine: &Machine) -> String {
     topology_heat_svg(machine, None)
 }
 
-/// [`topology_svg`] with every inter-SIP and UCIe link coloured by its
+/// [`topology_svg`] with every inter-SIP, UCIe and PCIe link coloured by its
 /// time on the critical path in `heat` (the direction with more; the
 /// tooltip gives both, with their busy fractions), the most critical
 /// ranked, and a legend; `None`: the plain drawing.
@@ -1010,7 +1010,7 @@ pub fn topology_heat_svg(machine: &Machine, heat: Option<&Heat>) -> String {
             f64::from(height) - 44.0,
         );
     }
-    draw_host(&mut svg, &geometry);
+    draw_host(&mut svg, &geometry, heat);
     draw_links(&mut svg, &geometry, EdgeKind::InterSip, heat);
     for sip in 0..machine.sip_count() {
         draw_sip(&mut svg, &geometry, sip);
@@ -1020,22 +1020,43 @@ pub fn topology_heat_svg(machine: &Machine, heat: Option<&Heat>) -> String {
     svg
 }
 
-/// The host box and its PCIe links to each SIP's IO cube.
-fn draw_host(svg: &mut String, geometry: &Geometry<'_>) {
+/// The host box and its PCIe links to each SIP's IO cube, coloured by
+/// `heat` when given.
+fn draw_host(svg: &mut String, geometry: &Geometry<'_>, heat: Option<&Heat>) {
     let (width, _) = geometry.grid();
     let (x, y) = (
         f64::from(px::MARGIN + width / 2) - 40.0,
         f64::from(px::MARGIN),
     );
     let machine = geometry.machine;
-    for sip in 0..machine.sip_count() {
+    for (id, edge) in machine.edges().iter().enumerate() {
+        if edge.kind != EdgeKind::Pcie || edge.reverse.index() < id {
+            continue;
+        }
+        let (from, to) = (machine.node(edge.from), machine.node(edge.to));
+        let Some(sip) = from.sip.or(to.sip) else {
+            continue;
+        };
         let (cx, cy) = geometry.cube_edge(sip, machine.io_cube(), Side::N);
-        let _ = writeln!(
+        let (hx, hy) = (x + 40.0, y + 24.0);
+        let Some(heat) = heat.map(|h| h.edge(machine, id)) else {
+            let _ = writeln!(
+                svg,
+                "<line x1=\"{hx}\" y1=\"{hy}\" x2=\"{cx}\" y2=\"{cy}\" stroke=\"#bbb\"/>"
+            );
+            continue;
+        };
+        let color = heat.colour.unwrap_or_else(|| "#ccc".to_owned());
+        let _ = write!(
             svg,
-            "<line x1=\"{}\" y1=\"{}\" x2=\"{cx}\" y2=\"{cy}\" stroke=\"#bbb\"/>",
-            x + 40.0,
-            y + 24.0
+            "<g class=\"heat\"><title>{}</title><line x1=\"{hx}\" y1=\"{hy}\" x2=\"{cx}\" y2=\"{cy}\" \
+             stroke=\"{color}\" stroke-width=\"2\"/>",
+            heat.title
         );
+        if let Some(rank) = heat.rank {
+            heat::rank_label(svg, rank, ((hx + cx) / 2.0 + 3.0, (hy + cy) / 2.0));
+        }
+        svg.push_str("</g>\n");
     }
     let _ = writeln!(
         svg,

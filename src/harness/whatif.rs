@@ -76,10 +76,7 @@ fn against(rows: &[&Row], key: &str, unit: Unit, at: &dyn Fn(&Row) -> Option<f64
         .iter()
         .fold((f64::INFINITY, 0.0_f64), |(l, h), x| (l.min(*x), h.max(*x)));
     let log_x = positive && high >= 8.0 * low;
-    let slug: String = key
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
+    let slug = super::figures::file_slug(key);
     let series = |value: &dyn Fn(&Row) -> Option<f64>, model: bool| {
         let mut curves = Vec::new();
         for (color, (label, members)) in groups.iter().enumerate() {

@@ -526,3 +526,93 @@ fn a_slow_sip_makes_its_pipeline_stage_the_bottleneck_of_a_13b_step() {
     assert!(figure(&faulted, "step_ps") > figure(&healthy, "step_ps"));
     assert!(figure(&faulted, "exposed_comm_ps") > 0);
 }
+
+/// Four links on a 1 MiB ring all-reduce's routes, one of each class,
+/// whose healthy busy times differ by 4× or more.
+const RANKED_LINKS: [&str; 4] = [
+    "sip3.cube0.pe0->sip3.cube0.r0c0",
+    "sip3.inter_sip.w->sip2.inter_sip.e",
+    "sip0.cube11.ucie.n->sip0.cube7.ucie.s",
+    "sip0.pcie_ep->host",
+];
+
+/// `sweep --vary` over which of four links is at bandwidth factor 0.25
+/// ranks them as the healthy run's `--explain` predicts: by each link's
+/// busy time over the interval (its work, which a factor `f` stretches by
+/// `1/f − 1`), most first. The critical path's time on a link does not
+/// predict it (docs/topology.md): a link's latency is on the path, its
+/// bandwidth only where it serialises. Release only (`.ci/run`).
+#[test]
+#[ignore = "release: .ci/run"]
+fn a_sweep_over_four_degraded_links_ranks_them_as_explain_predicts() {
+    let dir = TempDir::new("faults-ranked");
+    let machine = ["--set", "system.sips.count=4"];
+    let call = [
+        "--bench",
+        "ccl_allreduce",
+        "--algorithm",
+        "ring_allreduce",
+        "--size",
+        "1M",
+    ];
+    let run = |args: &[&str]| {
+        let all: Vec<&str> = machine.iter().chain(args).copied().collect();
+        let output = kernbench(dir.path(), &all);
+        assert!(output.status.success(), "{}", stderr(&output));
+        stdout(&output)
+    };
+    let healthy: serde_json::Value =
+        serde_json::from_str(&run(
+            &[&["run"][..], &call, &["--explain", "--json"]].concat()
+        ))
+        .unwrap();
+    let busy = |link: &str| -> u64 {
+        let links = healthy["explain"]["links"].as_array().unwrap();
+        let found = links.iter().find(|l| l["name"] == link);
+        found.map_or(0, |l| l["busy_ps"].as_u64().unwrap())
+    };
+    let mut predicted = RANKED_LINKS.to_vec();
+    predicted.sort_by_key(|l| std::cmp::Reverse(busy(l)));
+    for pair in predicted.windows(2) {
+        assert!(
+            busy(pair[0]) >= 4 * busy(pair[1]).max(1),
+            "{pair:?}: too close to rank"
+        );
+    }
+    let vary = format!("faults.links.x.link={}", RANKED_LINKS.join(","));
+    let degraded = [
+        "--set",
+        "faults.links.x.bandwidth_factor=0.25",
+        "--set",
+        "faults.links.x.link=sip0.pcie_ep->host",
+        "sweep",
+        "--vary",
+        &vary,
+        "--out",
+        "S",
+    ];
+    run(&[&degraded[..], &call].concat());
+    let results = std::fs::read_to_string(dir.path().join("S/results.json")).unwrap();
+    let results: serde_json::Value = serde_json::from_str(&results).unwrap();
+    let time = |link: &str| -> u64 {
+        let rows = results["rows"].as_array().unwrap();
+        let row = rows
+            .iter()
+            .find(|r| r["point"]["faults.links.x.link"] == link);
+        row.unwrap()["figures"]["allreduce_ps"].as_u64().unwrap()
+    };
+    let mut measured = RANKED_LINKS.to_vec();
+    measured.sort_by_key(|l| std::cmp::Reverse(time(l)));
+    let healthy_ps = healthy["figures"]["allreduce_ps"].as_u64().unwrap();
+    let costs: Vec<String> = measured
+        .iter()
+        .map(|l| {
+            format!(
+                "{l}: {:+} ps (busy {} ps)",
+                time(l) as i64 - healthy_ps as i64,
+                busy(l)
+            )
+        })
+        .collect();
+    assert_eq!(measured, predicted, "{costs:#?}");
+}
