@@ -167,12 +167,14 @@ pub(super) fn others(row: &Row, key: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::harness::results::{Fields, Source};
     use crate::workloads::Value;
 
-    fn row(index: usize, gbps: &str, size: &str, time_ps: u64) -> Row {
+    /// Row `index` of workload `w` at an inter-SIP bandwidth and a size,
+    /// whose `time_ps` is `time_ps`.
+    pub(in crate::harness) fn row(index: usize, gbps: &str, size: &str, time_ps: u64) -> Row {
         Row {
             explain: None,
             index,

@@ -132,28 +132,15 @@ fn against(rows: &[&Row], key: &str, unit: Unit, at: &dyn Fn(&Row) -> Option<f64
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::results::{Fields, Source};
+    use crate::harness::results::Source;
     use crate::workloads::Value;
 
+    /// A row of sensitivity's tests with a model at half its time.
     fn row(gbps: &str, size: &str, time_ps: u64) -> Row {
-        Row {
-            explain: None,
-            index: 0,
-            workload: "w".to_owned(),
-            point: Fields(vec![
-                ("system.inter_sip.bandwidth".to_owned(), gbps.to_owned()),
-                ("size".to_owned(), size.to_owned()),
-            ]),
-            verify_data: false,
-            error: None,
-            simulated_ps: Some(time_ps),
-            checks_passed: 0,
-            checks_failed: 0,
-            figures: Fields(vec![
-                ("time_ps".to_owned(), Value::Int(time_ps)),
-                ("model_ps".to_owned(), Value::Int(time_ps / 2)),
-            ]),
-        }
+        let mut row = crate::harness::sensitivity::tests::row(0, gbps, size, time_ps);
+        let model = ("model_ps".to_owned(), Value::Int(time_ps / 2));
+        row.figures.0.push(model);
+        row
     }
 
     fn set(rows: Vec<Row>) -> ResultSet {

@@ -16,6 +16,16 @@ const MACHINE: [&str; 4] = [
     "system.sips.topology=torus_2d",
 ];
 
+/// The explained 16 MiB all-reduce.
+const EXPLAINED: [&str; 6] = [
+    "run",
+    "--bench",
+    "ccl_allreduce",
+    "--size",
+    "16M",
+    "--explain",
+];
+
 /// `args` after the 4-SIP machine, expected to succeed.
 fn run(dir: &TempDir, args: &[&str]) -> String {
     let all: Vec<&str> = MACHINE.iter().chain(args).copied().collect();
@@ -61,19 +71,7 @@ fn coloured_links(svg: &str) -> Vec<(u8, String)> {
 #[ignore = "release: .ci/run"]
 fn the_paths_top_links_are_the_heat_maps_strongest_colours() {
     let dir = TempDir::new("heat-top-links");
-    let text = run(
-        &dir,
-        &[
-            "run",
-            "--bench",
-            "ccl_allreduce",
-            "--size",
-            "16M",
-            "--explain",
-            "--out",
-            "E",
-        ],
-    );
+    let text = run(&dir, &[&EXPLAINED[..], &["--out", "E"]].concat());
     let top = top_links(&text, 3);
     assert_eq!(top.len(), 3, "{text}");
     let read = |name: &str| std::fs::read_to_string(dir.path().join("E").join(name)).unwrap();
@@ -105,18 +103,7 @@ fn the_paths_top_links_are_the_heat_maps_strongest_colours() {
 #[ignore = "release: .ci/run"]
 fn explained_json_and_a_two_point_sweep_stay_small() {
     let dir = TempDir::new("heat-sizes");
-    let json = run(
-        &dir,
-        &[
-            "run",
-            "--bench",
-            "ccl_allreduce",
-            "--size",
-            "16M",
-            "--explain",
-            "--json",
-        ],
-    );
+    let json = run(&dir, &[&EXPLAINED[..], &["--json"]].concat());
     assert!(json.len() <= 10 << 20, "--json: {} B", json.len());
     let parsed: serde_json::Value = serde_json::from_str(&json).unwrap();
     let explain = &parsed["explain"];
