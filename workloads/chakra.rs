@@ -11,8 +11,9 @@
 //! `PREFIX.comm_groups.json` when it exists, else every `pg_name` is every
 //! rank). Figures: `et_ps` (first node to the last rank's last node), the
 //! largest rank's `compute_ps`, `comm_ps`, `exposed_comm_ps`, the same per
-//! rank (`rank{r}_*`), and per collective type `*_count`, `*_bytes`,
-//! `*_ps`. Every input error is one line naming the file (exit 2), found
+//! rank (`rank{r}_*`), per collective type `*_count`, `*_bytes`,
+//! `*_ps`, and per pipeline stage (inferred from the process groups,
+//! `et::stages`) `stage{s}_compute_ps` and `bottleneck_stage`. Every input error is one line naming the file (exit 2), found
 //! before anything runs; skipped nodes and ignored attributes are warned
 //! about and counted.
 

@@ -8,7 +8,8 @@
 //! (`mixtral-8x7b`) takes `--ep` and `--moe-skew` and adds `experts`,
 //! `top_k`, `ep` and `moe_skew` to the figures. Per pipeline stage its
 //! busiest rank's compute (`stage{s}_compute_ps`) and the stage with the
-//! most (`bottleneck_stage`).
+//! most (`bottleneck_stage`), as for any trace (`et::stages`: the
+//! generated groups lie within a stage, so the stages are the step's).
 
 use std::rc::Rc;
 
@@ -235,34 +236,12 @@ async fn run(torch: Torch, options: Options) -> Result<Outcome, WorkloadError> {
         ]);
     }
     figures.extend(bubble_figures(&step, &set, &result, step_ps));
-    figures.extend(stage_figures(&step, &set, &result));
     figures.extend(memory);
     figures.extend(figures_of_run);
     Ok(Outcome {
         checks: Vec::new(),
         figures,
     })
-}
-
-/// Per pipeline stage the busiest compute stream of its ranks
-/// (`stage{s}_compute_ps`: a 1F1B pipeline runs at its slowest stage's
-/// pace) and `bottleneck_stage`, the stage with the most (the first of
-/// equals): where a slow SIP shows.
-fn stage_figures(step: &Step, set: &chakra::TraceSet, result: &et::EtResult) -> Vec<Figure> {
-    let mut busiest = vec![0u64; step.pp];
-    for rank in 0..set.graphs.len() {
-        let (stage, ..) = step.coords(rank);
-        let compute = et::split(set, result, rank).compute.as_ps();
-        busiest[stage] = busiest[stage].max(compute);
-    }
-    let bottleneck = (0..step.pp).fold(0, |b, s| if busiest[s] > busiest[b] { s } else { b });
-    let mut figures: Vec<Figure> = busiest
-        .iter()
-        .enumerate()
-        .map(|(s, &ps)| Figure::int(figure_name(format!("stage{s}_compute_ps")), ps))
-        .collect();
-    figures.push(Figure::int("bottleneck_stage", bottleneck as u64));
-    figures
 }
 
 /// The pipeline bubble (ADR-0097): `bubble_fraction_ideal`, the

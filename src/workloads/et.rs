@@ -23,7 +23,9 @@
 //! Reported: the time from the first node to the last rank's last node
 //! (`et_ps`); per rank its compute, communication and exposed
 //! communication (communication while no compute runs); per collective
-//! type the count, bytes and time. `--trace` gets one slice per node on
+//! type the count, bytes and time; per pipeline stage (the ranks the
+//! process groups join, [`stages`]) its busiest rank's compute and the
+//! stage with the most. `--trace` gets one slice per node on
 //! its rank's `sip{s}.et.*` tracks (`s` its SIP: the rank, but in a job
 //! of `run --jobs`), named by the node's name.
 //!
@@ -663,7 +665,7 @@ fn slowest_pe(machine: &Machine, sip: u32) -> Slowdown {
 
 /// `text` as a figure name: figure names are `&'static str`, and these
 /// are made per rank and per collective type, so each distinct name is
-/// kept once for the life of the process (a bounded set: four per rank
+/// kept once for the life of the process (a bounded set: five per rank
 /// and three per collective type).
 fn figure_name(text: String) -> &'static str {
     static NAMES: std::sync::Mutex<std::collections::BTreeSet<&'static str>> =
@@ -795,6 +797,70 @@ pub fn figures(set: &TraceSet, result: &EtResult) -> Vec<Figure> {
             Figure::time(figure_name(format!("rank{r}_exposed_comm_ps")), s.exposed),
         ]);
     }
+    figures.extend(stage_figures(&stages(set), &splits));
+    figures
+}
+
+/// The pipeline stages a trace implies, each its ranks, ordered by their
+/// lowest rank: the connected components of the process groups its
+/// collectives name (tensor- and data-parallel groups lie within a stage;
+/// a pipeline joins its stages by sends only). A rank in no group is a
+/// stage of its own.
+pub fn stages(set: &TraceSet) -> Vec<Vec<usize>> {
+    let groups = set.world.groups.values().map(Vec::as_slice);
+    components(set.graphs.len(), groups)
+}
+
+/// The ranks `0..n` joined by `groups`, each component ordered, the
+/// components by their lowest rank.
+fn components<'a>(n: usize, groups: impl Iterator<Item = &'a [usize]>) -> Vec<Vec<usize>> {
+    fn root(parent: &mut [usize], mut r: usize) -> usize {
+        while parent[r] != r {
+            parent[r] = parent[parent[r]];
+            r = parent[r];
+        }
+        r
+    }
+    let mut parent: Vec<usize> = (0..n).collect();
+    for ranks in groups {
+        for pair in ranks.windows(2) {
+            let (a, b) = (root(&mut parent, pair[0]), root(&mut parent, pair[1]));
+            // The lower root stays: a component's root is its lowest rank.
+            parent[a.max(b)] = a.min(b);
+        }
+    }
+    let mut stages: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for rank in 0..n {
+        stages
+            .entry(root(&mut parent, rank))
+            .or_default()
+            .push(rank);
+    }
+    stages.into_values().collect()
+}
+
+/// Per stage the busiest compute stream of its ranks
+/// (`stage{s}_compute_ps`: a pipeline runs at its slowest stage's pace)
+/// and `bottleneck_stage`, the stage with the most (the first of equals):
+/// where a slow SIP shows.
+fn stage_figures(stages: &[Vec<usize>], splits: &[RankSplit]) -> Vec<Figure> {
+    let busiest: Vec<SimDuration> = stages
+        .iter()
+        .map(|ranks| {
+            let compute = ranks.iter().map(|&r| splits[r].compute);
+            compute.max().unwrap_or_default()
+        })
+        .collect();
+    let bottleneck = (0..busiest.len()).fold(0, |b, s| match busiest[s] > busiest[b] {
+        true => s,
+        false => b,
+    });
+    let mut figures: Vec<Figure> = busiest
+        .iter()
+        .enumerate()
+        .map(|(s, &ps)| Figure::time(figure_name(format!("stage{s}_compute_ps")), ps))
+        .collect();
+    figures.push(Figure::int("bottleneck_stage", bottleneck as u64));
     figures
 }
 
@@ -855,6 +921,33 @@ mod tests {
         // Uncovered: 0-2, 8-15, 35-40.
         assert_eq!(uncovered(&comm, &compute), SimDuration::from_ps(2 + 7 + 5));
         assert_eq!(measure(&comm), SimDuration::from_ps(30));
+    }
+
+    #[test]
+    fn stages_are_the_components_of_the_process_groups() {
+        let check = |n: usize, groups: &[&[usize]], expect: &[&[usize]]| {
+            let got = components(n, groups.iter().copied());
+            assert_eq!(got, expect, "{n} ranks, groups {groups:?}");
+        };
+        // tp 2, dp 2, pp 2 (ranks tp-fastest): tp {0,1} {2,3} {4,5} {6,7},
+        // dp {0,2} {1,3} {4,6} {5,7}.
+        let step: &[&[usize]] = &[
+            &[0, 1],
+            &[2, 3],
+            &[4, 5],
+            &[6, 7],
+            &[0, 2],
+            &[1, 3],
+            &[4, 6],
+            &[5, 7],
+        ];
+        check(8, step, &[&[0, 1, 2, 3], &[4, 5, 6, 7]]);
+        // Pipeline only: no group, every rank a stage.
+        check(3, &[], &[&[0], &[1], &[2]]);
+        // One group of every rank (pg_names taken as the world).
+        check(4, &[&[0, 1, 2, 3]], &[&[0, 1, 2, 3]]);
+        // Groups listed high rank first still give lowest-rank order.
+        check(5, &[&[4, 1], &[3, 0]], &[&[0, 3], &[1, 4], &[2]]);
     }
 
     #[test]

@@ -527,6 +527,56 @@ fn a_slow_sip_makes_its_pipeline_stage_the_bottleneck_of_a_13b_step() {
     assert!(figure(&faulted, "exposed_comm_ps") > 0);
 }
 
+/// The same slow-SIP step read as Chakra traces (`chakra-gen`'s files):
+/// the trace names no stages, so the workload infers them from the
+/// process groups (`et::stages`: tp ∪ dp components, ranks 0–7 and
+/// 8–15), and rank 12's stage is the bottleneck.
+#[test]
+fn a_slow_sip_makes_its_stage_the_bottleneck_of_a_13b_chakra_step() {
+    use kernbench::chakra::{self, generate::step};
+    let dir = TempDir::new("faults-13b-et");
+    let prefix = dir.path().join("s");
+    let s = step::Step {
+        tp: 4,
+        dp: 2,
+        pp: 2,
+        layers: 2,
+        ..step::Step::new(step::model("gpt3-13b").unwrap())
+    };
+    let (traces, groups) = s.generate().unwrap();
+    chakra::write(&prefix, &traces, &groups).unwrap();
+    let base = [
+        "system.sips.count=16",
+        "system.sips.topology=torus_2d",
+        "simulation.fidelity=flow",
+        "simulation.repeats=replay",
+    ];
+    let slow = [
+        &base[..],
+        &[
+            "faults.compute.slow.at=sip12",
+            "faults.compute.slow.slowdown=2",
+        ],
+    ]
+    .concat();
+    let et = [("et", prefix.to_str().unwrap())];
+    let healthy = run("chakra", &spec(None, &base), &et);
+    let faulted = run("chakra", &spec(None, &slow), &et);
+    let stage = |r: &Report, s: usize| figure(r, &format!("stage{s}_compute_ps"));
+    let stages = healthy
+        .figures
+        .iter()
+        .filter(|f| f.name.starts_with("stage"));
+    assert_eq!(stages.count(), 2, "two stages inferred");
+    assert_eq!(stage(&healthy, 0), stage(&healthy, 1));
+    assert_eq!(stage(&faulted, 1), 2 * stage(&healthy, 1));
+    assert_eq!(stage(&faulted, 0), stage(&healthy, 0));
+    assert_eq!(figure(&healthy, "bottleneck_stage"), 0);
+    assert_eq!(figure(&faulted, "bottleneck_stage"), 1);
+    assert!(figure(&faulted, "et_ps") > figure(&healthy, "et_ps"));
+    assert!(figure(&faulted, "exposed_comm_ps") > 0);
+}
+
 /// Four links on a 1 MiB ring all-reduce's routes, one of each class,
 /// whose healthy busy times differ by 4× or more.
 const RANKED_LINKS: [&str; 4] = [
