@@ -90,14 +90,17 @@ impl ChromeTraceLayer {
 
     /// A layer reading time from `clock` and writing what `options` keep to
     /// `path` as events finish; the guard completes the file. The file is
-    /// created now, so a bad path is reported here rather than at the end
-    /// of the run.
+    /// created now (its folder too, as `--out` folders are), so a bad path
+    /// is reported here rather than at the end of the run.
     pub fn to_file_with_clock(
         path: impl AsRef<Path>,
         clock: Clock,
         options: TraceOptions,
     ) -> io::Result<(Self, TraceFileGuard)> {
         let path = path.as_ref().to_owned();
+        if let Some(folder) = path.parent().filter(|f| !f.as_os_str().is_empty()) {
+            std::fs::create_dir_all(folder)?;
+        }
         let file = BufWriter::with_capacity(FILE_BUFFER_BYTES, File::create(&path)?);
         let layer = Self::writing(clock, Box::new(file), options);
         let guard = TraceFileGuard::new(Arc::clone(&layer.writer), path);

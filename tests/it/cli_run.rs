@@ -34,6 +34,18 @@ fn gemm_verifies_and_reports_its_figures() {
     assert!(json["simulated_ps"].as_u64().unwrap() > 0);
 }
 
+/// `--trace` into a folder not made yet makes it, as `--out` does (the
+/// docs' `--trace tour/ar.json` before anything made `tour/`).
+#[test]
+fn a_trace_file_gets_its_folder() {
+    let dir = TempDir::new("run-trace-folder");
+    let args = [&["--trace", "new/deeper/t.json", "run"][..], &GEMM[..]].concat();
+    let out = kernbench(dir.path(), &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let trace = std::fs::read_to_string(dir.path().join("new/deeper/t.json")).unwrap();
+    serde_json::from_str::<Value>(&trace).expect("the trace is JSON");
+}
+
 #[test]
 fn m_k_n_flags_replace_single_dimensions() {
     let dir = TempDir::new("run-mkn");

@@ -37,6 +37,7 @@ mod distributed_async;
 mod distributed_errors;
 mod distributed_p2p;
 mod doc_citations;
+mod docs_commands;
 mod explain;
 mod explain_cli;
 mod faults;

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 /// The tour's commands: each a binary name and its arguments.
-fn tour(readme: &str) -> Vec<(String, Vec<String>)> {
+pub(crate) fn tour(readme: &str) -> Vec<(String, Vec<String>)> {
     let mut commands = Vec::new();
     let mut in_sh = false;
     let mut line = String::new();
@@ -33,9 +33,13 @@ fn tour(readme: &str) -> Vec<(String, Vec<String>)> {
     commands
 }
 
-/// A `cargo run --release [--bin B] -- ARGS` line as (binary, args).
-fn command(line: &str) -> Option<(String, Vec<String>)> {
+/// A `cargo run --release [--bin B] -- ARGS` or `kernbench ARGS` line as
+/// (binary, args).
+pub(crate) fn command(line: &str) -> Option<(String, Vec<String>)> {
     let words = words(line);
+    if let Some(args) = words.strip_prefix(&["kernbench".to_owned()]) {
+        return Some(("kernbench".to_owned(), args.to_vec()));
+    }
     let rest = words.strip_prefix(&["cargo", "run", "--release"].map(String::from))?;
     let (binary, rest) = match rest {
         [bin, name, rest @ ..] if bin == "--bin" => (name.clone(), rest),
@@ -69,11 +73,12 @@ fn words(line: &str) -> Vec<String> {
     words
 }
 
-/// A folder for the tour: the repository's configs and algorithms, and
-/// the placeholders its commands name.
-fn folder() -> PathBuf {
+/// A folder `name` for a tour: the repository's configs and algorithms,
+/// and the placeholders its commands name (`my.yaml`, `my_ccl.yaml`, a
+/// measured log `nccl.txt`).
+pub(crate) fn folder(name: &str) -> PathBuf {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("readme-tour");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     for name in ["configs", "algorithms"] {
@@ -81,10 +86,12 @@ fn folder() -> PathBuf {
     }
     std::fs::copy(repo.join("configs/topology.yaml"), dir.join("my.yaml")).unwrap();
     std::fs::copy(repo.join("configs/ccl.yaml"), dir.join("my_ccl.yaml")).unwrap();
+    let log = repo.join("tests/data/nccl_all_reduce.txt");
+    std::fs::copy(log, dir.join("nccl.txt")).unwrap();
     dir
 }
 
-fn binary(name: &str) -> &'static str {
+pub(crate) fn binary(name: &str) -> &'static str {
     match name {
         "kernbench" => env!("CARGO_BIN_EXE_kernbench"),
         "allreduce" => env!("CARGO_BIN_EXE_allreduce"),
@@ -116,42 +123,49 @@ fn every_readme_command_runs() {
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"));
     let commands = tour(&readme.unwrap());
     assert!(commands.len() >= 20, "{} commands", commands.len());
-    let dir = folder();
+    let dir = folder("readme-tour");
     for (name, args) in commands {
-        let web = args.first().is_some_and(|a| a == "web");
-        let stdout = match web {
-            true => std::process::Stdio::null(),
-            false => std::process::Stdio::piped(),
-        };
-        let mut child = Command::new(binary(&name))
-            .args(&args)
-            .current_dir(&dir)
-            .stdout(stdout)
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        if web {
-            std::thread::sleep(Duration::from_secs(2));
-            assert!(
-                child.try_wait().unwrap().is_none(),
-                "{name} {args:?}: web stopped"
-            );
-            child.kill().unwrap();
-            child.wait().unwrap();
-            continue;
-        }
-        let out = child.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success(),
-            "{name} {args:?}: {}\n{stderr}",
-            out.status
-        );
+        let stdout = run_as_written(&dir, &name, &args);
         if args.ends_with(&["--out".to_owned(), "tour/V".to_owned()]) {
-            the_what_if_has_its_figure_and_note(&dir, &String::from_utf8_lossy(&out.stdout));
+            the_what_if_has_its_figure_and_note(&dir, &stdout.unwrap_or_default());
         }
         eprintln!("ok: {name} {}", args.join(" "));
     }
+}
+
+/// Runs one tour command in `dir`: `web`, which serves until stopped,
+/// must still be serving after two seconds (then it is stopped: `None`);
+/// anything else must exit 0 (its standard output).
+pub(crate) fn run_as_written(dir: &Path, name: &str, args: &[String]) -> Option<String> {
+    let web = args.first().is_some_and(|a| a == "web");
+    let stdout = match web {
+        true => std::process::Stdio::null(),
+        false => std::process::Stdio::piped(),
+    };
+    let mut child = Command::new(binary(name))
+        .args(args)
+        .current_dir(dir)
+        .stdout(stdout)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    if web {
+        std::thread::sleep(Duration::from_secs(2));
+        let running = child.try_wait().unwrap().is_none();
+        assert!(running, "{name} {args:?}: web stopped");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        return None;
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{name} {args:?} in {}: {}\n{stderr}",
+        dir.display(),
+        out.status
+    );
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// The README's `--vary` example (issue 42): a figure with the varied
