@@ -751,6 +751,7 @@ pub fn figures(fit: &Fit) -> Vec<super::figures::Svg> {
             log_y: true,
             x_unit: Unit::Bytes,
             y_unit: Unit::TimeUs,
+            x_names: &[],
         },
         vec![
             curve("measured", &fit.measured_us, Style::Line, 0),
@@ -768,6 +769,7 @@ pub fn figures(fit: &Fit) -> Vec<super::figures::Svg> {
             log_y: false,
             x_unit: Unit::Bytes,
             y_unit: Unit::Plain,
+            x_names: &[],
         },
         vec![
             curve(

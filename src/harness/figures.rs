@@ -73,6 +73,9 @@ pub struct Axes<'a> {
     pub x_unit: Unit,
     /// What y measures.
     pub y_unit: Unit,
+    /// Names for the x positions `0, 1, ...` (a categorical axis: one
+    /// tick per name, `x_unit` unused); empty for a numeric axis.
+    pub x_names: &'a [String],
 }
 
 /// The figures of `set`: those of its rows, then its what-if figures
@@ -195,6 +198,7 @@ fn collective_chart(
         log_y: true,
         x_unit: Unit::Bytes,
         y_unit,
+        x_names: &[],
     };
     chart(file, axes, curves)
 }
@@ -247,6 +251,7 @@ fn comparisons(rows: &[&Row]) -> Vec<Option<Svg>> {
                 log_y: true,
                 x_unit: Unit::Bytes,
                 y_unit: Unit::Gbps,
+                x_names: &[],
             };
             chart(&file, axes, curves)
         })
@@ -442,10 +447,11 @@ fn draw(
         .margin(16)
         .x_label_area_size(48)
         .y_label_area_size(72);
-    let (x_ticks, y_ticks) = (
-        axes.x_unit.ticks(&xs, axes.log_x),
-        axes.y_unit.ticks(&ys, axes.log_y),
-    );
+    let x_ticks = match axes.x_names.len() {
+        0 => axes.x_unit.ticks(&xs, axes.log_x),
+        n => (0..n).map(|i| i as f64).collect(),
+    };
+    let y_ticks = axes.y_unit.ticks(&ys, axes.log_y);
     let (x_log, y_log) = (
         xs.clone().log_scale().with_key_points(x_ticks.clone()),
         ys.clone().log_scale().with_key_points(y_ticks.clone()),
@@ -477,10 +483,11 @@ where
     X: Ranged<ValueType = f64> + ValueFormatter<f64>,
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
-    let (x_label, y_label) = (
-        |x: &f64| axes.x_unit.label(*x),
-        |y: &f64| axes.y_unit.label(*y),
-    );
+    let x_label = |x: &f64| match axes.x_names {
+        [] => axes.x_unit.label(*x),
+        names => names.get(x.round() as usize).cloned().unwrap_or_default(),
+    };
+    let y_label = |y: &f64| axes.y_unit.label(*y);
     chart
         .configure_mesh()
         .x_desc(axes.x)
@@ -535,17 +542,19 @@ where
     }
     let points: Vec<(i32, i32)> = hovers.iter().map(|h| h.at).collect();
     let (xs, ys) = chart.plotting_area().get_pixel_range();
-    let corner = emptiest_corner(&points, (xs, ys));
+    let corner = emptiest_corner(&points, (xs, ys), legend_size(curves));
     draw_legend(&mut chart, corner)?;
     Ok(hovers)
 }
 
-/// The corner of the plotting area (pixels `xs` × `ys`) with the fewest
-/// of `points` in its quarter, for the legend: upper left, upper right,
-/// lower left, lower right, the first of equals.
+/// The corner of the plotting area (pixels `xs` × `ys`) where the
+/// legend (`legend`: its box's width and height in pixels) covers the
+/// fewest of `points`; of equals, the one whose quarter holds fewest, then
+/// upper left, upper right, lower left, lower right.
 fn emptiest_corner(
     points: &[(i32, i32)],
     (xs, ys): (std::ops::Range<i32>, std::ops::Range<i32>),
+    (width, height): (i32, i32),
 ) -> SeriesLabelPosition {
     let (mid_x, mid_y) = ((xs.start + xs.end) / 2, (ys.start + ys.end) / 2);
     let corners = [
@@ -554,18 +563,45 @@ fn emptiest_corner(
         (SeriesLabelPosition::LowerLeft, true, false),
         (SeriesLabelPosition::LowerRight, false, false),
     ];
-    let inside =
-        |&(x, y): &(i32, i32), left: bool, upper: bool| (x < mid_x) == left && (y < mid_y) == upper;
-    let count = |left: bool, upper: bool| points.iter().filter(|p| inside(p, left, upper)).count();
-    let (mut best, mut fewest) = (SeriesLabelPosition::UpperLeft, usize::MAX);
+    let covered = |left: bool, upper: bool| {
+        let x = match left {
+            true => xs.start..xs.start + width,
+            false => xs.end - width..xs.end,
+        };
+        let y = match upper {
+            true => ys.start..ys.start + height,
+            false => ys.end - height..ys.end,
+        };
+        points
+            .iter()
+            .filter(|(px, py)| x.contains(px) && y.contains(py))
+            .count()
+    };
+    let quarter = |left: bool, upper: bool| {
+        let inside = |&&(x, y): &&(i32, i32)| (x < mid_x) == left && (y < mid_y) == upper;
+        points.iter().filter(inside).count()
+    };
+    let (mut best, mut fewest) = (SeriesLabelPosition::UpperLeft, (usize::MAX, usize::MAX));
     for (corner, left, upper) in corners {
-        let n = count(left, upper);
+        let n = (covered(left, upper), quarter(left, upper));
         if n < fewest {
             (best, fewest) = (corner, n);
         }
     }
     best
 }
+
+/// The legend box's size in pixels for `curves`: a 13 px font, a 20 px
+/// sample and margins (an estimate: plotters lays it out when drawing).
+fn legend_size(curves: &[Curve]) -> (i32, i32) {
+    let longest = curves.iter().map(|c| c.label.chars().count()).max();
+    let width = 48 + 7 * longest.unwrap_or(0) as i32;
+    let height = 12 + 17 * curves.len() as i32;
+    (width + LEGEND_MARGIN, height + LEGEND_MARGIN)
+}
+
+/// Pixels between the legend box and the plotting area's edges.
+const LEGEND_MARGIN: i32 = 10;
 
 /// The series' legend, boxed in the chart's `corner` (every figure draws
 /// it the same way).
@@ -585,6 +621,30 @@ pub fn draw_legend<'a, CT: plotters::coord::CoordTranslate>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_legend_goes_where_it_covers_fewest_points() {
+        let check = |points: &[(i32, i32)], expect: SeriesLabelPosition| {
+            let got = emptiest_corner(points, (0..800, 0..500), (300, 50));
+            assert_eq!(got, expect, "{points:?}");
+        };
+        // Points high on the left and the right, a model line through the
+        // middle: every quarter holds two, the lower boxes cover none.
+        let high = [(10, 20), (270, 40), (530, 45), (790, 45)];
+        let middle = [(10, 250), (270, 260), (530, 270), (790, 270)];
+        check(&[high, middle].concat(), SeriesLabelPosition::LowerLeft);
+        // Nothing under any box: the emptier quarter wins.
+        check(
+            &[(100, 100), (100, 300), (600, 100)],
+            SeriesLabelPosition::LowerRight,
+        );
+        check(
+            &[(100, 100), (100, 300), (600, 300)],
+            SeriesLabelPosition::UpperRight,
+        );
+        check(&[], SeriesLabelPosition::UpperLeft);
+    }
+
     use crate::harness::results::Fields;
     use crate::workloads::Value;
 

@@ -107,6 +107,7 @@ fn time_vs_shape(groups: &Groups<'_>) -> Option<Svg> {
         log_y: true,
         x_unit: Unit::Plain,
         y_unit: Unit::TimeUs,
+        x_names: &[],
     };
     chart("time_vs_shape.svg", axes, curves)
 }
@@ -145,6 +146,7 @@ fn tflops_vs_intensity(groups: &Groups<'_>) -> Option<Svg> {
         log_y: true,
         x_unit: Unit::Plain,
         y_unit: Unit::Plain,
+        x_names: &[],
     };
     chart("tflops_vs_intensity.svg", axes, curves)
 }
@@ -221,6 +223,7 @@ fn simulated_vs_theoretical(groups: &Groups<'_>) -> Option<Svg> {
         log_y: true,
         x_unit: Unit::TimeUs,
         y_unit: Unit::TimeUs,
+        x_names: &[],
     };
     chart("simulated_vs_theoretical.svg", axes, curves)
 }

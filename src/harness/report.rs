@@ -300,6 +300,7 @@ pub fn measured_vs_simulated(rows: &[&Row], measured: &[Measured]) -> Option<Svg
         log_y: true,
         x_unit: figures::Unit::Bytes,
         y_unit: figures::Unit::TimeUs,
+        x_names: &[],
     };
     figures::chart("measured_vs_simulated.svg", axes, curves)
 }

@@ -9,7 +9,7 @@
 //! A value axis is numeric when every value reads as one kind of quantity
 //! (a plain number, a bandwidth, a time or a size; log-scaled when the
 //! values span 8× or more); values of no one kind (link names, say) get
-//! the stacked bars only.
+//! one named place each, in the order given, with the points unjoined.
 //!
 //! Knows rows, their figures and the sweep's varied keys; nothing of how
 //! they were run.
@@ -30,16 +30,33 @@ pub fn figures(set: &ResultSet) -> Vec<Svg> {
         let Some(values) = axes.get(&key).filter(|v| v.len() > 1) else {
             continue;
         };
-        if let Some((unit, xs)) = numeric(values) {
-            let at = |row: &Row| {
-                let value = row.point.get(&key)?;
-                Some(xs[values.iter().position(|v| v == value)?])
-            };
-            svgs.extend(against(&rows, &key, unit, &at));
+        let place = |row: &Row| {
+            let value = row.point.get(&key)?;
+            values.iter().position(|v| v == value)
+        };
+        match numeric(values) {
+            Some((unit, xs)) => {
+                let at = |row: &Row| Some(xs[place(row)?]);
+                svgs.extend(against(&rows, &key, XAxis::Numeric(unit), &at));
+            }
+            None => {
+                let at = |row: &Row| Some(place(row)? as f64);
+                svgs.extend(against(&rows, &key, XAxis::Named(values), &at));
+            }
         }
         svgs.extend(attribution::by_value(&rows, &key, values));
     }
     svgs
+}
+
+/// How a varied key's values lie along the x axis.
+#[derive(Debug, Clone, Copy)]
+enum XAxis<'a> {
+    /// Numbers of one kind, in this unit.
+    Numeric(Unit),
+    /// Values of no one kind (link names, say): one place per value, in
+    /// the order given, the points unjoined.
+    Named(&'a [String]),
 }
 
 /// `values` as numbers of one kind, with the unit their axis reads in.
@@ -67,27 +84,24 @@ fn numeric(values: &[String]) -> Option<(Unit, Vec<f64>)> {
     })
 }
 
-/// Time and bus bandwidth against `key`'s value (`at`, in `unit`).
-fn against(rows: &[&Row], key: &str, unit: Unit, at: &dyn Fn(&Row) -> Option<f64>) -> Vec<Svg> {
+/// Time and bus bandwidth against `key`'s value (`at`, on `x`).
+fn against(rows: &[&Row], key: &str, x: XAxis, at: &dyn Fn(&Row) -> Option<f64>) -> Vec<Svg> {
     let groups = figures::grouped(rows, |r| sensitivity::others(r, key));
     let xs: Vec<f64> = rows.iter().filter_map(|r| at(r)).collect();
     let positive = xs.iter().all(|x| *x > 0.0);
     let (low, high) = xs
         .iter()
         .fold((f64::INFINITY, 0.0_f64), |(l, h), x| (l.min(*x), h.max(*x)));
-    let log_x = positive && high >= 8.0 * low;
+    let (unit, names, measured) = match x {
+        XAxis::Numeric(unit) => (unit, &[][..], Style::Line),
+        XAxis::Named(names) => (Unit::Plain, names, Style::Markers),
+    };
+    let log_x = names.is_empty() && positive && high >= 8.0 * low;
     let slug = super::figures::file_slug(key);
     let series = |value: &dyn Fn(&Row) -> Option<f64>, model: bool| {
         let mut curves = Vec::new();
         for (color, (label, members)) in groups.iter().enumerate() {
-            curves.push(figures::curve(
-                label,
-                members,
-                at,
-                value,
-                Style::Line,
-                color,
-            ));
+            curves.push(figures::curve(label, members, at, value, measured, color));
             if model {
                 let model = |r: &Row| r.number(names::MODEL).map(|ps| ps / 1e6);
                 let label = format!("{label} model");
@@ -111,6 +125,7 @@ fn against(rows: &[&Row], key: &str, unit: Unit, at: &dyn Fn(&Row) -> Option<f64
         log_y: false,
         x_unit: unit,
         y_unit,
+        x_names: names,
     };
     let time = figures::chart(
         &format!("time_vs_{slug}.svg"),
@@ -164,6 +179,25 @@ mod tests {
         assert_eq!((unit, xs), (Unit::TimeUs, vec![0.5, 2.0]));
         assert_eq!(numeric(&strings(&["0.5", "1"])).unwrap().1, [0.5, 1.0]);
         assert_eq!(numeric(&strings(&["sip0->sip1", "25 GB/s"])), None);
+    }
+
+    #[test]
+    fn values_of_no_one_kind_get_a_named_place_each() {
+        let rows = vec![
+            row("sip0->sip1", "1K", 8_000_000),
+            row("sip1->sip2", "1K", 6_000_000),
+            row("25 GB/s", "1K", 7_000_000),
+        ];
+        let svgs = figures(&set(rows));
+        let time = svgs
+            .iter()
+            .find(|s| s.file == "time_vs_system_inter_sip_bandwidth.svg");
+        let text = &time.expect("a time figure").text;
+        // One tick per value, left to right in the order given.
+        let at = |tick: &str| text.find(&format!("{tick}\n</text>"));
+        let ticks = ["sip0-&gt;sip1", "sip1-&gt;sip2", "25 GB/s"].map(at);
+        assert!(ticks.iter().all(Option::is_some), "{ticks:?}");
+        assert!(ticks.is_sorted(), "{ticks:?}");
     }
 
     #[test]

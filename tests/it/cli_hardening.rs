@@ -312,6 +312,7 @@ fn the_figures_draw_what_they_can_of_extreme_finite_values() {
                 log_y,
                 x_unit: Unit::Bytes,
                 y_unit: Unit::TimeUs,
+                x_names: &[],
             };
             let drawn = chart(
                 "f.svg",
