@@ -146,7 +146,7 @@ pub fn finish(
     let machine = fabric.machine();
     let link_name = |edge: crate::topology::EdgeId| {
         let e = machine.edge(edge);
-        format!("{}->{}", machine.node(e.from).name, machine.node(e.to).name)
+        machine.link_name(e.from, e.to)
     };
     let rerouted: Vec<String> = fabric
         .router()
@@ -421,7 +421,7 @@ impl Explanation {
         for component in &self.on_path {
             let (queue, rest) = (component.queue_ps, component.ps - component.queue_ps);
             let class = &component.class;
-            let (queued, served) = if is_link_class(class) {
+            let (queued, served) = if Class::names_a_link(class) {
                 (format!("{class} queueing (contention)"), None)
             } else {
                 (format!("{class} queueing"), Some(class.clone()))
@@ -487,9 +487,13 @@ impl Explanation {
     }
 }
 
-/// Whether `class` names a class of links.
-fn is_link_class(class: &str) -> bool {
-    Class::ALL.iter().any(|c| c.name() == class && c.is_link())
+/// `part` as a percentage of `whole` (0 of nothing).
+pub fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
 }
 
 /// The key with the largest value (the first of equals).
@@ -617,11 +621,7 @@ fn usage(recording: &Recording, duration: u64) -> (Vec<ClassUsage>, Vec<Usage>, 
         .collect();
     let links: Vec<Usage> = all
         .iter()
-        .filter(|u| {
-            Class::ALL
-                .iter()
-                .any(|c| c.name() == u.class && c.is_link())
-        })
+        .filter(|u| Class::names_a_link(&u.class))
         .cloned()
         .collect();
     all.sort_by(|a, b| b.busy_ps.cmp(&a.busy_ps).then(a.name.cmp(&b.name)));

@@ -4,19 +4,11 @@
 
 use std::fmt;
 
-use super::{Explanation, PATH_LINES, PathLine, TOP};
+use super::{Explanation, PATH_LINES, PathLine, TOP, percent};
 use crate::sim::SimDuration;
 
 fn time(ps: u64) -> SimDuration {
     SimDuration::from_ps(ps)
-}
-
-fn percent(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        part as f64 * 100.0 / whole as f64
-    }
 }
 
 impl fmt::Display for PathLine {

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::explain::Explanation;
+use crate::explain::{Explanation, percent};
 use crate::hw::explain::Class;
 use crate::topology::{EdgeKind, Machine};
 
@@ -65,7 +65,10 @@ impl Heat {
                 (u.name.clone(), LinkHeat { path_ps: 0, busy })
             })
             .collect();
-        let on_links = explanation.on_path.iter().filter(|c| is_link(&c.class));
+        let on_links = explanation
+            .on_path
+            .iter()
+            .filter(|c| Class::names_a_link(&c.class));
         for component in on_links.clone() {
             by_link.entry(component.name.clone()).or_default().path_ps = component.ps;
         }
@@ -87,8 +90,8 @@ impl Heat {
     /// the direction with more time on the path.
     pub fn edge(&self, machine: &Machine, id: usize) -> EdgeHeat {
         let edge = &machine.edges()[id];
-        let there = link_name(machine, edge.from, edge.to);
-        let back = link_name(machine, edge.to, edge.from);
+        let there = machine.link_name(edge.from, edge.to);
+        let back = machine.link_name(edge.to, edge.from);
         let (a, b) = (self.by_link.get(&there), self.by_link.get(&back));
         let path_ps = a.map_or(0, |l| l.path_ps).max(b.map_or(0, |l| l.path_ps));
         let colour = (a.is_some() || b.is_some()).then(|| heat_colour(self.share(path_ps)));
@@ -134,7 +137,7 @@ impl Heat {
                 continue;
             }
             let (a, b) = (machine.node(edge.from), machine.node(edge.to));
-            let name = [&*a.name, "->", &*b.name].concat();
+            let name = machine.link_name(edge.from, edge.to);
             let ps = self.by_link.get(&name).map_or(0, |l| l.path_ps);
             if let (Some(sip), Some(cube)) = (a.sip.or(b.sip), a.cube.or(b.cube))
                 && ps > best.0
@@ -217,28 +220,6 @@ pub fn heat_colour(f: f64) -> String {
         mix(lo.1.1, hi.1.1),
         mix(lo.1.2, hi.1.2)
     )
-}
-
-/// A link's name as `--explain` gives it.
-fn link_name(
-    machine: &Machine,
-    from: crate::topology::NodeId,
-    to: crate::topology::NodeId,
-) -> String {
-    [&*machine.node(from).name, "->", &*machine.node(to).name].concat()
-}
-
-/// Whether `class` names a class of links.
-fn is_link(class: &str) -> bool {
-    Class::ALL.iter().any(|c| c.name() == class && c.is_link())
-}
-
-fn percent(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        part as f64 * 100.0 / whole as f64
-    }
 }
 
 #[cfg(test)]

@@ -115,6 +115,12 @@ impl Class {
         )
     }
 
+    /// Whether `name` is the name of a class of links (an explanation
+    /// carries its classes by name).
+    pub fn names_a_link(name: &str) -> bool {
+        Class::ALL.iter().any(|c| c.name() == name && c.is_link())
+    }
+
     /// The class a server of `activity` has unless told otherwise (links
     /// are told theirs by the fabric, from their edge's kind).
     pub fn of_activity(activity: Activity) -> Class {

@@ -143,13 +143,13 @@ impl LinkTable {
 
     fn make(&self, index: usize) -> Link {
         let edge = self.machine.edge(EdgeId::from_index(index));
-        let (from, to) = (self.machine.node(edge.from), self.machine.node(edge.to));
         let p = self.machine.link_params(edge);
         let mut params = HopParams::new(p.bandwidth, p.efficiency, p.latency, p.packet_overhead);
         if matches!(edge.kind, EdgeKind::InterSip | EdgeKind::Ucie) {
             params.bandwidth = broken_rate(params.bandwidth);
         }
-        let link = Link::of_class(&[&*from.name, "->", &*to.name].concat(), self.class(params));
+        let name = self.machine.link_name(edge.from, edge.to);
+        let link = Link::of_class(&name, self.class(params));
         let windows = self.machine.outages().windows(EdgeId::from_index(index));
         if !windows.is_empty() {
             link.server().hold(windows);

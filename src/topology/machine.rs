@@ -349,6 +349,12 @@ impl Machine {
         &self.edges
     }
 
+    /// The name of the link from `from` to `to` as explanations, faults
+    /// and traces write it: `FROM->TO`, the nodes' names.
+    pub fn link_name(&self, from: NodeId, to: NodeId) -> String {
+        [&*self.node(from).name, "->", &*self.node(to).name].concat()
+    }
+
     /// The node `id` (an id of this machine).
     pub fn node(&self, id: NodeId) -> &Node {
         &self.nodes[id.index()]
