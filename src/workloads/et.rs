@@ -805,7 +805,7 @@ pub fn figures(set: &TraceSet, result: &EtResult) -> Vec<Figure> {
 /// lowest rank: the connected components of the process groups its
 /// collectives name (tensor- and data-parallel groups lie within a stage;
 /// a pipeline joins its stages by sends only). A rank in no group is a
-/// stage of its own.
+/// stage of its own (ADR-0119).
 pub fn stages(set: &TraceSet) -> Vec<Vec<usize>> {
     let groups = set.world.groups.values().map(Vec::as_slice);
     components(set.graphs.len(), groups)

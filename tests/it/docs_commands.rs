@@ -1,5 +1,5 @@
 //! Every command the docs give runs, and every figure a transcript quotes
-//! holds (issue 42 item 5). Read from the pages of docs/ (not
+//! holds (issue 42 item 5, ADR-0118). Read from the pages of docs/ (not
 //! perf-log.md, the speed history, nor performance.md, whose benchmark
 //! commands `.ci/run` runs itself; README.md is `readme_tour`'s):
 //! - each `sh` block's command lines (`cargo run --release ...` as

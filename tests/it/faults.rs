@@ -7,6 +7,7 @@
 //! The all-reduce of (a) runs at 4 MiB here; `degraded_link_16_mib` (the
 //! issue's 16 MiB) is ignored under `cargo test` and run in release.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use kernbench::ccl::CclConfig;
@@ -443,15 +444,23 @@ fn an_edge_stays_sixteen_bytes() {
     assert_eq!(std::mem::size_of::<kernbench::topology::Edge>(), 16);
 }
 
+/// `step`'s traces written as `chakra-gen` writes them, under `dir`: their
+/// prefix.
+fn written_step(dir: &TempDir, step: &kernbench::chakra::generate::step::Step) -> PathBuf {
+    let prefix = dir.path().join("s");
+    let (traces, groups) = step.generate().unwrap();
+    kernbench::chakra::write(&prefix, &traces, &groups).unwrap();
+    prefix
+}
+
 /// A slow SIP in a Chakra step: its rank's compute nodes take the factor
 /// (the slowest of its PEs), the other ranks' are unchanged, and the step
 /// is longer (issue 38's slow-SIP step, here GPT-3 125M tp 2 dp 2 pp 2
 /// on 8 SIPs).
 #[test]
 fn a_slow_sip_stretches_its_ranks_trace_compute() {
-    use kernbench::chakra::{self, generate::step};
+    use kernbench::chakra::generate::step;
     let dir = TempDir::new("faults-step");
-    let prefix = dir.path().join("s");
     let s = step::Step {
         tp: 2,
         dp: 2,
@@ -461,8 +470,7 @@ fn a_slow_sip_stretches_its_ranks_trace_compute() {
         seq: 128,
         ..step::Step::new(step::model("gpt3-125m").unwrap())
     };
-    let (traces, groups) = s.generate().unwrap();
-    chakra::write(&prefix, &traces, &groups).unwrap();
+    let prefix = written_step(&dir, &s);
     let healthy = std::fs::read_to_string(DEFAULT_TOPOLOGY).unwrap();
     let slow = dir.path().join("slow.yaml");
     let faults = "faults:\n  compute:\n    - {at: sip1.cube2.pe0, slowdown: 2}\n";
@@ -479,13 +487,9 @@ fn a_slow_sip_stretches_its_ranks_trace_compute() {
     assert!(figure(&after, "et_ps") > figure(&before, "et_ps"));
 }
 
-/// Issue 38's slow-SIP step: a GPT-3 13B step (tp 4, dp 2, pp 2 on a
-/// 4×4 torus, two layers, flow fidelity with replay) with SIP 12 at
-/// compute factor 2. Rank 12 is in stage 1 (`rank / (tp × dp)`): that
-/// stage's busiest compute doubles, it becomes the bottleneck stage, and
-/// the step and its exposed communication are reported and grow.
-#[test]
-fn a_slow_sip_makes_its_pipeline_stage_the_bottleneck_of_a_13b_step() {
+/// The machine of issue 38's 13B slow-SIP step: 16 SIPs on a 4×4 torus,
+/// flow fidelity with replay; healthy, and with SIP 12 at compute factor 2.
+fn thirteen_b_machines() -> (TopologySpec, TopologySpec) {
     let base = [
         "system.sips.count=16",
         "system.sips.topology=torus_2d",
@@ -493,13 +497,37 @@ fn a_slow_sip_makes_its_pipeline_stage_the_bottleneck_of_a_13b_step() {
         "simulation.repeats=replay",
     ];
     let slow = [
-        &base[..],
-        &[
-            "faults.compute.slow.at=sip12",
-            "faults.compute.slow.slowdown=2",
-        ],
-    ]
-    .concat();
+        "faults.compute.slow.at=sip12",
+        "faults.compute.slow.slowdown=2",
+    ];
+    (spec(None, &base), spec(None, &[&base[..], &slow].concat()))
+}
+
+/// Rank 12 is in stage 1 (`rank / (tp × dp)`, tp 4, dp 2): that stage's
+/// busiest compute doubles, it becomes the bottleneck stage (stage 0, the
+/// first of equals, when healthy), and the step (`step`) and its exposed
+/// communication grow.
+fn stage_1_is_the_bottleneck(healthy: &Report, faulted: &Report, step: &str) {
+    let stage = |r: &Report, s: usize| figure(r, &format!("stage{s}_compute_ps"));
+    let stages = healthy
+        .figures
+        .iter()
+        .filter(|f| f.name.starts_with("stage"));
+    assert_eq!(stages.count(), 2, "two stages");
+    assert_eq!(stage(healthy, 0), stage(healthy, 1), "healthy stages alike");
+    assert_eq!(figure(healthy, "bottleneck_stage"), 0);
+    assert_eq!(stage(faulted, 1), 2 * stage(healthy, 1));
+    assert_eq!(stage(faulted, 0), stage(healthy, 0));
+    assert_eq!(figure(faulted, "bottleneck_stage"), 1);
+    assert!(figure(faulted, step) > figure(healthy, step));
+    assert!(figure(faulted, "exposed_comm_ps") > 0);
+}
+
+/// Issue 38's slow-SIP step: a GPT-3 13B step (tp 4, dp 2, pp 2, two
+/// layers) generated in memory by `transformer_step`.
+#[test]
+fn a_slow_sip_makes_its_pipeline_stage_the_bottleneck_of_a_13b_step() {
+    let (healthy, slow) = thirteen_b_machines();
     let params = [
         ("model", "gpt3-13b"),
         ("tp", "4"),
@@ -507,35 +535,18 @@ fn a_slow_sip_makes_its_pipeline_stage_the_bottleneck_of_a_13b_step() {
         ("pp", "2"),
         ("layers", "2"),
     ];
-    let healthy = run("transformer_step", &spec(None, &base), &params);
-    let faulted = run("transformer_step", &spec(None, &slow), &params);
-    let stage = |r: &Report, s: usize| figure(r, &format!("stage{s}_compute_ps"));
-    assert_eq!(
-        stage(&healthy, 0),
-        stage(&healthy, 1),
-        "healthy stages alike"
-    );
-    assert_eq!(
-        figure(&healthy, "bottleneck_stage"),
-        0,
-        "the first of equals"
-    );
-    assert_eq!(stage(&faulted, 1), 2 * stage(&healthy, 1));
-    assert_eq!(stage(&faulted, 0), stage(&healthy, 0));
-    assert_eq!(figure(&faulted, "bottleneck_stage"), 1);
-    assert!(figure(&faulted, "step_ps") > figure(&healthy, "step_ps"));
-    assert!(figure(&faulted, "exposed_comm_ps") > 0);
+    let before = run("transformer_step", &healthy, &params);
+    let after = run("transformer_step", &slow, &params);
+    stage_1_is_the_bottleneck(&before, &after, "step_ps");
 }
 
-/// The same slow-SIP step read as Chakra traces (`chakra-gen`'s files):
-/// the trace names no stages, so the workload infers them from the
-/// process groups (`et::stages`: tp ∪ dp components, ranks 0–7 and
-/// 8–15), and rank 12's stage is the bottleneck.
+/// The same step read as Chakra traces (`chakra-gen`'s files): a trace
+/// names no stages, so the workload infers them from the process groups
+/// (`et::stages`: the tp ∪ dp components, ranks 0–7 and 8–15).
 #[test]
 fn a_slow_sip_makes_its_stage_the_bottleneck_of_a_13b_chakra_step() {
-    use kernbench::chakra::{self, generate::step};
+    use kernbench::chakra::generate::step;
     let dir = TempDir::new("faults-13b-et");
-    let prefix = dir.path().join("s");
     let s = step::Step {
         tp: 4,
         dp: 2,
@@ -543,38 +554,12 @@ fn a_slow_sip_makes_its_stage_the_bottleneck_of_a_13b_chakra_step() {
         layers: 2,
         ..step::Step::new(step::model("gpt3-13b").unwrap())
     };
-    let (traces, groups) = s.generate().unwrap();
-    chakra::write(&prefix, &traces, &groups).unwrap();
-    let base = [
-        "system.sips.count=16",
-        "system.sips.topology=torus_2d",
-        "simulation.fidelity=flow",
-        "simulation.repeats=replay",
-    ];
-    let slow = [
-        &base[..],
-        &[
-            "faults.compute.slow.at=sip12",
-            "faults.compute.slow.slowdown=2",
-        ],
-    ]
-    .concat();
+    let prefix = written_step(&dir, &s);
+    let (healthy, slow) = thirteen_b_machines();
     let et = [("et", prefix.to_str().unwrap())];
-    let healthy = run("chakra", &spec(None, &base), &et);
-    let faulted = run("chakra", &spec(None, &slow), &et);
-    let stage = |r: &Report, s: usize| figure(r, &format!("stage{s}_compute_ps"));
-    let stages = healthy
-        .figures
-        .iter()
-        .filter(|f| f.name.starts_with("stage"));
-    assert_eq!(stages.count(), 2, "two stages inferred");
-    assert_eq!(stage(&healthy, 0), stage(&healthy, 1));
-    assert_eq!(stage(&faulted, 1), 2 * stage(&healthy, 1));
-    assert_eq!(stage(&faulted, 0), stage(&healthy, 0));
-    assert_eq!(figure(&healthy, "bottleneck_stage"), 0);
-    assert_eq!(figure(&faulted, "bottleneck_stage"), 1);
-    assert!(figure(&faulted, "et_ps") > figure(&healthy, "et_ps"));
-    assert!(figure(&faulted, "exposed_comm_ps") > 0);
+    let before = run("chakra", &healthy, &et);
+    let after = run("chakra", &slow, &et);
+    stage_1_is_the_bottleneck(&before, &after, "et_ps");
 }
 
 /// Four links on a 1 MiB ring all-reduce's routes, one of each class,
