@@ -98,7 +98,12 @@ impl ChromeTraceLayer {
         options: TraceOptions,
     ) -> io::Result<(Self, TraceFileGuard)> {
         let path = path.as_ref().to_owned();
-        if let Some(folder) = path.parent().filter(|f| !f.as_os_str().is_empty()) {
+        // A folder that exists (or a file in its place) is left for
+        // `File::create` to judge, so its error names what is wrong.
+        if let Some(folder) = path
+            .parent()
+            .filter(|f| !f.as_os_str().is_empty() && !f.exists())
+        {
             std::fs::create_dir_all(folder)?;
         }
         let file = BufWriter::with_capacity(FILE_BUFFER_BYTES, File::create(&path)?);

@@ -180,6 +180,8 @@ mod tests {
         // A folder is made for the file, but not under a file.
         let err = ChromeTraceLayer::to_file("/dev/null/sub/trace.json").err();
         assert!(err.is_some(), "a trace under /dev/null");
+        let err = ChromeTraceLayer::to_file("/dev/null/trace.json").err();
+        assert_eq!(err.map(|e| e.kind()), Some(io::ErrorKind::NotADirectory));
     }
 
     #[cfg(target_os = "linux")]
