@@ -88,17 +88,17 @@ async fn run(torch: kernbench::runtime::Torch, options: Options) -> Result<Outco
 /// One warning per kind of thing skipped, with its count.
 fn warn(set: &chakra::TraceSet) {
     for (kind, count) in &set.warnings.unknown_types {
-        tracing::warn!("chakra: skipped {count} node(s) of unknown type {kind} (run as no-ops)");
+        tracing::warn!(target: "kernbench::workloads::generated::chakra", "chakra: skipped {count} node(s) of unknown type {kind} (run as no-ops)");
     }
     for (name, count) in &set.warnings.unknown_attributes {
         let what = match name.contains(" (") {
             true => "attribute",
             false => "unknown attribute",
         };
-        tracing::warn!("chakra: ignored {what} `{name}` on {count} node(s)");
+        tracing::warn!(target: "kernbench::workloads::generated::chakra", "chakra: ignored {what} `{name}` on {count} node(s)");
     }
     if set.world.names_as_world && has_pg_names(set) {
-        tracing::warn!("chakra: pg_name given but no comm groups: every pg_name is every rank");
+        tracing::warn!(target: "kernbench::workloads::generated::chakra", "chakra: pg_name given but no comm groups: every pg_name is every rank");
     }
 }
 

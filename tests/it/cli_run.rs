@@ -312,7 +312,7 @@ fn a_shape_past_the_tcm_is_refused_before_running() {
 /// the header, and says that its flow fidelity is its own default.
 #[test]
 fn the_main_job_table_has_units_and_names_its_fidelity_default() {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_allreduce"))
+    let output = std::process::Command::new(crate::cli_common::main_job())
         .args(["-b", "256", "-e", "1K"])
         .output()
         .unwrap();

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 /// Folders and files whose text is checked.
 const ROOTS: &[&str] = &[
     "src",
+    "crates",
     "algorithms",
     "workloads",
     "configs",
@@ -18,7 +19,6 @@ const ROOTS: &[&str] = &[
     "examples",
     "benches",
     "README.md",
-    "build.rs",
 ];
 
 /// The seeds' records run from 0001 to 0053.

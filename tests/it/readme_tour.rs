@@ -91,10 +91,10 @@ pub(crate) fn folder(name: &str) -> PathBuf {
     dir
 }
 
-pub(crate) fn binary(name: &str) -> &'static str {
+pub(crate) fn binary(name: &str) -> &'static Path {
     match name {
-        "kernbench" => env!("CARGO_BIN_EXE_kernbench"),
-        "allreduce" => env!("CARGO_BIN_EXE_allreduce"),
+        "kernbench" => Path::new(env!("CARGO_BIN_EXE_kernbench")),
+        "allreduce" => crate::cli_common::main_job(),
         other => panic!("README runs an unknown binary {other}"),
     }
 }

@@ -1,10 +1,13 @@
 //! The house's habits, checked over the tree (issue 43 item 2): no
-//! non-test function in `src/` over [`MAX_FN_LINES`] lines; `unsafe` and
+//! non-test function in the sources ([`SOURCES`]) over [`MAX_FN_LINES`]
+//! lines; `unsafe` and
 //! `thread_local!` only in the files of [`UNSAFE_FILES`] and
 //! [`THREAD_LOCAL_FILES`] (each with its reason; `docs/ARCHITECTURE.md`
 //! names the `unsafe` ones, and the crate root denies `unsafe_code`
-//! elsewhere); and no work-session talk ("session 12", "this VM") in
-//! `docs/` or `src/`: records cite commits and dates.
+//! elsewhere); no work-session talk ("session 12", "this VM") in
+//! `docs/` or the sources: records cite commits and dates; and every log
+//! line or span of the core names its target, so that users filter and
+//! read `kernbench::…` whichever crate the code is in (ADR-0120).
 //!
 //! The scan is textual and leans on `cargo fmt`'s layout: a function's
 //! body closes with a `}` at the indentation of its `fn` line, and an
@@ -13,37 +16,58 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// The most lines a non-test function of `src/` may take, its signature
+/// The source folders: the front end's and the core's (ADR-0120).
+const SOURCES: [&str; 2] = ["src", "crates/core/src"];
+
+/// The most lines a non-test function of the sources may take, its signature
 /// and closing brace included.
 const MAX_FN_LINES: usize = 80;
 
-/// The files of `src/` that may use `unsafe`, and why.
+/// The source files that may use `unsafe`, and why.
 const UNSAFE_FILES: &[(&str, &str)] = &[
-    ("src/allocator.rs", "mimalloc's option calls (C functions)"),
-    ("src/sim/mod.rs", "the prefetch hint (`_mm_prefetch`)"),
     (
-        "src/sim/executor.rs",
+        "crates/core/src/allocator.rs",
+        "mimalloc's option calls (C functions)",
+    ),
+    (
+        "crates/core/src/sim/mod.rs",
+        "the prefetch hint (`_mm_prefetch`)",
+    ),
+    (
+        "crates/core/src/sim/executor.rs",
         "the current core behind a thread-local pointer; pinned task futures in the slab",
     ),
-    ("src/sim/waker.rs", "the raw waker's vtable"),
+    ("crates/core/src/sim/waker.rs", "the raw waker's vtable"),
     (
-        "src/hw/link_table.rs",
+        "crates/core/src/hw/link_table.rs",
         "a link's pointer read back from the table that owns it",
     ),
 ];
 
-/// The files of `src/` that may declare a `thread_local!`, and why.
+/// The source files that may declare a `thread_local!`, and why.
 const THREAD_LOCAL_FILES: &[(&str, &str)] = &[
-    ("src/sim/executor.rs", "the core running on this thread"),
-    ("src/sim/cancel.rs", "the running simulation's cancel flag"),
-    ("src/sim/observe.rs", "the running simulation's observer"),
-    ("src/runtime/worker.rs", "the worker's rank and device"),
     (
-        "src/hw/explain.rs",
+        "crates/core/src/sim/executor.rs",
+        "the core running on this thread",
+    ),
+    (
+        "crates/core/src/sim/cancel.rs",
+        "the running simulation's cancel flag",
+    ),
+    (
+        "crates/core/src/sim/observe.rs",
+        "the running simulation's observer",
+    ),
+    (
+        "crates/core/src/runtime/worker.rs",
+        "the worker's rank and device",
+    ),
+    (
+        "crates/core/src/hw/explain.rs",
         "the explain recorder of the running simulation",
     ),
     (
-        "src/hw/server.rs",
+        "crates/core/src/hw/server.rs",
         "the makers of deferred counts, flushed before a read",
     ),
 ];
@@ -67,6 +91,37 @@ fn files(dir: &str, ext: &str) -> Vec<(String, String)> {
     }
     out.sort();
     out
+}
+
+/// Every `.rs` file of the source folders, in name order.
+fn sources() -> Vec<(String, String)> {
+    SOURCES.iter().flat_map(|dir| files(dir, "rs")).collect()
+}
+
+/// The `tracing` macro calls of `text`'s non-test part (before its first
+/// `#[cfg(test)]`) that name no `target:`.
+fn untargeted_logs(text: &str) -> Vec<String> {
+    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+    let macros = ["trace", "debug", "info", "warn", "error"];
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("!(") {
+        let before = &code[..at];
+        let name = before
+            .rsplit(|c: char| !c.is_alphanumeric() && c != '_')
+            .next();
+        let name = name.unwrap_or_default();
+        let base = name.strip_suffix("_span").unwrap_or(name);
+        let call = &code[at + 2..];
+        let first_argument = call
+            .trim_start()
+            .split([',', ')'])
+            .next()
+            .unwrap_or_default();
+        if macros.contains(&base) && !first_argument.starts_with("target:") {
+            found.push(format!("{name}!({first_argument}"));
+        }
+    }
+    found
 }
 
 /// A line's indentation.
@@ -223,7 +278,7 @@ fn session_talk(text: &str) -> Vec<String> {
 #[test]
 fn no_function_in_src_is_over_80_lines() {
     let mut found = Vec::new();
-    for (path, text) in files("src", "rs") {
+    for (path, text) in sources() {
         for (name, length) in long_functions(&text) {
             found.push(format!("{path}: fn {name}, {length} lines"));
         }
@@ -238,7 +293,7 @@ fn no_function_in_src_is_over_80_lines() {
 #[test]
 fn unsafe_and_thread_locals_only_in_their_files() {
     let mut found = Vec::new();
-    for (path, text) in files("src", "rs") {
+    for (path, text) in sources() {
         let (unsafe_, local) = uses(&text);
         let listed = |list: &[(&str, &str)]| list.iter().any(|&(p, _)| p == path);
         if unsafe_ && !listed(UNSAFE_FILES) {
@@ -255,7 +310,7 @@ fn unsafe_and_thread_locals_only_in_their_files() {
         fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ARCHITECTURE.md"))
             .unwrap();
     for (path, _) in UNSAFE_FILES {
-        let name = path.trim_start_matches("src/");
+        let name = path.trim_start_matches("crates/core/src/");
         assert!(
             architecture.contains(name),
             "docs/ARCHITECTURE.md does not name {name}, which may use `unsafe`"
@@ -266,7 +321,7 @@ fn unsafe_and_thread_locals_only_in_their_files() {
 #[test]
 fn docs_and_src_cite_commits_and_dates_not_sessions() {
     let mut found = Vec::new();
-    let tree = [files("docs", "md"), files("src", "rs")].concat();
+    let tree = [files("docs", "md"), sources()].concat();
     for (path, text) in tree {
         let talk = session_talk(&text);
         if !talk.is_empty() {
@@ -278,6 +333,18 @@ fn docs_and_src_cite_commits_and_dates_not_sessions() {
         "work-session talk (cite a commit or a date):\n{}",
         found.join("\n")
     );
+}
+
+#[test]
+fn the_cores_log_lines_and_spans_name_their_target() {
+    let core = [files("crates/core/src", "rs"), files("algorithms", "rs")];
+    let mut found = Vec::new();
+    for (path, text) in core.concat().into_iter().chain(files("workloads", "rs")) {
+        for call in untargeted_logs(&text) {
+            found.push(format!("{path}: {call} (name `target: \"kernbench::…\"`)"));
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
 #[test]
@@ -313,6 +380,14 @@ fn each_rule_fires_on_a_sample() {
         uses("#[cfg(test)]\nmod tests {\n    thread_local! {}\n}\n"),
         (false, false)
     );
+
+    assert_eq!(
+        untargeted_logs("tracing::warn!(\n    \"x {y}\",\n);\ninfo_span!(\"copy\", n);\n"),
+        ["warn!(\"x {y}\"", "info_span!(\"copy\""]
+    );
+    let targeted = "debug!(target: \"kernbench::ccl\", \"x\");\nassert!(a);\n";
+    assert!(untargeted_logs(targeted).is_empty());
+    assert!(untargeted_logs("#[cfg(test)]\nmod tests {\n    info!(\"t\");\n}\n").is_empty());
 
     assert_eq!(session_talk("as session 12 measured"), ["\"session 12\""]);
     assert_eq!(session_talk("/// (sessions\n/// 17-19)").len(), 1);

@@ -7,6 +7,7 @@ pub mod web;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A fresh empty directory, removed when dropped.
@@ -44,6 +45,34 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// The main job's binary, `allreduce`, built once per test process in
+/// the profile of the tests. It belongs to the core package, whose
+/// binaries cargo builds for this crate's tests only when asked
+/// (ADR-0120); with the features of this build it links in seconds.
+pub fn main_job() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let mut build = Command::new(env!("CARGO"));
+        build.args([
+            "build",
+            "--quiet",
+            "-p",
+            "kernbench-core",
+            "--bin",
+            "allreduce",
+        ]);
+        if !cfg!(debug_assertions) {
+            build.arg("--release");
+        }
+        let status = build.current_dir(env!("CARGO_MANIFEST_DIR")).status();
+        assert!(
+            status.unwrap().success(),
+            "cargo could not build the main job"
+        );
+        Path::new(env!("CARGO_BIN_EXE_kernbench")).with_file_name("allreduce")
+    })
 }
 
 /// Runs `kernbench args...` in `dir` with no `RUST_LOG`.

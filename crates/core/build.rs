@@ -1,4 +1,5 @@
-//! Joins the one-file-each folders to the library (ADR-0009, ADR-0011):
+//! Joins the repository's one-file-each folders to the core library
+//! (ADR-0009, ADR-0011):
 //! every file of `algorithms/` is one collective algorithm, every file of
 //! `workloads/` one named workload. For each folder the script writes
 //! `$OUT_DIR/<folder>.rs`: one `#[path]` module per file and a table of
@@ -15,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 /// A folder of one-item files and how its table is written.
 struct Folder {
-    /// The folder under the manifest directory, and the generated file's stem.
+    /// The folder under the repository root, and the generated file's stem.
     name: &'static str,
     /// The table's name and element type.
     table: &'static str,
@@ -41,7 +42,9 @@ const FOLDERS: [Folder; 2] = [
 ];
 
 fn main() -> io::Result<()> {
-    let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    // The folders are the repository's, two levels above this crate
+    // (`crates/core`): where users find them and `--msccl-xml` paths start.
+    let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets it")).join("../..");
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets it"));
     for folder in &FOLDERS {
         let dir = root.join(folder.name);

@@ -295,6 +295,7 @@ impl Failure {
         for tl in programs {
             if let Err(error) = tl.release_all() {
                 tracing::warn!(
+                    target: "kernbench::runtime::launch",
                     "freeing scratch of {} after a failed launch: {error}",
                     tl.coord()
                 );
@@ -543,7 +544,7 @@ async fn run_program<A: 'static, T: 'static>(
     failure: Rc<Failure>,
 ) -> Option<ProgramReport<T>> {
     let coord = tl.coord();
-    let _span = tracing::trace_span!("kernel", component = %coord, kernel = kernel.name());
+    let _span = tracing::trace_span!(target: "kernbench::runtime::launch", "kernel", component = %coord, kernel = kernel.name());
     let start = sim::now();
     let cancel = &failure.cancel;
     let output = match cancel.cancels(kernel.call(tl.clone(), args)).await? {

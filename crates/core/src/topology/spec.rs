@@ -38,7 +38,7 @@ const DEFAULT_FILE: &str = "configs/topology.yaml";
 /// checked by building it at load (ADR-0106): 1 GiB, about 1,800 SIPs of
 /// the default 16 cubes of 8 PEs (`Machine::estimated_bytes`).
 const EARLY_BUILD_BYTES: u128 = 1 << 30;
-const DEFAULT_YAML: &str = include_str!("../../configs/topology.yaml");
+const DEFAULT_YAML: &str = include_str!("../../../../configs/topology.yaml");
 
 /// The whole machine: host and SIPs, the cube mesh of a SIP, one cube, one PE.
 ///

@@ -740,7 +740,7 @@ impl SerialServer {
         trace::record_complete(&CompleteEvent {
             track: &self.name,
             name,
-            category: module_path!(),
+            category: "kernbench::hw::server",
             start: reservation.start,
             end: reservation.end,
             args: if sized { &with_bytes } else { &[] },

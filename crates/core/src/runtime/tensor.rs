@@ -346,7 +346,7 @@ impl Tensor {
     fn span(&self, what: &'static str, shards: &[Shard]) -> tracing::Span {
         let bytes: u64 = shards.iter().map(|s| s.bytes).sum();
         let component = self.runtime.host_track(worker::get_rank());
-        tracing::info_span!("copy", component, direction = what, tensor = %self.name, bytes)
+        tracing::info_span!(target: "kernbench::runtime::tensor", "copy", component, direction = what, tensor = %self.name, bytes)
     }
 
     /// H2D of every shard from `bytes`, the whole tensor row-major.

@@ -47,7 +47,7 @@ macro_rules! id_methods {
         impl $id {
             /// The id of the item at `index` (saturating; the build checks
             /// that every index fits).
-            pub(crate) fn from_index(index: usize) -> Self {
+            pub fn from_index(index: usize) -> Self {
                 $id(u32::try_from(index).unwrap_or(u32::MAX))
             }
 

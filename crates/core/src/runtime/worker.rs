@@ -38,7 +38,7 @@ pub fn scope_rank<F: Future>(rank: usize, future: F) -> impl Future<Output = F::
 /// The rank of the calling worker; `0` outside any worker.
 pub fn get_rank() -> usize {
     WORKER.try_with(|w| w.rank).unwrap_or_else(|_| {
-        tracing::debug!("get_rank() called outside a rank worker: returning 0 (single driver)");
+        tracing::debug!(target: "kernbench::runtime::worker", "get_rank() called outside a rank worker: returning 0 (single driver)");
         0
     })
 }

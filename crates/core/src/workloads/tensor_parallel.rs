@@ -109,7 +109,7 @@ pub fn schedule(options: &Options) -> Result<(usize, Overlap), WorkloadError> {
                     .to_owned(),
             ));
         }
-        tracing::warn!("--chunks is deprecated: use --micro-batches (same meaning)");
+        tracing::warn!(target: "kernbench::workloads::tensor_parallel", "--chunks is deprecated: use --micro-batches (same meaning)");
     }
     let overlap = options.get::<Overlap>(OVERLAP.name)?.unwrap_or_default();
     Ok((micro_batches.or(chunks).unwrap_or(2), overlap))

@@ -41,7 +41,7 @@ impl Drop for Phase {
         trace::record_complete(&CompleteEvent {
             track: &open.track,
             name: &open.name,
-            category: module_path!(),
+            category: "kernbench::tl::phase",
             start: open.start,
             end,
             args: &[],

@@ -1,7 +1,8 @@
 //! The allocator every kernbench binary declares (ADR-0026) and the one
 //! setting they give it (ADR-0072): memory freed is kept for reuse, not
 //! handed back to the kernel while the process runs. Everything else is
-//! mimalloc's default, transparent huge pages included (ADR-0073).
+//! mimalloc's default, transparent huge pages included (ADR-0073), except
+//! in the main job, which turns them off (ADR-0121).
 //!
 //! Used by the binaries only (`main`, `src/bin`, the examples and
 //! benches); the library itself allocates through whatever global
@@ -27,6 +28,24 @@ pub fn keep_freed_memory() {
     // SAFETY: sets one entry of mimalloc's option table (read and
     // written atomically); -1 is a valid purge delay ("never").
     unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, -1) }
+}
+
+/// Turns transparent huge pages off for this process (Linux's
+/// `PR_SET_THP_DISABLE`, which holds for memory already mapped too),
+/// unless the environment already sets `MIMALLOC_ALLOW_THP`. The main
+/// job calls it first thing (ADR-0121): it touches each of its buffers
+/// once, so huge pages only cost it the kernel's clearing of fresh 2 MiB
+/// pages. Elsewhere a no-op.
+pub fn small_pages_for_a_short_run() {
+    #[cfg(target_os = "linux")]
+    if std::env::var_os("MIMALLOC_ALLOW_THP").is_none() {
+        // SAFETY: prctl with an option and integer arguments only; a
+        // kernel without the option returns an error, which is ignored
+        // (huge pages then stay as they were).
+        unsafe {
+            libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -21,11 +21,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use kernbench::ccl::CclConfig;
-use kernbench::config::Overrides;
-use kernbench::topology::{Fidelity, Machine, TopologySpec};
-use kernbench::trace::ChromeTraceLayer;
-use kernbench::workloads::{self, ByteSize, Options};
+use kernbench_core::ccl::CclConfig;
+use kernbench_core::config::Overrides;
+use kernbench_core::topology::{Fidelity, Machine, TopologySpec};
+use kernbench_core::trace::ChromeTraceLayer;
+use kernbench_core::workloads::{self, ByteSize, Options};
 use serde_json::Value;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -33,7 +33,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 /// The allocator of every binary (ADR-0026), which `main` tells to keep
 /// the memory it frees (ADR-0072).
 #[global_allocator]
-static ALLOCATOR: kernbench::allocator::Allocator = kernbench::allocator::Allocator;
+static ALLOCATOR: kernbench_core::allocator::Allocator = kernbench_core::allocator::Allocator;
 
 const USAGE: &str = "usage: allreduce [-b BYTES] [-e BYTES] [-f FACTOR] [--algorithm NAME] \
                      [--fidelity packet|flow] [--trace FILE]";
@@ -145,7 +145,8 @@ fn sizes(args: &Args) -> Vec<u64> {
 }
 
 fn main() -> ExitCode {
-    kernbench::allocator::keep_freed_memory();
+    kernbench_core::allocator::keep_freed_memory();
+    kernbench_core::allocator::small_pages_for_a_short_run();
     let argv: Vec<String> = std::env::args().skip(1).collect();
     if wants_help(&argv) {
         println!("{HELP}\n\n{USAGE}");

@@ -27,7 +27,7 @@ use super::collective::Collective;
 use super::topology::Builtin;
 
 const DEFAULT_FILE: &str = "configs/ccl.yaml";
-const DEFAULT_YAML: &str = include_str!("../../configs/ccl.yaml");
+const DEFAULT_YAML: &str = include_str!("../../../../configs/ccl.yaml");
 
 /// Where IPCQ receive slots are placed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]

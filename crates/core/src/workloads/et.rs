@@ -645,7 +645,7 @@ impl RankContext {
         trace::record_complete(&CompleteEvent {
             track: &track,
             name,
-            category: module_path!(),
+            category: "kernbench::workloads::et",
             start: span.start,
             end: span.end,
             args: &[],

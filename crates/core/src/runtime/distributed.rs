@@ -542,7 +542,7 @@ impl Distributed {
             return Err(DistError::UnsupportedBackend(backend.to_owned()));
         }
         if self.is_initialized() {
-            tracing::debug!("init_process_group: already initialized");
+            tracing::debug!(target: "kernbench::runtime::distributed", "init_process_group: already initialized");
             return Ok(());
         }
         let ccl = self.ccl_config()?;
@@ -890,7 +890,7 @@ impl Distributed {
     pub async fn barrier(&self) -> Result<(), DistError> {
         let group = self.group("barrier")?;
         if !worker::in_worker() {
-            tracing::debug!("barrier() outside a rank worker: nothing to wait for");
+            tracing::debug!(target: "kernbench::runtime::distributed", "barrier() outside a rank worker: nothing to wait for");
             return Ok(());
         }
         group.barrier.wait().await;
