@@ -776,7 +776,7 @@ fn drop_quietly(future: BoxedTask) {
 /// `#[tokio::test]`, [`run_async`](Self::run_async).
 ///
 /// ```
-/// use kernbench::sim::{self, SimDuration, Simulation};
+/// use kernbench_core::sim::{self, SimDuration, Simulation};
 ///
 /// let mut simulation = Simulation::new();
 /// let done = simulation.spawn("worker", async {

@@ -6,7 +6,7 @@
 //! `Result<T, KernelError>`:
 //!
 //! ```
-//! use kernbench::tl::{Kernel, KernelError, Tl};
+//! use kernbench_core::tl::{Kernel, KernelError, Tl};
 //!
 //! async fn which_pe(tl: Tl, offset: u32) -> Result<u32, KernelError> {
 //!     Ok(tl.program_id(0) + offset)

@@ -39,7 +39,7 @@
 //! out the timeline:
 //!
 //! ```no_run
-//! use kernbench::trace::{ChromeTraceLayer, TraceOptions};
+//! use kernbench_core::trace::{ChromeTraceLayer, TraceOptions};
 //! use tracing_subscriber::{Layer, filter::Targets, fmt, layer::SubscriberExt};
 //!
 //! let trace_file: Option<&str> = Some("trace.json"); // from `--trace FILE`
