@@ -629,3 +629,61 @@ fn a_comm_group_named_twice_is_refused_naming_it() {
     let groups = kernbench::chakra::read_groups(&path).unwrap();
     assert_eq!(groups["dp"], vec![0, 2]);
 }
+
+/// `pairs` independent `COMM_SEND`/`COMM_RECV` pairs of 64 B from rank 0
+/// to rank 1, written at `prefix`.
+fn independent_pairs(prefix: &Path, pairs: u64) {
+    let side = |send: bool| {
+        (0..pairs)
+            .map(|i| generate::p2p_node((i, "p2p"), send, (0, 1, i as u32), 64, vec![]))
+            .collect::<Vec<_>>()
+    };
+    write(prefix, vec![side(true), side(false)]);
+}
+
+/// The peak resident memory, in KiB, of `kernbench args`, which must
+/// succeed. The child is reaped by `wait4`, which reports its own peak
+/// (`getrusage` of all children would mix in other tests' runs).
+#[allow(clippy::zombie_processes)]
+fn peak_rss_kib(args: &[&str]) -> u64 {
+    let child = Command::new(env!("CARGO_BIN_EXE_kernbench"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the binary runs");
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: `rusage` is plain integers, valid all zero.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `wait4` writes only `status` and `usage`, both ours; the
+    // child is reaped here and its `Child` is never waited on.
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(reaped, pid, "wait4: {}", std::io::Error::last_os_error());
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "kernbench {args:?}: status {status}"
+    );
+    usage.ru_maxrss as u64
+}
+
+/// Issue 40 item 12: independent pairs all pending at once cost memory
+/// linear in their number, at most 24 KiB a pair (a pending send held a
+/// kernel launch with sixteen programs and a node future sized for a
+/// collective: about 48 KiB a pair before).
+#[test]
+#[ignore = "seconds in release; run with --release -- --ignored"]
+fn independent_pairs_cost_bounded_memory_each() {
+    let d = dir("pairs");
+    let rss = |pairs: u64| {
+        let prefix = d.join(format!("p{pairs}"));
+        independent_pairs(&prefix, pairs);
+        peak_rss_kib(&["run", "--bench", "chakra", "--et", prefix.to_str().unwrap()])
+    };
+    let (few, many) = (rss(5_000), rss(20_000));
+    let per_pair = many.saturating_sub(few) / 15_000;
+    assert!(
+        per_pair <= 24,
+        "{per_pair} KiB a pair (5,000 pairs {few} KiB, 20,000 {many} KiB)"
+    );
+}

@@ -1207,8 +1207,10 @@ impl Put {
                 return Err(transfer.error(failure));
             }
             args.tiles = sent.addrs;
+            // Boxed: a put waiting for its receiver's post does not hold
+            // the launch's state.
             let launched = match args.set_output(posted.addrs) {
-                Ok(()) => put.launch(transfer.src, args).await,
+                Ok(()) => Box::pin(put.launch(transfer.src, args)).await,
                 Err(error) => Err(error.into()),
             };
             let failure = launched.as_ref().map_err(|e| Failure::Send(e.to_string()));

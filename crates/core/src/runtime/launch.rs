@@ -199,17 +199,18 @@ async fn launch_on<A: Clone + 'static, T: 'static>(
 ) -> Result<LaunchReport<T>, LaunchError> {
     let plan = DispatchPlan::new(device, sip, grid)?;
     let failure = Rc::new(Failure::new(kernel.name()));
-    let programs = programs(device, (sip, grid), &failure.cancel, network)?;
     let start = sim::now();
     let context = LaunchContext {
         device,
         kernel,
         args,
         failure: &failure,
+        network,
+        programs: RefCell::new(Vec::new()),
     };
-    let run = pin!(context.dispatch(&plan, &programs));
+    let run = pin!(context.dispatch(&plan));
     let Some(done) = failure.cancel.cancels(run).await else {
-        return Err(failure.cancelled(&programs));
+        return Err(failure.cancelled(&context.programs.borrow()));
     };
     let (target_start, programs) = done?;
     let Some(programs) = programs else {
@@ -224,27 +225,6 @@ async fn launch_on<A: Clone + 'static, T: 'static>(
         end: sim::now(),
         programs,
     })
-}
-
-/// One `Tl` per program, cube by cube, each attached to `network`.
-fn programs(
-    device: &Rc<Device>,
-    (sip, grid): (u32, Grid),
-    cancel: &Event,
-    network: Option<Rc<IpcqNetwork>>,
-) -> Result<Vec<Tl>, LaunchError> {
-    let machine = device.fabric().machine();
-    coords(sip, grid)
-        .map(|coord| {
-            Tl::new(
-                device.clone(),
-                (coord, grid),
-                cancel.clone(),
-                network.clone(),
-            )
-            .ok_or_else(|| no_such_pe(machine, coord))
-        })
-        .collect()
 }
 
 /// The programs' PEs, cube by cube.
@@ -443,6 +423,12 @@ struct LaunchContext<'a, A, T> {
     kernel: &'a Kernel<A, T>,
     args: A,
     failure: &'a Rc<Failure>,
+    /// The IPCQ network every program is attached to.
+    network: Option<Rc<IpcqNetwork>>,
+    /// The programs made so far: a cube's when its command arrives, so
+    /// that a launch waiting for its dispatch holds none (issue 40 item
+    /// 12: thousands of pending sends each held sixteen).
+    programs: RefCell<Vec<Tl>>,
 }
 
 /// Each program's report, or `None` for one that failed or was cancelled.
@@ -451,11 +437,7 @@ type Outputs<T> = Option<Vec<ProgramReport<T>>>;
 impl<A: Clone + 'static, T: 'static> LaunchContext<'_, A, T> {
     /// Host → IO_CPU → cubes → IO_CPU → host; the common start time and
     /// the programs' reports.
-    async fn dispatch(
-        &self,
-        plan: &DispatchPlan,
-        programs: &[Tl],
-    ) -> Result<(SimTime, Outputs<T>), LaunchError> {
+    async fn dispatch(&self, plan: &DispatchPlan) -> Result<(SimTime, Outputs<T>), LaunchError> {
         let fabric = self.device.fabric();
         if explain::recording() {
             let ps = plan.cost.host.as_ps();
@@ -474,17 +456,17 @@ impl<A: Clone + 'static, T: 'static> LaunchContext<'_, A, T> {
             .cubes
             .iter()
             .zip(&plan.cost.reach)
-            .zip(programs.chunks(plan.grid.pes as usize))
-            .map(|((cube, &reach), tls)| CubeFanout {
+            .zip(0..)
+            .map(|((cube, &reach), index)| CubeFanout {
                 reach,
-                run: move |target_start| self.run_cube(cube, tls, target_start),
+                run: move |target_start| self.run_cube((index, cube), plan, target_start),
             })
             .collect();
         let io = fabric.io_cpu(plan.sip).launch(cubes).await?;
         fabric
             .send(&fabric.route(&plan.completion.path)?, COMMAND_BYTES)
             .await?;
-        let mut reports = Vec::with_capacity(programs.len());
+        let mut reports = Vec::with_capacity(plan.grid.programs() as usize);
         for cube in io.responses {
             reports.extend(cube?);
         }
@@ -495,14 +477,15 @@ impl<A: Clone + 'static, T: 'static> LaunchContext<'_, A, T> {
     /// response out.
     async fn run_cube(
         &self,
-        cube: &CubePlan,
-        programs: &[Tl],
+        (index, cube): (u32, &CubePlan),
+        plan: &DispatchPlan,
         target_start: SimTime,
     ) -> Result<Vec<Option<ProgramReport<T>>>, LaunchError> {
         let fabric = self.device.fabric();
         fabric
             .send(&fabric.route(&cube.command.path)?, COMMAND_BYTES)
             .await?;
+        let programs = self.programs_of_cube(index, plan)?;
         let commands = programs
             .iter()
             .zip(&cube.delivery)
@@ -516,6 +499,31 @@ impl<A: Clone + 'static, T: 'static> LaunchContext<'_, A, T> {
             .send(&fabric.route(&cube.response.path)?, COMMAND_BYTES)
             .await?;
         Ok(done.outputs)
+    }
+
+    /// One `Tl` per PE of cube `cube` of the launch's grid, each attached
+    /// to the launch's network and kept for freeing after a failure.
+    fn programs_of_cube(&self, cube: u32, plan: &DispatchPlan) -> Result<Vec<Tl>, LaunchError> {
+        let machine = self.device.fabric().machine();
+        let programs = (0..plan.grid.pes)
+            .map(|pe| {
+                let coord = PeCoord {
+                    sip: plan.sip,
+                    cube,
+                    pe,
+                };
+                let cancel = self.failure.cancel.clone();
+                Tl::new(
+                    self.device.clone(),
+                    (coord, plan.grid),
+                    cancel,
+                    self.network.clone(),
+                )
+                .ok_or_else(|| no_such_pe(machine, coord))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        self.programs.borrow_mut().extend(programs.iter().cloned());
+        Ok(programs)
     }
 
     /// Starts the program of `tl` as a task of its own (when polled: the

@@ -460,15 +460,15 @@ impl RankContext {
                         };
                         let ranks = self.set.world.groups[&key].as_slice().into();
                         let call = self.next_call(key);
-                        let run = self.collective(dist, *comm, *bytes);
+                        let run = Box::pin(self.collective(dist, *comm, *bytes));
                         self.replayed(replays, (call, ranks), shape, run).await?
                     }
-                    _ => self.collective(dist, *comm, *bytes).await?,
+                    _ => Box::pin(self.collective(dist, *comm, *bytes)).await?,
                 }
             }
             Op::Send { peer, bytes, .. } | Op::Recv { peer, bytes, .. } => {
                 let send = matches!(op, Op::Send { .. });
-                let run = self.p2p(send, *peer, *bytes);
+                let run = Box::pin(self.p2p(send, *peer, *bytes));
                 match &self.replays {
                     Some(replays) => {
                         let shape = Shape {
@@ -612,9 +612,11 @@ impl RankContext {
         // Awaited in the node's own future, not in a `Work` task of its
         // own: a failing rank cancels the others, and with them their
         // pending transfers (a detached `irecv` would wait for ever).
+        // Boxed apart: a recv waiting for its send (or a send for its
+        // recv) holds only its own side's state.
         match send {
-            true => dist.send(&tensor, peer).await?,
-            false => dist.recv(&tensor, peer).await?,
+            true => Box::pin(dist.send(&tensor, peer)).await?,
+            false => Box::pin(dist.recv(&tensor, peer)).await?,
         }
         tensor.free()?;
         Ok(())
