@@ -379,7 +379,8 @@ struct RunArgs {
 
     /// With --explain: the most memory its causal log may take, e.g.
     /// `512M` (default: a quarter of the host's available memory); a run
-    /// that needs more is refused with its estimate.
+    /// whose first 64 MiB of log estimate more is refused with the
+    /// estimate (ADR-0122).
     #[arg(long, value_name = "BYTES", requires = "explain")]
     explain_memory: Option<workloads::ByteSize>,
 

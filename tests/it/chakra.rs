@@ -641,32 +641,6 @@ fn independent_pairs(prefix: &Path, pairs: u64) {
     write(prefix, vec![side(true), side(false)]);
 }
 
-/// The peak resident memory, in KiB, of `kernbench args`, which must
-/// succeed. The child is reaped by `wait4`, which reports its own peak
-/// (`getrusage` of all children would mix in other tests' runs).
-#[allow(clippy::zombie_processes)]
-fn peak_rss_kib(args: &[&str]) -> u64 {
-    let child = Command::new(env!("CARGO_BIN_EXE_kernbench"))
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("the binary runs");
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: `rusage` is plain integers, valid all zero.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `wait4` writes only `status` and `usage`, both ours; the
-    // child is reaped here and its `Child` is never waited on.
-    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(reaped, pid, "wait4: {}", std::io::Error::last_os_error());
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "kernbench {args:?}: status {status}"
-    );
-    usage.ru_maxrss as u64
-}
-
 /// Issue 40 item 12: independent pairs all pending at once cost memory
 /// linear in their number, at most 24 KiB a pair (a pending send held a
 /// kernel launch with sixteen programs and a node future sized for a
@@ -678,7 +652,10 @@ fn independent_pairs_cost_bounded_memory_each() {
     let rss = |pairs: u64| {
         let prefix = d.join(format!("p{pairs}"));
         independent_pairs(&prefix, pairs);
-        peak_rss_kib(&["run", "--bench", "chakra", "--et", prefix.to_str().unwrap()])
+        let args = ["run", "--bench", "chakra", "--et", prefix.to_str().unwrap()];
+        let (code, rss) = cli_common::peak_rss_kib(&args);
+        assert_eq!(code, Some(0), "kernbench {args:?}");
+        rss
     };
     let (few, many) = (rss(5_000), rss(20_000));
     let per_pair = many.saturating_sub(few) / 15_000;

@@ -85,6 +85,31 @@ pub fn kernbench(dir: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// The exit code and the peak resident memory, in KiB, of `kernbench
+/// args` (output discarded). The child is reaped by `wait4`, which
+/// reports its own peak (`getrusage` of all children would mix in other
+/// tests' runs).
+#[allow(clippy::zombie_processes)]
+pub fn peak_rss_kib(args: &[&str]) -> (Option<i32>, u64) {
+    let child = Command::new(env!("CARGO_BIN_EXE_kernbench"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the binary runs");
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: `rusage` is plain integers, valid all zero.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `wait4` writes only `status` and `usage`, both ours; the
+    // child is reaped here and its `Child` is never waited on.
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(reaped, pid, "wait4: {}", std::io::Error::last_os_error());
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    (code, usage.ru_maxrss as u64)
+}
+
 /// The command's standard output.
 pub fn stdout(output: &Output) -> String {
     String::from_utf8(output.stdout.clone()).unwrap()

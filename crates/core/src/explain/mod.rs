@@ -54,17 +54,21 @@ pub fn install(simulation: &mut Simulation, device: &Device, budget: u64) {
 pub enum ExplainError {
     /// The causal log would pass its budget before the interval ends.
     #[error(
-        "--explain: this run's causal log needs about {needed_mib:.1} MiB, more than its \
-         budget of {budget_mib:.1} MiB (a quarter of the host's available memory, or --explain-memory): \
-         it passed it at simulated {at}, after {events} of the run's {total} events; \
-         explain fewer SIPs, a smaller --size, or --fidelity flow (far fewer events)"
+        "--explain: this run's causal log needs about {:.1} MiB, more than its budget of {:.1} MiB \
+         (a quarter of the host's available memory, or --explain-memory): estimated from its \
+         first {:.1} MiB, which held {events} of the run's {total} events (to simulated {at}); \
+         explain fewer SIPs, a smaller --size, or --fidelity flow (far fewer events)",
+        mib(*.needed), mib(*.budget), mib(*.recorded)
     )]
     OverBudget {
-        /// The estimate for the whole run: the budget × total / events.
-        needed_mib: f64,
-        /// The budget.
-        budget_mib: f64,
-        /// When the log passed it.
+        /// The estimate for the whole run, in bytes: the bytes recorded ×
+        /// the run's events / the events they held.
+        needed: u64,
+        /// The budget, in bytes.
+        budget: u64,
+        /// The bytes recorded when the log stopped.
+        recorded: u64,
+        /// When it stopped.
         at: sim::SimDuration,
         /// Events by then.
         events: u64,
@@ -75,18 +79,36 @@ pub enum ExplainError {
 
 impl ExplainError {
     fn over_budget(overflow: Overflow, total: u64) -> ExplainError {
-        let mib = |bytes: u128| bytes as f64 / f64::from(1 << 20);
         let events = overflow.events.max(1);
-        let needed =
-            u128::from(overflow.budget) * u128::from(total.max(events)) / u128::from(events);
+        let needed = u128::from(overflow.used) * u128::from(total.max(events)) / u128::from(events);
         ExplainError::OverBudget {
-            needed_mib: mib(needed),
-            budget_mib: mib(u128::from(overflow.budget)),
+            needed: u64::try_from(needed).unwrap_or(u64::MAX),
+            budget: overflow.budget,
+            recorded: overflow.used,
             at: overflow.time.saturating_since(SimTime::ZERO),
             events: overflow.events,
             total,
         }
     }
+
+    /// The same refusal, saying `budget` is the budget: a probe's
+    /// refusal told against the run's own budget.
+    pub fn against(mut self, budget: u64) -> ExplainError {
+        let ExplainError::OverBudget { budget: told, .. } = &mut self;
+        *told = budget;
+        self
+    }
+
+    /// The estimated bytes of the whole run's causal log.
+    pub fn needed(&self) -> u64 {
+        let ExplainError::OverBudget { needed, .. } = self;
+        *needed
+    }
+}
+
+/// `bytes` in MiB.
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / f64::from(1 << 20)
 }
 
 /// Whether `--explain` records on this thread.

@@ -103,6 +103,8 @@ pub struct CausalLog {
 pub struct Overflow {
     /// The bound, in bytes.
     pub budget: u64,
+    /// The bytes of the records kept by then.
+    pub used: u64,
     /// The simulated time of the record that did not fit.
     pub time: SimTime,
     /// The run's events by then.
@@ -124,28 +126,31 @@ impl CausalLog {
     }
 
     /// Whether one more poll and one more sleep fit in the budget: a list
-    /// that is full grows (doubles) only when the grown lists stay within
+    /// that is full doubles, or takes its share of what the budget has
+    /// left (in proportion to its size), so that together they can fill
     /// it. Otherwise the overflow is noted (at `time`, after `events`).
     pub(crate) fn has_room(&mut self, time: SimTime, events: u64) -> bool {
         let Some(budget) = self.budget else {
             return true;
         };
-        let grown = |len: usize, capacity: usize| {
-            if len < capacity {
-                capacity
-            } else {
-                (2 * capacity).max(4)
-            }
+        // An empty list counts as the four records it first grows to.
+        let polls = bytes_of(self.polls.capacity().max(4), size_of::<PollRecord>());
+        let sleeps = bytes_of(self.sleeps.capacity().max(4), size_of::<SleepRecord>());
+        let free = budget.saturating_sub(polls + sleeps);
+        let share = |mine: u64| {
+            let more = u128::from(free) * u128::from(mine) / u128::from(polls + sleeps);
+            mine + u64::try_from(more).unwrap_or(free)
         };
-        let polls = grown(self.polls.len(), self.polls.capacity());
-        let sleeps = grown(self.sleeps.len(), self.sleeps.capacity());
-        let bytes =
-            polls * std::mem::size_of::<PollRecord>() + sleeps * std::mem::size_of::<SleepRecord>();
-        if bytes as u64 <= budget {
+        if grow_within(&mut self.polls, share(polls))
+            && grow_within(&mut self.sleeps, share(sleeps))
+        {
             return true;
         }
+        let used = bytes_of(self.polls.len(), size_of::<PollRecord>())
+            + bytes_of(self.sleeps.len(), size_of::<SleepRecord>());
         self.overflow.get_or_insert(Overflow {
             budget,
+            used,
             time,
             events,
         });
@@ -168,6 +173,27 @@ impl CausalLog {
         self.sleeps.push(SleepRecord { poll, label });
         index
     }
+}
+
+/// The bytes of `count` records of `size` bytes.
+fn bytes_of(count: usize, size: usize) -> u64 {
+    (count as u64).saturating_mul(size as u64)
+}
+
+/// Makes room for one more record in `list` within `room` bytes for the
+/// whole list: a full list doubles, or grows to what `room` holds; false
+/// when it is full and `room` holds no more.
+fn grow_within<T>(list: &mut Vec<T>, room: u64) -> bool {
+    if list.len() < list.capacity() {
+        return true;
+    }
+    let most = usize::try_from(room / size_of::<T>() as u64).unwrap_or(usize::MAX);
+    let grown = (2 * list.capacity()).max(4).min(most);
+    if grown <= list.len() {
+        return false;
+    }
+    list.reserve_exact(grown - list.len());
+    true
 }
 
 /// A record's index: below 2^31 - 1, so that a poll's index, its top bit
@@ -301,6 +327,12 @@ mod tests {
         );
         let overflow = overflow.expect("the budget was passed");
         assert_eq!(overflow.budget, 1024);
+        // The lists grew into the budget, not only to the last doubling
+        // that fitted (which held 768 B here): to within a few records.
+        assert!(
+            overflow.used <= 1024 && overflow.used + 64 >= 1024,
+            "{overflow:?}"
+        );
         assert!(overflow.time < end && overflow.events > 0, "{overflow:?}");
     }
 }

@@ -109,8 +109,21 @@ pub fn run_jobs(machine: Arc<Machine>, jobs: &[Job]) -> Result<Vec<JobReport>, W
 /// each from the run that explains it.
 fn explained_runs(machine: &Arc<Machine>, jobs: &[Job]) -> Result<Vec<Report>, WorkloadError> {
     (0..jobs.len())
-        .map(|k| Ok(run_set(machine, jobs, Some(k))?.reports.swap_remove(k)))
+        .map(|job| {
+            let budget = jobs[job].options.explain_budget();
+            let mut set = super::within_explain_budget(budget, |budget| {
+                run_set(machine, jobs, Some(Explained { job, budget }))
+            })?;
+            Ok(set.reports.swap_remove(job))
+        })
         .collect()
+}
+
+/// The job a run explains, and its causal log's bound in bytes.
+#[derive(Debug, Clone, Copy)]
+struct Explained {
+    job: usize,
+    budget: u64,
 }
 
 /// A job's error, named by the job.
@@ -132,21 +145,21 @@ struct SetRun {
 /// A job's host task: its outcome and when it ended.
 type HostHandle = JoinHandle<(Result<Outcome, WorkloadError>, SimTime)>;
 
-/// `jobs` in one simulation on one fresh device, job `explained` (if any)
-/// marking the interval `--explain` explains. Job `j`'s host is the
+/// `jobs` in one simulation on one fresh device, job `explained` (if any,
+/// with its causal log's bound) marking the interval `--explain` explains. Job `j`'s host is the
 /// `j`-th task spawned (slot `j`).
 fn run_set(
     machine: &Arc<Machine>,
     jobs: &[Job],
-    explained: Option<usize>,
+    explained: Option<Explained>,
 ) -> Result<SetRun, WorkloadError> {
     let verify_data = jobs.iter().any(|j| j.options.verify_data);
     let device = run_device(machine.clone(), verify_data)?;
     let mut simulation = Simulation::new();
-    if let Some(k) = explained {
-        let budget = jobs[k].options.explain_budget();
+    if let Some(Explained { budget, .. }) = explained {
         crate::explain::install(&mut simulation, &device, budget);
     }
+    let explained = explained.map(|e| e.job);
     let hosts: Vec<(Torch, HostHandle)> = jobs
         .iter()
         .enumerate()

@@ -268,10 +268,27 @@ impl Workload {
     ) -> Result<Report, WorkloadError> {
         self.check_params(options)?;
         let options = &collective::with_msccl_entry(options)?;
+        match options.explain {
+            false => self.run_once(machine, options, None, set_up_done),
+            true => within_explain_budget(options.explain_budget(), |budget| {
+                self.run_once(machine.clone(), options, Some(budget), set_up_done)
+            }),
+        }
+    }
+
+    /// One run, explained with its causal log bounded to `explain_budget`
+    /// bytes if given.
+    fn run_once(
+        &self,
+        machine: Arc<Machine>,
+        options: &Options,
+        explain_budget: Option<u64>,
+        set_up_done: &mut dyn FnMut(u64),
+    ) -> Result<Report, WorkloadError> {
         let device = run_device(machine, options.verify_data)?;
         let mut simulation = Simulation::new();
-        if options.explain {
-            crate::explain::install(&mut simulation, &device, options.explain_budget());
+        if let Some(budget) = explain_budget {
+            crate::explain::install(&mut simulation, &device, budget);
         }
         let torch = match &options.ccl {
             Some(ccl) => Torch::with_ccl(device.clone(), ccl.clone()),
@@ -305,6 +322,31 @@ impl Workload {
             simulated,
         };
         Ok(ran.report(self.name, options.verify_data, outcome, explanation))
+    }
+}
+
+/// The most bytes an explained run records before it knows how many it
+/// needs (ADR-0122): a run whose causal log outgrows them runs again
+/// within its budget if the estimate fits, and is refused if not, having
+/// held no more than this.
+pub const EXPLAIN_PROBE_BYTES: u64 = 64 << 20;
+
+/// `run`, an explained run given its causal log's bound, within `budget`
+/// bytes: first within [`EXPLAIN_PROBE_BYTES`] (or the budget, if
+/// smaller); a run whose log outgrows the probe runs again within the
+/// budget when the probe's estimate fits it, and is refused, told against
+/// the budget, when it does not.
+pub(crate) fn within_explain_budget<T>(
+    budget: u64,
+    mut run: impl FnMut(u64) -> Result<T, WorkloadError>,
+) -> Result<T, WorkloadError> {
+    let probe = budget.min(EXPLAIN_PROBE_BYTES);
+    match run(probe) {
+        Err(WorkloadError::Explain(refused)) if probe < budget && refused.needed() <= budget => {
+            run(budget)
+        }
+        Err(WorkloadError::Explain(refused)) => Err(refused.against(budget).into()),
+        result => result,
     }
 }
 
@@ -425,6 +467,65 @@ fn replay_check(device: &Device) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stand-in for an explained run whose causal log needs `needs`
+    /// bytes: it fits a bound of at least that, and is refused with the
+    /// exact estimate under a smaller one.
+    fn explained_run(needs: u64, bound: u64) -> Result<(), WorkloadError> {
+        match needs <= bound {
+            true => Ok(()),
+            false => Err(crate::explain::ExplainError::OverBudget {
+                needed: needs,
+                budget: bound,
+                recorded: bound,
+                at: crate::sim::SimDuration::ZERO,
+                events: 1,
+                total: 1,
+            }
+            .into()),
+        }
+    }
+
+    /// The bounds an explained run is tried with, and the budget its
+    /// refusal names (`None`: explained), for a log of `needs` bytes
+    /// under `budget`.
+    fn probed(needs: u64, budget: u64) -> (Vec<u64>, Option<u64>) {
+        let mut bounds = Vec::new();
+        let result = within_explain_budget(budget, |bound| {
+            bounds.push(bound);
+            explained_run(needs, bound)
+        });
+        let refused = result.err().map(|error| match error {
+            WorkloadError::Explain(crate::explain::ExplainError::OverBudget { budget, .. }) => {
+                budget
+            }
+            other => panic!("{other}"),
+        });
+        (bounds, refused)
+    }
+
+    #[test]
+    fn an_explained_run_probes_its_log_before_taking_its_budget() {
+        const MIB: u64 = 1 << 20;
+        const GIB: u64 = 1 << 30;
+        let probe = EXPLAIN_PROBE_BYTES;
+        let check = |needs: u64, budget: u64, expect: (Vec<u64>, Option<u64>)| {
+            assert_eq!(
+                probed(needs, budget),
+                expect,
+                "needs {needs}, budget {budget}"
+            );
+        };
+        // Fits the probe: one run.
+        check(MIB, GIB, (vec![probe], None));
+        // Outgrows the probe, fits the budget: run again within it.
+        check(100 * MIB, GIB, (vec![probe, GIB], None));
+        // Outgrows the budget: refused after the probe, naming the budget.
+        check(2 * GIB, GIB, (vec![probe], Some(GIB)));
+        // A budget under the probe is the only bound.
+        check(MIB, 32 * MIB, (vec![32 * MIB], None));
+        check(100 * MIB, 32 * MIB, (vec![32 * MIB], Some(32 * MIB)));
+    }
 
     #[test]
     fn the_registry_holds_every_file_with_well_formed_flags() {
