@@ -190,7 +190,10 @@ impl Tile {
 
 /// The part of `acc` that `view` (offsets into the tile) covers. A part
 /// within `acc` is in its memory, which is not decoded again; any other
-/// is a [`Tl::view`].
+/// is a [`Tl::view`]. Inlined: a ring calls it per message, and
+/// whether the compiler inlines it on its own moves with the codegen
+/// units' partition (perf-log.md, 2026-12-04).
+#[inline]
 pub fn slice(tl: &Tl, acc: &TensorHandle, view: &TileView) -> Result<TensorHandle, KernelError> {
     let (addr, n_elem) = (DevAddr::of(acc) + view.offset, view.n_elem as usize);
     match acc.within(addr.0, n_elem) {
