@@ -198,18 +198,10 @@ fn an_explain_past_its_memory_budget_is_refused_with_its_estimate() {
 #[test]
 #[ignore = "seconds in release; run with --release -- --ignored"]
 fn an_explain_past_its_budget_is_refused_holding_only_its_probe() {
-    let (code, rss) = cli_common::peak_rss_kib(&[
-        "--set",
-        "system.sips.count=4",
-        "run",
-        "--bench",
-        "ccl_allreduce",
-        "--size",
-        "16M",
-        "--explain",
-        "--explain-memory",
-        "400M",
-    ]);
+    let args = "--set system.sips.count=4 run --bench ccl_allreduce --size 16M \
+                --explain --explain-memory 400M";
+    let args: Vec<&str> = args.split_whitespace().collect();
+    let (code, rss) = cli_common::peak_rss_kib(&args);
     assert_eq!(code, Some(2));
     assert!(rss < 250 << 10, "peak {rss} KiB");
 }
