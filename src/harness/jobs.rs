@@ -35,7 +35,7 @@ use crate::workloads::{self, Options};
 
 /// The file as written.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a jobs mapping with `jobs:`, the named jobs")]
 struct JobsFile {
     jobs: Named<JobSpec>,
 }
@@ -66,7 +66,10 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Named<T> {
 
 /// One job as written.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a job mapping with workload or et, and optionally flags, sips, placement and start"
+)]
 struct JobSpec {
     workload: Option<String>,
     et: Option<String>,

@@ -162,6 +162,9 @@ fn overlapping_jobs_and_bad_files_are_one_error_at_the_key() {
         "--size with --jobs",
     );
     check("jobs: {}\n", &[], "no job");
+    // What the file and a job must be, in words, not a Rust type's name.
+    check("hello\n", &[], "expected a jobs mapping with `jobs:`");
+    check("jobs:\n  a: 5\n", &[], "jobs.a: expected a job mapping");
 }
 
 /// An example jobs file of `configs/examples/`.
