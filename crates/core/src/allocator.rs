@@ -1,8 +1,8 @@
-//! The allocator every kernbench binary declares (ADR-0026) and the one
-//! setting they give it (ADR-0072): memory freed is kept for reuse, not
-//! handed back to the kernel while the process runs. Everything else is
-//! mimalloc's default, transparent huge pages included (ADR-0073), except
-//! in the main job, which turns them off (ADR-0121).
+//! The allocator every kernbench binary declares (ADR-0026) and its two
+//! settings: memory freed is kept for reuse, not handed back to the
+//! kernel while the process runs (every binary, ADR-0072); transparent
+//! huge pages are off (the main job only, ADR-0121). Everything else is
+//! mimalloc's default, huge pages included elsewhere (ADR-0073).
 //!
 //! Used by the binaries only (`main`, `src/bin`, the examples and
 //! benches); the library itself allocates through whatever global
