@@ -35,7 +35,10 @@ use crate::workloads::{self, Options};
 
 /// The file as written.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a jobs mapping with `jobs:`, the named jobs")]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a jobs mapping with `jobs:`, the named jobs"
+)]
 struct JobsFile {
     jobs: Named<JobSpec>,
 }

@@ -371,7 +371,7 @@ impl Server {
             body,
             "<pre>{}</pre>\n<p><a href=\"/topology.svg\"><img src=\"/topology.svg\" \
              alt=\"the machine: SIPs and their cube meshes\" style=\"max-width:100%\"></a></p>\n\
-             <p>Inside one cube: <a href=\"/cube.svg\"><img src=\"/cube.svg\" \
+             <p><a href=\"/cube.svg\"><img src=\"/cube.svg\" \
              alt=\"one cube: its NoC routers and what they carry\" style=\"max-width:100%\"></a></p>",
             escape(&self.settings.topology.summary().to_string())
         );
@@ -1391,19 +1391,30 @@ fn cube_routers(svg: &mut String, layout: &CubeLayout, corner: &dyn Fn(GridPos) 
                 _ => "#ffe9b3",
             };
             let (x, y) = corner(pos);
+            let label = slot.to_string();
             let _ = writeln!(
                 svg,
                 "<g><title>router r{row}c{col}: {slot}</title><rect x=\"{x}\" y=\"{y}\" width=\"{CELL}\" \
                  height=\"{CELL}\" rx=\"4\" fill=\"{fill}\" stroke=\"#567\"/><text x=\"{}\" y=\"{}\" \
-                 text-anchor=\"middle\">{slot}</text><text x=\"{}\" y=\"{}\" text-anchor=\"middle\" \
-                 fill=\"#888\" font-size=\"9\">r{row}c{col}</text></g>",
+                 text-anchor=\"middle\" font-size=\"{:.1}\">{label}</text><text x=\"{}\" y=\"{}\" \
+                 text-anchor=\"middle\" fill=\"#888\" font-size=\"9\">r{row}c{col}</text></g>",
                 x + CELL / 2.0,
                 y + CELL / 2.0,
+                label_font_size(&label),
                 x + CELL / 2.0,
                 y + CELL - 6.0
             );
         }
     }
+}
+
+/// The font size (11 at most) at which `label` fits a router's square
+/// with 4 px to spare each side, taking a glyph as 0.7 em wide (DejaVu
+/// Sans, the usual sans-serif, averages about that on these labels).
+fn label_font_size(label: &str) -> f64 {
+    let em_per_char = 0.7;
+    let fits = (CELL - 8.0) / (label.chars().count().max(1) as f64 * em_per_char);
+    fits.min(11.0)
 }
 
 /// [`cube_heat_svg`]'s link ports, an arrow out of each side's router
@@ -1442,6 +1453,17 @@ mod tests {
         let spec =
             TopologySpec::load(&TopologySpec::default_source(), &overrides.topology).unwrap();
         Machine::build(&spec).unwrap()
+    }
+
+    /// Short labels keep the drawing's 11 px; a long one shrinks until it
+    /// fits its square with room to spare.
+    #[test]
+    fn a_router_label_fits_its_square() {
+        for (label, size) in [("pe0", 11.0), ("pcie_ep", 11.0), ("mcpu.dma", 10.0)] {
+            let got = label_font_size(label);
+            assert_eq!(got, size, "{label}");
+            assert!(label.len() as f64 * 0.7 * got <= CELL - 8.0, "{label}");
+        }
     }
 
     #[test]
