@@ -86,28 +86,39 @@ pub fn kernbench(dir: &Path, args: &[&str]) -> Output {
 }
 
 /// The exit code and the peak resident memory, in KiB, of `kernbench
-/// args` (output discarded). The child is reaped by `wait4`, which
-/// reports its own peak (`getrusage` of all children would mix in other
-/// tests' runs).
-#[allow(clippy::zombie_processes)]
+/// args` (output discarded): the child's `VmHWM`, read every 5 ms while
+/// it runs. Not `wait4`'s `ru_maxrss`: a child spawned by a large test
+/// process starts from that process's memory (Linux carries the address
+/// space's high-water mark across `exec`), so it reports the tests'
+/// peak, not the run's.
 pub fn peak_rss_kib(args: &[&str]) -> (Option<i32>, u64) {
-    let child = Command::new(env!("CARGO_BIN_EXE_kernbench"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kernbench"))
         .args(args)
         .env_remove("RUST_LOG")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("the binary runs");
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: `rusage` is plain integers, valid all zero.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `wait4` writes only `status` and `usage`, both ours; the
-    // child is reaped here and its `Child` is never waited on.
-    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(reaped, pid, "wait4: {}", std::io::Error::last_os_error());
-    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
-    (code, usage.ru_maxrss as u64)
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    loop {
+        if let Some(kib) = std::fs::read_to_string(&status)
+            .ok()
+            .and_then(|text| high_water_kib(&text))
+        {
+            peak = peak.max(kib);
+        }
+        if let Some(exit) = child.try_wait().expect("the child can be waited on") {
+            return (exit.code(), peak);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// `VmHWM` of a `/proc/PID/status` text, in KiB.
+fn high_water_kib(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The command's standard output.

@@ -54,11 +54,11 @@ pub fn install(simulation: &mut Simulation, device: &Device, budget: u64) {
 pub enum ExplainError {
     /// The causal log would pass its budget before the interval ends.
     #[error(
-        "--explain: this run's causal log needs about {:.1} MiB, more than its budget of {:.1} MiB \
+        "--explain: this run's causal log needs about {}, more than its budget of {} \
          (a quarter of the host's available memory, or --explain-memory): estimated from its \
-         first {:.1} MiB, which held {events} of the run's {total} events (to simulated {at}); \
+         first {}, which held {events} of the run's {total} events (to simulated {at}); \
          explain fewer SIPs, a smaller --size, or --fidelity flow (far fewer events)",
-        mib(*.needed), mib(*.budget), mib(*.recorded)
+        size_text(*.needed), size_text(*.budget), size_text(*.recorded)
     )]
     OverBudget {
         /// The estimate for the whole run, in bytes: the bytes recorded ×
@@ -106,9 +106,15 @@ impl ExplainError {
     }
 }
 
-/// `bytes` in MiB.
-fn mib(bytes: u64) -> f64 {
-    bytes as f64 / f64::from(1 << 20)
+/// `bytes` to one decimal in the largest of KiB, MiB and GiB that is
+/// at least one (KiB below that).
+fn size_text(bytes: u64) -> String {
+    let (unit, name) = match bytes {
+        b if b >= 1 << 30 => (1u64 << 30, "GiB"),
+        b if b >= 1 << 20 => (1 << 20, "MiB"),
+        _ => (1 << 10, "KiB"),
+    };
+    format!("{:.1} {name}", bytes as f64 / unit as f64)
 }
 
 /// Whether `--explain` records on this thread.
@@ -649,4 +655,25 @@ fn usage(recording: &Recording, duration: u64) -> (Vec<ClassUsage>, Vec<Usage>, 
     all.sort_by(|a, b| b.busy_ps.cmp(&a.busy_ps).then(a.name.cmp(&b.name)));
     all.truncate(TOP);
     (classes, all, links)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A budget of 1 KiB reads as 1.0 KiB, not 0.0 MiB.
+    #[test]
+    fn sizes_read_in_the_largest_unit_that_is_at_least_one() {
+        for (bytes, text) in [
+            (0, "0.0 KiB"),
+            (1 << 10, "1.0 KiB"),
+            (64 << 10, "64.0 KiB"),
+            ((1 << 20) - 1, "1024.0 KiB"),
+            (1 << 20, "1.0 MiB"),
+            (538 << 20, "538.0 MiB"),
+            (5 << 29, "2.5 GiB"),
+        ] {
+            assert_eq!(size_text(bytes), text, "{bytes}");
+        }
+    }
 }
