@@ -452,14 +452,11 @@ impl<A: Clone + 'static, T: 'static> LaunchContext<'_, A, T> {
         fabric
             .send(&fabric.route(&plan.command.path)?, COMMAND_BYTES)
             .await?;
-        let cubes = plan
-            .cubes
-            .iter()
+        let cubes = (0..)
             .zip(&plan.cost.reach)
-            .zip(0..)
-            .map(|((cube, &reach), index)| CubeFanout {
+            .map(|(cube, &reach)| CubeFanout {
                 reach,
-                run: move |target_start| self.run_cube((index, cube), plan, target_start),
+                run: move |target_start| self.run_cube(cube, plan, target_start),
             })
             .collect();
         let io = fabric.io_cpu(plan.sip).launch(cubes).await?;
@@ -473,14 +470,15 @@ impl<A: Clone + 'static, T: 'static> LaunchContext<'_, A, T> {
         Ok((io.target_start, reports.into_iter().collect()))
     }
 
-    /// One cube: command in, M_CPU dispatch and delivery, its programs,
-    /// response out.
+    /// Cube `index` of `plan`: command in, M_CPU dispatch and delivery,
+    /// its programs (made now), response out.
     async fn run_cube(
         &self,
-        (index, cube): (u32, &CubePlan),
+        index: u32,
         plan: &DispatchPlan,
         target_start: SimTime,
     ) -> Result<Vec<Option<ProgramReport<T>>>, LaunchError> {
+        let cube = &plan.cubes[index as usize];
         let fabric = self.device.fabric();
         fabric
             .send(&fabric.route(&cube.command.path)?, COMMAND_BYTES)
