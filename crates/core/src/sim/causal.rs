@@ -133,6 +133,10 @@ impl CausalLog {
         let Some(budget) = self.budget else {
             return true;
         };
+        // The common case, checked per record while recording: room in both.
+        if self.polls.len() < self.polls.capacity() && self.sleeps.len() < self.sleeps.capacity() {
+            return true;
+        }
         // An empty list counts as the four records it first grows to.
         let polls = bytes_of(self.polls.capacity().max(4), size_of::<PollRecord>());
         let sleeps = bytes_of(self.sleeps.capacity().max(4), size_of::<SleepRecord>());

@@ -145,8 +145,9 @@ struct SetRun {
 /// A job's host task: its outcome and when it ended.
 type HostHandle = JoinHandle<(Result<Outcome, WorkloadError>, SimTime)>;
 
-/// `jobs` in one simulation on one fresh device, job `explained` (if any,
-/// with its causal log's bound) marking the interval `--explain` explains. Job `j`'s host is the
+/// `jobs` in one simulation on one fresh device, job `explained` (if
+/// any, with its causal log's bound) marking the interval `--explain`
+/// explains. Job `j`'s host is the
 /// `j`-th task spawned (slot `j`).
 fn run_set(
     machine: &Arc<Machine>,
